@@ -1,0 +1,35 @@
+/*
+ * mnemo_main.c — the `mnemo` command: dispatches to its subcommands. Each subcommand lives in its own file
+ * and uses only engine.h. Exit codes: 0 success, 1 runtime failure (model load, generation), 2 bad usage.
+ */
+#include <stdio.h>
+#include <string.h>
+
+int cli_generate(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "mnemo — long-context LLaMA inference\n\n"
+            "usage: mnemo <command> [options]\n\n"
+            "commands:\n"
+            "  generate   stream a completion for a prompt\n"
+            "  tokenize   print the token ids of a text\n\n"
+            "Run 'mnemo <command> --help' for its options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "mnemo: unknown command '%s' (try 'mnemo --help')\n", cmd);
+    return 2;
+}

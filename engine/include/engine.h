@@ -1,0 +1,228 @@
+/*
+ * engine.h — the one public header of libengine (mnemo's inference library).
+ *
+ * Objects
+ *   mnemo_model    weights + tokenizer of one Hugging Face LLaMA-family checkpoint directory. Read-only after
+ *                  load: one model may be shared by any number of threads and contexts.
+ *   mnemo_context  one session over a model: KV cache, position, last logits. A context must be used by one
+ *                  thread at a time; different contexts on the same model may run concurrently.
+ *   mnemo_sampler  sampling settings plus the token history the penalties need. One thread at a time.
+ *
+ * Errors
+ *   Every fallible call returns a mnemo_status. mnemo_model_load and mnemo_context_new hand back a handle even
+ *   when they fail (as sqlite3_open does) so that mnemo_model_error / mnemo_context_error can say why; such a
+ *   handle must still be freed, and any other use of it returns MNEMO_ERR_MISUSE. Calls on a shared model
+ *   (tokenize, detokenize) return a status only and never write the model's message, so they stay thread-safe.
+ *   The library never calls exit() or abort(). All *_free(NULL) calls are no-ops.
+ *
+ * Logging
+ *   Diagnostics go to a process-wide callback (mnemo_log_set); the default writes warnings and errors to stderr.
+ */
+#ifndef MNEMO_ENGINE_H
+#define MNEMO_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MNEMO_API __attribute__((visibility("default")))
+#else
+#define MNEMO_API
+#endif
+
+/* ---------------------------------------------------------------- status codes */
+typedef enum {
+    MNEMO_OK = 0,
+    MNEMO_ERR_INVALID_ARG = 1,   /* a parameter is NULL, out of range, or a token id is not in the vocabulary */
+    MNEMO_ERR_IO = 2,            /* a file is missing or cannot be read */
+    MNEMO_ERR_FORMAT = 3,        /* a file's contents are malformed (message names the file and the problem) */
+    MNEMO_ERR_UNSUPPORTED = 4,   /* well-formed but not supported (architecture, dtype, rope scaling type) */
+    MNEMO_ERR_NOMEM = 5,         /* an allocation failed */
+    MNEMO_ERR_CONTEXT_FULL = 6,  /* the tokens do not fit in the context window */
+    MNEMO_ERR_CANCELLED = 7,     /* a callback asked to stop */
+    MNEMO_ERR_MISUSE = 8,        /* the API was used out of order, or on a handle whose creation failed */
+    MNEMO_ERR_TOO_SMALL = 9,     /* an output buffer is too small; the needed size was written */
+    MNEMO_ERR_BACKEND = 10,      /* the compute backend failed (e.g. a CUDA error) */
+} mnemo_status;
+
+/* A short English name for a status ("invalid argument"). Never NULL. */
+MNEMO_API const char *mnemo_status_str(mnemo_status s);
+
+typedef int32_t mnemo_token;
+
+typedef struct mnemo_model mnemo_model;
+typedef struct mnemo_context mnemo_context;
+typedef struct mnemo_sampler mnemo_sampler;
+
+/* ---------------------------------------------------------------- logging */
+typedef enum { MNEMO_LOG_ERROR = 0, MNEMO_LOG_WARN = 1, MNEMO_LOG_INFO = 2, MNEMO_LOG_DEBUG = 3 } mnemo_log_level;
+typedef void (*mnemo_log_fn)(mnemo_log_level level, const char *msg, void *user);
+/* Replace the process-wide log sink (NULL restores the default stderr sink). max_level filters the default sink. */
+MNEMO_API void mnemo_log_set(mnemo_log_fn fn, void *user);
+MNEMO_API void mnemo_log_set_level(mnemo_log_level max_level);
+
+/* ---------------------------------------------------------------- model */
+typedef enum { MNEMO_DEVICE_AUTO = 0, MNEMO_DEVICE_CPU = 1, MNEMO_DEVICE_CUDA = 2 } mnemo_device;
+
+typedef struct {
+    int32_t n_threads;    /* compute threads; 0 = one per core */
+    mnemo_device device;  /* AUTO takes a GPU when the CUDA backend is built and a GPU is present */
+} mnemo_model_params;
+
+MNEMO_API mnemo_model_params mnemo_model_default_params(void);
+
+/* Load a checkpoint directory: config.json, model.safetensors | model.safetensors.index.json + shards |
+ * pytorch_model.bin | pytorch_model.bin.index.json + shards, and tokenizer.model. Weights are memory-mapped.
+ * *out always receives a handle (NULL only when even that allocation failed). */
+MNEMO_API mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params, mnemo_model **out);
+MNEMO_API void mnemo_model_free(mnemo_model *model);
+/* Why the load failed ("" after success). Valid until the model is freed. */
+MNEMO_API const char *mnemo_model_error(const mnemo_model *model);
+
+MNEMO_API int32_t mnemo_model_n_vocab(const mnemo_model *model);
+MNEMO_API int32_t mnemo_model_n_ctx_train(const mnemo_model *model); /* max_position_embeddings */
+MNEMO_API int32_t mnemo_model_n_layer(const mnemo_model *model);
+MNEMO_API int32_t mnemo_model_n_embd(const mnemo_model *model);
+MNEMO_API mnemo_token mnemo_model_bos(const mnemo_model *model);
+MNEMO_API mnemo_token mnemo_model_eos(const mnemo_model *model);
+/* True for every end-of-generation id the config names (eos_token_id may be a list). */
+MNEMO_API bool mnemo_model_is_eog(const mnemo_model *model, mnemo_token token);
+/* One line: architecture, sizes, dtype, backend. Valid until the model is freed. */
+MNEMO_API const char *mnemo_model_desc(const mnemo_model *model);
+/* Bytes of weights the forward pass reads per token (all layer weights + lm_head). */
+MNEMO_API uint64_t mnemo_model_weight_bytes(const mnemo_model *model);
+
+/* ---------------------------------------------------------------- tokenizer (thread-safe on a shared model) */
+/* Encode len bytes of UTF-8 text. Writes up to cap ids; *n_out receives the number of ids the text needs.
+ * Returns MNEMO_ERR_TOO_SMALL when cap < *n_out. */
+MNEMO_API mnemo_status mnemo_tokenize(const mnemo_model *model, const char *text, size_t len, bool add_bos,
+                                      mnemo_token *out, int32_t cap, int32_t *n_out);
+/* Decode ids to UTF-8 text (no terminating NUL counted in *len_out; one is written when room allows).
+ * MNEMO_ERR_INVALID_ARG for an id outside the vocabulary, MNEMO_ERR_TOO_SMALL when cap is too small. */
+MNEMO_API mnemo_status mnemo_detokenize(const mnemo_model *model, const mnemo_token *tokens, int32_t n, char *out,
+                                        size_t cap, size_t *len_out);
+/* The SentencePiece piece of one id (e.g. "\xe2\x96\x81the", "<0x0A>"), same buffer rules as mnemo_detokenize. */
+MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_token token, char *out, size_t cap,
+                                            size_t *len_out);
+
+/* ---------------------------------------------------------------- context */
+typedef struct {
+    int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings */
+    int32_t n_batch;   /* most tokens one forward step processes; longer inputs are split; 0 = 512 */
+    bool logits_all;   /* keep logits for every position of a mnemo_decode call (else only the last) */
+} mnemo_context_params;
+
+MNEMO_API mnemo_context_params mnemo_context_default_params(void);
+MNEMO_API mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *params,
+                                         mnemo_context **out);
+MNEMO_API void mnemo_context_free(mnemo_context *ctx);
+MNEMO_API const char *mnemo_context_error(const mnemo_context *ctx);
+/* Forget every token: position back to 0, KV cache emptied. */
+MNEMO_API void mnemo_context_reset(mnemo_context *ctx);
+MNEMO_API int32_t mnemo_context_n_past(const mnemo_context *ctx);
+MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
+
+/* Run the model over n tokens that follow the context's current position, appending them to the KV cache.
+ * On failure the context is left as it was before the call. */
+MNEMO_API mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n);
+/* Logits (n_vocab floats) of position i of the last mnemo_decode call; i = -1 means its last token. NULL when
+ * that position's logits were not kept (logits_all off) or i is out of range. Valid until the next decode. */
+MNEMO_API const float *mnemo_get_logits(const mnemo_context *ctx, int32_t i);
+
+/* ---------------------------------------------------------------- sampling */
+typedef struct {
+    float temperature;        /* 0 = greedy (argmax after penalties) */
+    int32_t top_k;            /* keep the k most likely; 0 = off */
+    float top_p;              /* nucleus mass; 1 = off */
+    float min_p;              /* drop tokens with p < min_p * p_max; 0 = off */
+    float repetition_penalty; /* CTRL/HF style: divide positive logits, multiply negative ones; 1 = off */
+    float presence_penalty;   /* OpenAI style: subtract once per token seen; 0 = off */
+    float frequency_penalty;  /* OpenAI style: subtract count * value; 0 = off */
+    int32_t penalty_last_n;   /* how many past tokens the penalties look at; -1 = all */
+    uint64_t seed;            /* the same seed, settings and logits give the same tokens */
+} mnemo_sampler_params;
+
+typedef struct {
+    mnemo_token id;
+    float logprob;
+} mnemo_token_logprob;
+
+MNEMO_API mnemo_sampler_params mnemo_sampler_default_params(void);
+MNEMO_API mnemo_status mnemo_sampler_new(const mnemo_sampler_params *params, mnemo_sampler **out);
+MNEMO_API void mnemo_sampler_free(mnemo_sampler *s);
+/* Forget the token history (penalties) and re-seed. */
+MNEMO_API void mnemo_sampler_reset(mnemo_sampler *s);
+/* Record a token as part of the history (prompt tokens and each sampled token). */
+MNEMO_API void mnemo_sampler_accept(mnemo_sampler *s, mnemo_token token);
+/* Pick a token from n_vocab logits (not modified). */
+MNEMO_API mnemo_status mnemo_sampler_sample(mnemo_sampler *s, const float *logits, int32_t n_vocab,
+                                            mnemo_token *out);
+/* Log-probabilities under the model's own distribution (log_softmax of the raw logits, before any sampling
+ * setting): *chosen_logprob for token, and the n_top most likely tokens, best first, into top[0..n_top). */
+MNEMO_API mnemo_status mnemo_logprobs(const float *logits, int32_t n_vocab, mnemo_token token, int32_t n_top,
+                                      mnemo_token_logprob *top, float *chosen_logprob);
+
+/* ---------------------------------------------------------------- generation */
+#define MNEMO_MAX_LOGPROBS 20
+
+typedef enum {
+    MNEMO_FINISH_LENGTH = 0,    /* max_tokens reached */
+    MNEMO_FINISH_STOP = 1,      /* a stop string matched (it is not part of the text) */
+    MNEMO_FINISH_EOS = 2,       /* the model produced an end-of-generation token */
+    MNEMO_FINISH_CANCELLED = 3, /* the callback returned false */
+    MNEMO_FINISH_CONTEXT = 4,   /* the context window is full */
+} mnemo_finish_reason;
+
+typedef struct {
+    mnemo_sampler_params sampling;
+    int32_t max_tokens;          /* most tokens to generate */
+    const char *const *stop;     /* n_stop stop strings; text ends before the first match */
+    int32_t n_stop;
+    int32_t n_logprobs;          /* 0 = none; else the top-n alternatives per token (<= MNEMO_MAX_LOGPROBS) */
+    bool add_bos;                /* prepend BOS when the context is empty */
+    bool ignore_eos;             /* keep generating past end-of-generation tokens */
+} mnemo_generate_params;
+
+/* One generated token. text holds the UTF-8 text that becomes final with this token: it may be empty while
+ * an incomplete UTF-8 character or a possible stop-string prefix is held back, and it is never half a character.
+ * The event with is_last set carries whatever was held back (minus a matched stop string). */
+typedef struct {
+    mnemo_token token;
+    const char *text;
+    size_t text_len;
+    float logprob;                   /* of token under the model's distribution (when n_logprobs > 0) */
+    const mnemo_token_logprob *top;  /* n_top alternatives, best first */
+    int32_t n_top;
+    bool is_last;
+} mnemo_token_event;
+
+/* Return false to stop generation (finish reason CANCELLED). */
+typedef bool (*mnemo_token_callback)(const mnemo_token_event *ev, void *user);
+
+typedef struct {
+    int32_t n_prompt_tokens;
+    int32_t n_generated;
+    mnemo_finish_reason finish_reason;
+    double prefill_ms;
+    double decode_ms;
+} mnemo_generate_result;
+
+MNEMO_API mnemo_generate_params mnemo_generate_default_params(void);
+/* Tokenize prompt, append it to the context, then sample up to max_tokens, calling cb (may be NULL) per token.
+ * The context keeps everything (prompt and generated tokens) for a follow-up call. */
+MNEMO_API mnemo_status mnemo_generate(mnemo_context *ctx, const char *prompt, const mnemo_generate_params *params,
+                                      mnemo_token_callback cb, void *user, mnemo_generate_result *result);
+/* Same, from token ids. */
+MNEMO_API mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt, int32_t n_prompt,
+                                             const mnemo_generate_params *params, mnemo_token_callback cb,
+                                             void *user, mnemo_generate_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MNEMO_ENGINE_H */

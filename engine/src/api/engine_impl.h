@@ -1,0 +1,52 @@
+/*
+ * engine_impl.h — the layout of the public handles, shared by the api/ files and nothing else.
+ */
+#ifndef MNEMO_ENGINE_IMPL_H
+#define MNEMO_ENGINE_IMPL_H
+
+#include <stdbool.h>
+
+#include "engine.h"
+#include "kernels.h"
+#include "llama_forward.h"
+#include "llama_weights.h"
+#include "model_config.h"
+#include "tensor_index.h"
+#include "tokenizer.h"
+
+#define MNEMO_ERRLEN 1024
+
+struct mnemo_model {
+    bool failed;              /* load failed: only _error and _free are allowed */
+    char err[MNEMO_ERRLEN];
+    model_config cfg;
+    weight_store *ws;
+    tokenizer *tok;
+    llama_weights w;
+    const kern_backend *be;
+    int32_t n_threads;
+    char desc[256];
+};
+
+struct mnemo_context {
+    bool failed;
+    char err[MNEMO_ERRLEN];
+    mnemo_model *model;
+    kern_ctx *kc;
+    kv_cache kv;
+    forward_buffers fb;
+    int32_t n_ctx, n_batch, n_past;
+    bool logits_all;
+    mnemo_token last_token;   /* last token in the cache (-1 when empty): context for detokenization */
+    float *logits;            /* (logits_cap / n_vocab, n_vocab) */
+    size_t logits_cap;        /* floats */
+    int32_t logits_first;     /* position index (within the last decode call) of logits row 0 */
+    int32_t logits_rows;      /* rows held */
+    int32_t last_n;           /* tokens in the last decode call */
+};
+
+/* Set a context's message (printf-style) and return status. */
+mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

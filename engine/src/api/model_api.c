@@ -1,0 +1,126 @@
+/*
+ * model_api.c — mnemo_model_*: load a checkpoint directory (config, weights, tokenizer), describe it, free it.
+ * Loading validates everything up front so that decode never meets a malformed tensor.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine_impl.h"
+#include "log.h"
+
+mnemo_model_params mnemo_model_default_params(void) {
+    mnemo_model_params p = {.n_threads = 0, .device = MNEMO_DEVICE_AUTO};
+    return p;
+}
+
+static mnemo_status load_fail(mnemo_model *m, mnemo_status st) {
+    m->failed = true;
+    mnemo_log(MNEMO_LOG_ERROR, "%s", m->err);
+    return st;
+}
+
+/* Config parse failures are malformed files unless the message says the model is valid but unsupported. */
+static mnemo_status config_status(const char *msg) {
+    return strstr(msg, "not supported") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT;
+}
+
+static mnemo_status pick_backend(mnemo_model *m, mnemo_device dev) {
+    if (dev == MNEMO_DEVICE_CUDA) {
+        snprintf(m->err, sizeof m->err, "device cuda requested, but this build of libengine has no CUDA backend");
+        return MNEMO_ERR_UNSUPPORTED;
+    }
+    if (dev == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "no CUDA backend in this build: running on the CPU");
+    m->be = kern_cpu_backend();
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params, mnemo_model **out) {
+    if (!out) return MNEMO_ERR_INVALID_ARG;
+    mnemo_model *m = calloc(1, sizeof *m);
+    *out = m;
+    if (!m) return MNEMO_ERR_NOMEM;
+    mnemo_model_params p = params ? *params : mnemo_model_default_params();
+    if (!dir || !*dir) {
+        snprintf(m->err, sizeof m->err, "no model directory given");
+        return load_fail(m, MNEMO_ERR_INVALID_ARG);
+    }
+    if (p.n_threads < 0 || p.device < MNEMO_DEVICE_AUTO || p.device > MNEMO_DEVICE_CUDA) {
+        snprintf(m->err, sizeof m->err, "invalid model params (n_threads %d, device %d)", p.n_threads, (int)p.device);
+        return load_fail(m, MNEMO_ERR_INVALID_ARG);
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(m->err, sizeof m->err, "%s: not a directory", dir);
+        return load_fail(m, MNEMO_ERR_IO);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (a Hugging Face model directory has one)", path);
+        return load_fail(m, MNEMO_ERR_IO);
+    }
+    if (model_config_load(dir, &m->cfg, m->err, sizeof m->err) != 0)
+        return load_fail(m, config_status(m->err));
+
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (mnemo needs the SentencePiece tokenizer.model)",
+                 path);
+        return load_fail(m, MNEMO_ERR_IO);
+    }
+    if (tokenizer_load(path, &m->tok, m->err, sizeof m->err) != 0) return load_fail(m, MNEMO_ERR_FORMAT);
+    if (tokenizer_vocab_size(m->tok) > m->cfg.vocab_size) {
+        snprintf(m->err, sizeof m->err, "%s: tokenizer has %d pieces but config.json vocab_size is %d", path,
+                 (int)tokenizer_vocab_size(m->tok), (int)m->cfg.vocab_size);
+        return load_fail(m, MNEMO_ERR_FORMAT);
+    }
+
+    if (weight_store_open(dir, &m->ws, m->err, sizeof m->err) != 0)
+        return load_fail(m, strstr(m->err, "no weights found") ? MNEMO_ERR_IO : MNEMO_ERR_FORMAT);
+    if (llama_weights_bind(&m->w, &m->cfg, m->ws, m->err, sizeof m->err) != 0)
+        return load_fail(m, strstr(m->err, "dtype") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT);
+
+    mnemo_status s = pick_backend(m, p.device);
+    if (s != MNEMO_OK) return load_fail(m, s);
+    m->n_threads = p.n_threads;
+
+    const model_config *c = &m->cfg;
+    snprintf(m->desc, sizeof m->desc,
+             "%s: %d layers, hidden %d, heads %d/%d (head_dim %d), ffn %d, vocab %d, ctx %d, %s weights (%s), %s",
+             c->architecture, c->num_hidden_layers, c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
+             c->head_dim, c->intermediate_size, c->vocab_size, c->max_position_embeddings,
+             kern_dtype_name(m->w.layers[0].wq.dt), weight_store_format(m->ws), m->be->name);
+    mnemo_log(MNEMO_LOG_INFO, "loaded %s: %s", dir, m->desc);
+    m->err[0] = '\0';
+    return MNEMO_OK;
+}
+
+void mnemo_model_free(mnemo_model *m) {
+    if (!m) return;
+    llama_weights_free(&m->w);
+    tokenizer_free(m->tok);
+    weight_store_close(m->ws);
+    free(m);
+}
+
+const char *mnemo_model_error(const mnemo_model *m) { return m ? m->err : "no model (allocation failed)"; }
+
+#define MODEL_OK(m) ((m) && !(m)->failed)
+int32_t mnemo_model_n_vocab(const mnemo_model *m) { return MODEL_OK(m) ? m->cfg.vocab_size : 0; }
+int32_t mnemo_model_n_ctx_train(const mnemo_model *m) { return MODEL_OK(m) ? m->cfg.max_position_embeddings : 0; }
+int32_t mnemo_model_n_layer(const mnemo_model *m) { return MODEL_OK(m) ? m->cfg.num_hidden_layers : 0; }
+int32_t mnemo_model_n_embd(const mnemo_model *m) { return MODEL_OK(m) ? m->cfg.hidden_size : 0; }
+mnemo_token mnemo_model_bos(const mnemo_model *m) { return MODEL_OK(m) ? m->cfg.bos_token_id : -1; }
+mnemo_token mnemo_model_eos(const mnemo_model *m) { return MODEL_OK(m) && m->cfg.n_eos ? m->cfg.eos_token_ids[0] : -1; }
+const char *mnemo_model_desc(const mnemo_model *m) { return MODEL_OK(m) ? m->desc : ""; }
+uint64_t mnemo_model_weight_bytes(const mnemo_model *m) { return MODEL_OK(m) ? m->w.bytes_per_token : 0; }
+
+bool mnemo_model_is_eog(const mnemo_model *m, mnemo_token t) {
+    if (!MODEL_OK(m)) return false;
+    for (int32_t i = 0; i < m->cfg.n_eos; i++)
+        if (m->cfg.eos_token_ids[i] == t) return true;
+    return false;
+}

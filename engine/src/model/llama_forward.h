@@ -1,0 +1,44 @@
+/*
+ * llama_forward.h — the LLaMA forward pass over one batch of tokens, written out layer by layer (llama2.c /
+ * llm.c style) on top of the kernel op table, plus the per-context state it needs: the KV cache and the
+ * activation buffers.
+ */
+#ifndef MNEMO_LLAMA_FORWARD_H
+#define MNEMO_LLAMA_FORWARD_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "llama_weights.h"
+#include "model_config.h"
+
+typedef struct {
+    int32_t n_layer, n_ctx, kv_dim; /* kv_dim = num_key_value_heads * head_dim */
+    float *k;                       /* (n_layer, n_ctx, kv_dim), keys after RoPE */
+    float *v;                       /* (n_layer, n_ctx, kv_dim) */
+} kv_cache;
+
+typedef struct {
+    int32_t n_batch;  /* most tokens one call processes */
+    float *x;         /* (n_batch, d) residual stream */
+    float *xn;        /* (n_batch, d) normalised input of a sublayer */
+    float *q;         /* (n_batch, hq*hd) */
+    float *att;       /* (n_batch, hq*hd) attention output */
+    float *gate;      /* (n_batch, ff) gate projection, then silu(gate)*up */
+    float *up;        /* (n_batch, ff) */
+    int32_t *pos;     /* (n_batch) absolute positions */
+} forward_buffers;
+
+int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx);   /* 0 or -1 (out of memory) */
+void kv_cache_free(kv_cache *kv);
+int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch);
+void forward_buffers_free(forward_buffers *fb);
+
+/* Run tokens[0..n) (1 <= n <= fb->n_batch) at positions pos0 .. pos0+n-1 (pos0 + n <= kv->n_ctx): their K/V
+ * go into the cache, and the logits of rows logits_from .. n-1 go to logits ((n - logits_from) x vocab).
+ * logits_from == n skips the lm_head. Returns a KERN_* code. */
+int llama_forward(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
+                  kv_cache *kv, forward_buffers *fb, const int32_t *tokens, int32_t n, int32_t pos0,
+                  int32_t logits_from, float *logits);
+
+#endif

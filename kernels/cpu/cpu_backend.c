@@ -1,0 +1,127 @@
+/*
+ * cpu_backend.c — the CPU backend's execution context (threads, scratch) and its op table.
+ *
+ * The CPU backend is the reference every other backend is checked against. Ops parallelise with OpenMP over
+ * kc->n_threads; GEMMs go to OpenBLAS (its own threads, set to the same count). Scratch is one growable buffer
+ * per context, so a context never allocates in the decode loop once warmed up.
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_ops.h"
+
+#include <cblas.h>
+
+/* OpenBLAS thread control; declared here because Debian's cblas.h variants differ in what they expose. */
+void openblas_set_num_threads(int num_threads);
+
+#define KERN_OP_NAME(name, params, doc) #name,
+const char *const kern_op_names[KERN_OP_COUNT] = {KERN_OPS(KERN_OP_NAME)};
+#undef KERN_OP_NAME
+#define KERN_OP_DOC(name, params, doc) doc,
+const char *const kern_op_docs[KERN_OP_COUNT] = {KERN_OPS(KERN_OP_DOC)};
+#undef KERN_OP_DOC
+
+#define KERN_CPU_ENTRY(name, params, doc) .name = kern_cpu_##name,
+static const kern_backend cpu_backend = {.name = "cpu", KERN_OPS(KERN_CPU_ENTRY)};
+#undef KERN_CPU_ENTRY
+
+/* A missed table entry would leave a NULL pointer: count the filled fields at compile time. */
+#define KERN_COUNT_ONE(name, params, doc) +1
+_Static_assert((0 KERN_OPS(KERN_COUNT_ONE)) == KERN_OP_COUNT, "op table and op ids disagree");
+#undef KERN_COUNT_ONE
+
+const kern_backend *kern_cpu_backend(void) { return &cpu_backend; }
+
+kern_ctx *kern_cpu_ctx_new(int n_threads) {
+    kern_ctx *kc = calloc(1, sizeof *kc);
+    if (!kc) return NULL;
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)n : 1;
+    }
+    kc->n_threads = n_threads;
+    openblas_set_num_threads(n_threads);
+    return kc;
+}
+
+void kern_cpu_ctx_free(kern_ctx *kc) {
+    if (!kc) return;
+    free(kc->scratch);
+    free(kc);
+}
+
+int kern_ctx_threads(const kern_ctx *kc) { return kc ? kc->n_threads : 1; }
+
+float *kern_cpu_scratch(kern_ctx *kc, size_t n_floats) {
+    if (n_floats > kc->scratch_cap) {
+        size_t cap = n_floats + n_floats / 4;
+        float *p = NULL;
+        if (posix_memalign((void **)&p, 64, cap * sizeof(float)) != 0) return NULL;
+        free(kc->scratch);
+        kc->scratch = p;
+        kc->scratch_cap = cap;
+    }
+    return kc->scratch;
+}
+
+size_t kern_dtype_size(kern_dtype dt) { return dt == KERN_F32 ? 4 : 2; }
+
+const char *kern_dtype_name(kern_dtype dt) {
+    switch (dt) {
+    case KERN_F32: return "f32";
+    case KERN_F16: return "f16";
+    case KERN_BF16: return "bf16";
+    }
+    return "?";
+}
+
+float kern_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: renormalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400u));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    union { uint32_t u; float f; } c = {.u = u};
+    return c.f;
+}
+
+uint16_t kern_f32_to_f16(float f) {
+    return _cvtss_sh(f, 0); /* F16C: round to nearest even */
+}
+
+/* Widen n elements of a weight row to fp32. */
+void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n) {
+    if (dt == KERN_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *s = src;
+    int64_t i = 0;
+#ifdef __AVX512F__
+    if (dt == KERN_BF16) {
+        for (; i + 16 <= n; i += 16) {
+            __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i)));
+            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        }
+    } else {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    }
+#endif
+    if (dt == KERN_BF16)
+        for (; i < n; i++) dst[i] = kern_bf16_to_f32(s[i]);
+    else
+        for (; i < n; i++) dst[i] = kern_f16_to_f32(s[i]);
+}

@@ -1,0 +1,159 @@
+/*
+ * cpu_matmul.c — y[m,n] = x[m,k] . w[n,k]^T + beta*y, weights in their stored dtype (f32, bf16, f16).
+ *
+ * Two regimes:
+ *   - few rows (decode, m <= GEMV_MAX_ROWS): memory-bound. Each weight row is streamed once, widened to fp32
+ *     in registers (bf16 -> f32 is an exact shift) and dotted with all m activation rows. Threads split the
+ *     output columns. This path decides decode speed, so it is measured against copy bandwidth in tests/bench.
+ *   - many rows (prefill): compute-bound. OpenBLAS sgemm; bf16/f16 weights are widened panel by panel into
+ *     scratch first (O(n*k) work against O(m*n*k) flops) so activations keep full fp32 precision.
+ * vdpbf16ps (AVX-512 BF16) is not used: it would round the activations to bf16, and decode is bandwidth-bound
+ * anyway, so exact widening costs nothing measurable.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "cpu_ops.h"
+
+#define GEMV_MAX_ROWS 8
+#define PANEL_FLOATS (4u << 20) /* 16 MB of widened weights per sgemm call */
+
+#ifdef __AVX512F__
+static inline __m512 load16(const void *w, kern_dtype dt, int64_t i) {
+    if (dt == KERN_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (dt == KERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+static inline __m512 load16_tail(const void *w, kern_dtype dt, int64_t i, __mmask16 m) {
+    if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i);
+    if (dt == KERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+#endif
+
+static inline float weight_at(const void *w, kern_dtype dt, int64_t i) {
+    if (dt == KERN_F32) return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return dt == KERN_BF16 ? kern_bf16_to_f32(h) : kern_f16_to_f32(h);
+}
+
+/* One output column j for m (<= GEMV_MAX_ROWS) activation rows: out[r] = x[r,:] . wrow. */
+static void gemv_column(float *out, const float *x, const void *wrow, kern_dtype dt, int64_t m, int64_t k) {
+    int64_t i = 0;
+#ifdef __AVX512F__
+    __m512 acc[GEMV_MAX_ROWS];
+    for (int64_t r = 0; r < m; r++) acc[r] = _mm512_setzero_ps();
+    for (; i + 16 <= k; i += 16) {
+        __m512 wv = load16(wrow, dt, i);
+        for (int64_t r = 0; r < m; r++) acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * k + i), acc[r]);
+    }
+    if (i < k) {
+        __mmask16 msk = (__mmask16)((1u << (k - i)) - 1u);
+        __m512 wv = load16_tail(wrow, dt, i, msk);
+        for (int64_t r = 0; r < m; r++)
+            acc[r] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(msk, x + r * k + i), acc[r]);
+        i = k;
+    }
+    for (int64_t r = 0; r < m; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+#else
+    for (int64_t r = 0; r < m; r++) out[r] = 0.f;
+#endif
+    for (; i < k; i++) {
+        float wv = weight_at(wrow, dt, i);
+        for (int64_t r = 0; r < m; r++) out[r] += wv * x[r * k + i];
+    }
+}
+
+#ifdef __AVX512F__
+/* m == 1, four weight rows at once: four independent load streams keep the memory system busy. */
+static void gemv4_single(float *out, const float *x, const void *w, kern_dtype dt, int64_t j, int64_t k) {
+    size_t es = kern_dtype_size(dt);
+    const char *base = (const char *)w + (size_t)j * (size_t)k * es;
+    const void *w0 = base, *w1 = base + (size_t)k * es, *w2 = base + 2 * (size_t)k * es, *w3 = base + 3 * (size_t)k * es;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        a0 = _mm512_fmadd_ps(load16(w0, dt, i), xv, a0);
+        a1 = _mm512_fmadd_ps(load16(w1, dt, i), xv, a1);
+        a2 = _mm512_fmadd_ps(load16(w2, dt, i), xv, a2);
+        a3 = _mm512_fmadd_ps(load16(w3, dt, i), xv, a3);
+    }
+    if (i < k) {
+        __mmask16 msk = (__mmask16)((1u << (k - i)) - 1u);
+        __m512 xv = _mm512_maskz_loadu_ps(msk, x + i);
+        a0 = _mm512_fmadd_ps(load16_tail(w0, dt, i, msk), xv, a0);
+        a1 = _mm512_fmadd_ps(load16_tail(w1, dt, i, msk), xv, a1);
+        a2 = _mm512_fmadd_ps(load16_tail(w2, dt, i, msk), xv, a2);
+        a3 = _mm512_fmadd_ps(load16_tail(w3, dt, i, msk), xv, a3);
+    }
+    out[0] = _mm512_reduce_add_ps(a0);
+    out[1] = _mm512_reduce_add_ps(a1);
+    out[2] = _mm512_reduce_add_ps(a2);
+    out[3] = _mm512_reduce_add_ps(a3);
+}
+#endif
+
+static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m,
+                        int64_t n, int64_t k, float beta) {
+    size_t es = kern_dtype_size(dt);
+    int64_t n4 = 0;
+#ifdef __AVX512F__
+    if (m == 1) {
+        n4 = n / 4 * 4;
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+        for (int64_t j = 0; j < n4; j += 4) {
+            float o[4];
+            gemv4_single(o, x, w, dt, j, k);
+            for (int q = 0; q < 4; q++) y[j + q] = o[q] + (beta != 0.f ? beta * y[j + q] : 0.f);
+        }
+    }
+#endif
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+    for (int64_t j = n4; j < n; j++) {
+        float o[GEMV_MAX_ROWS];
+        gemv_column(o, x, (const char *)w + (size_t)j * (size_t)k * es, dt, m, k);
+        for (int64_t r = 0; r < m; r++) {
+            float *yr = y + r * n + j;
+            *yr = o[r] + (beta != 0.f ? beta * *yr : 0.f);
+        }
+    }
+}
+
+static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
+                       int64_t k, float beta) {
+    if (dt == KERN_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, x, (int)k, w, (int)k,
+                    beta, y, (int)n);
+        return KERN_OK;
+    }
+    int64_t rows = (int64_t)(PANEL_FLOATS / (size_t)k);
+    if (rows < 16) rows = 16;
+    if (rows > n) rows = n;
+    float *panel = kern_cpu_scratch(kc, (size_t)rows * (size_t)k);
+    if (!panel) return KERN_ENOMEM;
+    size_t es = kern_dtype_size(dt);
+    for (int64_t j0 = 0; j0 < n; j0 += rows) {
+        int64_t nb = n - j0 < rows ? n - j0 : rows;
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+        for (int64_t j = 0; j < nb; j++)
+            kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, dt, k);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nb, (int)k, 1.0f, x, (int)k, panel,
+                    (int)k, beta, y + j0, (int)n);
+    }
+    return KERN_OK;
+}
+
+int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
+                    int64_t k, float beta) {
+    if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
+    if (m == 0) return KERN_OK;
+    if (m <= GEMV_MAX_ROWS) {
+        matmul_gemv(kc, y, x, w, wdt, m, n, k, beta);
+        return KERN_OK;
+    }
+    return matmul_gemm(kc, y, x, w, wdt, m, n, k, beta);
+}

@@ -1,0 +1,114 @@
+/*
+ * kernels.h — mnemo's op interface: stateless ops on raw buffers and shapes, listed ONCE in KERN_OPS.
+ *
+ * Every op is a function `int op(kern_ctx *kc, ...)` returning 0 on success or a KERN_E* code (bad shape,
+ * out-of-range id, backend failure). A backend (kernels/cpu, later kernels/cuda) fills a kern_backend whose
+ * fields come from the same table, so adding an op touches the table and each backend's file, nothing else;
+ * the op-count check in each backend catches a missed entry.
+ *
+ * Conventions
+ *   - Activations are fp32, row-major, the last dimension contiguous. Shapes are written [rows, cols].
+ *   - Weights keep their stored dtype (kern_dtype) and the Hugging Face layout [out_features, in_features].
+ *   - Pointers are host pointers on the CPU backend and device pointers on the CUDA backend.
+ *   - Backward twins (training issue) take the forward's saved values (e.g. rmsnorm's rstd) as explicit
+ *     arguments. Gradient rule, as in llm.c: parameter grads accumulate (+=), activation grads are overwritten
+ *     (=) except on the residual stream.
+ */
+#ifndef MNEMO_KERNELS_H
+#define MNEMO_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2 } kern_dtype;
+
+enum {
+    KERN_OK = 0,
+    KERN_ESHAPE = 1,   /* a size or stride is invalid for the op */
+    KERN_ERANGE = 2,   /* an index (token id, position) is out of range */
+    KERN_ENOMEM = 3,   /* scratch allocation failed */
+    KERN_EBACKEND = 4, /* the backend failed (launch error, BLAS error) */
+};
+
+/* Per-backend execution state: thread count, scratch memory. Created by the backend. */
+typedef struct kern_ctx kern_ctx;
+
+/* The op table. X(name, parameter list after kern_ctx *, one-line contract).
+ * Shapes: n = rows (tokens), d = row width, hq/hkv = query/key-value heads, hd = head_dim. */
+#define KERN_OPS(X)                                                                                              \
+    X(embed,                                                                                                     \
+      (kern_ctx * kc, float *out, const void *table, kern_dtype dt, int64_t vocab, int64_t d, const int32_t *ids, \
+       int64_t n),                                                                                               \
+      "out[n,d] = table[ids[i], :] widened to fp32; KERN_ERANGE if an id is outside [0, vocab)")              \
+    X(rmsnorm,                                                                                                   \
+      (kern_ctx * kc, float *y, float *rstd, const float *x, const void *w, kern_dtype wdt, int64_t n,         \
+       int64_t d, float eps),                                                                                    \
+      "y[n,d] = x * rstd * w, rstd[n] = 1/sqrt(mean(x^2) + eps) (saved for backward; may be NULL); y may be x") \
+    X(matmul,                                                                                                    \
+      (kern_ctx * kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n, int64_t k, \
+       float beta),                                                                                              \
+      "y[m,n] = x[m,k] . w[n,k]^T + beta * y (beta 0 or 1; 1 fuses a residual add)")                          \
+    X(rope,                                                                                                      \
+      (kern_ctx * kc, float *x, int64_t n, int64_t heads, int64_t hd, const int32_t *pos, float theta,        \
+       float pos_scale),                                                                                         \
+      "in place on x[n,heads,hd]: HF rotate_half RoPE at angle pos[i]/pos_scale * theta^(-2j/hd)")            \
+    X(attention,                                                                                                 \
+      (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
+       int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale),                                       \
+      "causal GQA attention: out[nq,hq,hd]; query i sees keys 0..q_pos0+i of k,v[nkv,hkv,hd]; one fp32 softmax") \
+    X(swiglu, (kern_ctx * kc, float *h, const float *gate, const float *up, int64_t n),                         \
+      "h[n] = silu(gate) * up; h may alias gate")                                                              \
+    X(add, (kern_ctx * kc, float *y, const float *x, int64_t n), "y[n] += x[n]")
+
+/* Op ids (KERN_OP_embed, ...) and their count. */
+#define KERN_OP_ID(name, params, doc) KERN_OP_##name,
+typedef enum { KERN_OPS(KERN_OP_ID) KERN_OP_COUNT } kern_op_id;
+#undef KERN_OP_ID
+
+/* A backend: its name and one function pointer per op, generated from the table. */
+#define KERN_OP_FIELD(name, params, doc) int(*name) params;
+typedef struct kern_backend {
+    const char *name;
+    KERN_OPS(KERN_OP_FIELD)
+} kern_backend;
+#undef KERN_OP_FIELD
+
+/* Names and contracts of the ops, indexed by kern_op_id (for tests and logs). */
+extern const char *const kern_op_names[KERN_OP_COUNT];
+extern const char *const kern_op_docs[KERN_OP_COUNT];
+
+/* Bytes per element of a weight dtype, and its name ("f32", "f16", "bf16"). */
+size_t kern_dtype_size(kern_dtype dt);
+const char *kern_dtype_name(kern_dtype dt);
+
+/* ---- the CPU backend (reference) */
+const kern_backend *kern_cpu_backend(void);
+/* n_threads 0 = one per core. NULL when out of memory. */
+kern_ctx *kern_cpu_ctx_new(int n_threads);
+void kern_cpu_ctx_free(kern_ctx *kc);
+int kern_ctx_threads(const kern_ctx *kc);
+
+/* Scalar conversions, shared by backends, loaders and tests. bf16/f16 -> f32 is exact. */
+static inline float kern_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } c;
+    c.u = (uint32_t)h << 16;
+    return c.f;
+}
+static inline uint16_t kern_f32_to_bf16(float f) { /* round to nearest even, NaN stays NaN */
+    union { uint32_t u; float f; } c;
+    c.f = f;
+    if ((c.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((c.u >> 16) | 0x40u);
+    c.u += 0x7fffu + ((c.u >> 16) & 1u);
+    return (uint16_t)(c.u >> 16);
+}
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MNEMO_KERNELS_H */
