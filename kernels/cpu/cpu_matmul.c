@@ -16,7 +16,7 @@
 #include "cpu_ops.h"
 
 #define GEMV_MAX_ROWS 8
-#define PANEL_FLOATS (4u << 20) /* 16 MB of widened weights per sgemm call */
+#define PANEL_FLOATS (16u << 20) /* 64 MB of widened weights per sgemm call */
 
 #ifdef __AVX512F__
 static inline __m512 load16(const void *w, kern_dtype dt, int64_t i) {

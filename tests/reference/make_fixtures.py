@@ -28,6 +28,7 @@ then per prompt: uint32 n_tokens, uint32 n_vocab, float32[n_tokens*n_vocab] row-
 
 It never touches tests/fixtures/loader/ (owned by the loader tests).
 """
+import copy
 import json
 import os
 import shutil
@@ -46,7 +47,9 @@ DEFAULT_CORPUS = "/work/shared/data/tinyshakespeare.txt"
 BOS, EOS = 1, 2
 VOCAB = 512
 MAX_NEW = 32
-MIN_MARGIN = 1e-3          # required top1-top2 logit gap along every greedy step
+# Required top1-top2 logit gap along every greedy step (the brief asks > 1e-3;
+# we demand 10x that so fp32 reordering in the engine can never flip a token).
+MIN_MARGIN = 1e-2
 
 
 # --------------------------------------------------------------------------- 1
@@ -129,8 +132,8 @@ MODELS = [
                   num_attention_heads=8, num_key_value_heads=2, rms_norm_eps=1e-6,
                   rope_theta=10000.0)),
     dict(name="rope_scaled", seed=303, fmt="safetensors", dtype="float32",
-         cfg=dict(hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=4, rms_norm_eps=1e-5,
+         cfg=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, rms_norm_eps=1e-5,
                   rope_theta=500000.0, rope_scaling={"type": "linear", "factor": 2.0})),
     dict(name="tied", seed=404, fmt="safetensors", dtype="float32",
          cfg=dict(hidden_size=48, intermediate_size=72, num_hidden_layers=2,
@@ -141,15 +144,15 @@ MODELS = [
                   num_attention_heads=4, num_key_value_heads=4, rms_norm_eps=1e-5,
                   rope_theta=10000.0)),
     dict(name="torch_bin", seed=606, fmt="bin", dtype="float32",
-         cfg=dict(hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=4, rms_norm_eps=1e-6,
+         cfg=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, rms_norm_eps=1e-6,
                   rope_theta=10000.0)),
     dict(name="sharded", seed=707, fmt="sharded", dtype="float32",
-         cfg=dict(hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=4, rms_norm_eps=1e-5,
+         cfg=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, rms_norm_eps=1e-5,
                   rope_theta=10000.0)),
 ]
-SHARD_SIZE = "150KB"
+SHARD_SIZE = "80KB"   # -> 3 shards
 
 # Weight init (instead of HF's std 0.02, which gives near-flat logits): every
 # matrix ~ N(0, std^2), RMSNorm weights ~ 1 + N(0, 0.1^2) so the engine's norm
@@ -160,12 +163,9 @@ INIT_STD = {"embed_tokens": 0.5, "q_proj": 0.2, "k_proj": 0.2, "v_proj": 0.15,
             "lm_head": 0.3}
 
 PROMPTS = [
-    "First Citizen:\nBefore we proceed any further, hear me speak.",
-    # ~40 tokens
-    "We are accounted poor citizens, the patricians good.\nWhat authority surfeits "
-    "on would relieve us: if they\nwould yield us but the superfluity",
-    # digits + unicode (byte fallback)
-    "3 KING HENRY VI, act 2: 1471 crowns \u2014 caf\u00e9 \u6771\u4eac \U0001F642",
+    "All:\nSpeak, speak.",                                                  # 14 ids with BOS
+    "You are all resolved rather to die than to famish?\n\nAll:\nResolved.",  # 40
+    "3 men, 1599 \u2014 caf\u00e9 \u6771 \U0001F642",   # 29: digits + byte fallback
 ]
 
 
@@ -201,7 +201,12 @@ def build_model(spec, seed):
     if spec["dtype"] == "bfloat16":
         # The reference is computed in fp32 from the bf16-ROUNDED weights,
         # exactly what an engine that widens bf16->fp32 sees.
-        model = model.to(torch.bfloat16).to(torch.float32)
+        # Round the PARAMETERS only: model.to(bfloat16) would also round the
+        # non-persistent rotary inv_freq buffer (not stored in the checkpoint;
+        # recomputed in fp32 on load), which shifts logits by ~0.1.
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
     model.eval()
     if cfg["tie_word_embeddings"]:
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
@@ -270,8 +275,7 @@ def save_model(model, spec, d):
     os.makedirs(d)
     fmt = spec["fmt"]
     if spec["dtype"] == "bfloat16":
-        model.to(torch.bfloat16).save_pretrained(d)
-        model.to(torch.float32)
+        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(d)
     elif fmt == "safetensors":
         model.save_pretrained(d)
     elif fmt == "sharded":
@@ -356,7 +360,7 @@ def make_model(spec, sp, versions):
     name = spec["name"]
     d = os.path.join(MODELS_DIR, name)
     prompt_ids = [[BOS] + sp.encode(t) for t in PROMPTS]
-    for attempt in range(20):
+    for attempt in range(50):
         seed = spec["seed"] + 1000 * attempt
         model = build_model(spec, seed)
         gens = [greedy(model, ids) for ids in prompt_ids]
@@ -367,6 +371,9 @@ def make_model(spec, sp, versions):
     else:
         raise RuntimeError("no robust seed for " + name)
     rope_note = check_rope_scaling(model, spec)
+    # Attention must matter: change one early token, the last position moves.
+    alt = list(prompt_ids[1]); alt[2] = (alt[2] + 7) % VOCAB
+    ctx = float((all_logits(model, alt)[-1] - all_logits(model, prompt_ids[1])[-1]).abs().mean())
     logits = [all_logits(model, ids).numpy() for ids in prompt_ids]
     save_model(model, spec, d)
     write_logits(os.path.join(d, "logits.bin"), logits)
@@ -430,7 +437,7 @@ def make_model(spec, sp, versions):
     # How much do positions differ? mean over positions of the std across positions.
     pos_spread = float(np.mean([r.std(axis=0).mean() for r in rec]))
     return dict(name=name, files=len(files), bytes=size, maxabs=float(np.abs(allr).max()),
-                std=float(allr.std()), pos_spread=pos_spread,
+                std=float(allr.std()), pos_spread=pos_spread, ctx=ctx,
                 margin=min(m_ for _, m_ in gens), reload_diff=maxdiff,
                 ntok=[len(i) for i in prompt_ids], ngen=[len(g) for g, _ in gens],
                 weights=",".join(weight_files))
@@ -459,11 +466,14 @@ def main():
     rows = [make_model(spec, sp, versions) for spec in MODELS]
 
     print()
-    print("%-12s %5s %9s %9s %7s %7s %10s %10s  %s" % (
-        "model", "files", "bytes", "max|lgt|", "std", "posvar", "minmargin", "reloaddiff", "weights"))
+    print("posvar = mean std of a logit across positions; ctx = mean |dlogit| at the last "
+          "position when token 2 of prompt 2 changes (attention matters)")
+    print("%-12s %5s %9s %9s %7s %7s %7s %10s %10s  %s" % (
+        "model", "files", "bytes", "max|lgt|", "std", "posvar", "ctx", "minmargin", "reloaddiff",
+        "weights"))
     for r in rows:
-        print("%-12s %5d %9d %9.3f %7.3f %7.3f %10.4f %10.2e  %s" % (
-            r["name"], r["files"], r["bytes"], r["maxabs"], r["std"], r["pos_spread"],
+        print("%-12s %5d %9d %9.3f %7.3f %7.3f %7.3f %10.4f %10.2e  %s" % (
+            r["name"], r["files"], r["bytes"], r["maxabs"], r["std"], r["pos_spread"], r["ctx"],
             r["margin"], r["reload_diff"], r["weights"]))
     print("prompt tokens (with BOS):", rows[0]["ntok"])
     print("greedy lengths:", {r["name"]: r["ngen"] for r in rows})

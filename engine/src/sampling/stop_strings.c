@@ -133,7 +133,6 @@ bool stop_matcher_push(stop_matcher *m, const char *text, size_t len, const char
 
     if (!m) goto out;
     drop_emitted(m);
-    e_ptr = m->buf;
     if (m->done) {
         stopped = true;
         goto out;
@@ -164,6 +163,7 @@ bool stop_matcher_push(stop_matcher *m, const char *text, size_t len, const char
     e_len = m->len - held_suffix(m);
     m->emitted = e_len;
 out:
+    if (m) e_ptr = m->buf; /* read only now: reserve() may have moved it */
     if (emit) *emit = e_ptr;
     if (emit_len) *emit_len = e_len;
     return stopped;

@@ -82,7 +82,9 @@ int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t er
         }
         const auto status = tok->sp.Load(model_path);
         if (!status.ok()) {
-            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, status.message());
+            std::string msg = status.message() ? status.message() : "";
+            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();  /* spm pads it */
+            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, msg.c_str());
             delete tok;
             return -1;
         }

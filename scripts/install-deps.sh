@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what mnemo builds against, from Debian packages, when missing. Idempotent; needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libjansson-dev python3)
+[ "${MNEMO_FUZZ:-0}" = 1 ] && pkgs+=(clang libclang-rt-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all dependencies present"
