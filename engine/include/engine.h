@@ -130,6 +130,19 @@ MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
 /* Run the model over n tokens that follow the context's current position, appending them to the KV cache.
  * On failure the context is left as it was before the call. */
 MNEMO_API mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n);
+/* One entry of a multi-context batch: n tokens appended to ctx. */
+typedef struct {
+    mnemo_context *ctx;
+    const mnemo_token *tokens;
+    int32_t n;
+} mnemo_batch_entry;
+
+/* Decode several contexts of the same model in ONE forward pass: every weight matrix is read once for all of
+ * them, so k sequences decoding together cost about as much as one (continuous batching in a server). Each
+ * entry acts as mnemo_decode on its context (same logits rules); contexts must be distinct. Entries are not
+ * split: keep the total token count moderate (prefill long prompts in chunks). All-or-nothing: on any error
+ * no context changes; the failing entry's context holds the message. */
+MNEMO_API mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int32_t n_entries);
 /* Logits (n_vocab floats) of position i of the last mnemo_decode call; i = -1 means its last token. NULL when
  * that position's logits were not kept (logits_all off) or i is out of range. Valid until the next decode. */
 MNEMO_API const float *mnemo_get_logits(const mnemo_context *ctx, int32_t i);

@@ -53,6 +53,17 @@ MIN_MARGIN = 1e-2
 
 
 # --------------------------------------------------------------------------- 1
+def dump_json(obj, path):
+    """Indented JSON, but lists of numbers kept on one line (readable diffs)."""
+    import re
+    txt = json.dumps(obj, ensure_ascii=False, indent=1)
+    txt = re.sub(r"\[\s*([-0-9.e, \n]*?)\s*\]",
+                 lambda m: "[" + re.sub(r"\s*,\s*", ", ", m.group(1).strip()) + "]", txt)
+    assert json.loads(txt) == obj
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(txt + "\n")
+
+
 def train_tokenizer(corpus):
     os.makedirs(FIX, exist_ok=True)
     with tempfile.TemporaryDirectory() as td:
@@ -112,9 +123,7 @@ def write_tokenizer_cases():
                     "<0xXX>; the identity normalizer keeps runs of spaces." % spm.__version__,
            "cases": cases}
     p = os.path.join(FIX, "tokenizer_cases.json")
-    with open(p, "w", encoding="utf-8") as f:
-        json.dump(out, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    dump_json(out, p)
     print("wrote %s (%d cases)" % (p, len(cases)))
     return sp
 
@@ -181,7 +190,9 @@ def init_weights(model, seed, tied):
             assert len(key) == 1, name
             std = INIT_STD[key[0]]
             if tied and key[0] == "embed_tokens":
-                std = INIT_STD["lm_head"] * 1.6   # shared matrix: compromise
+                # shared matrix: lm_head's std (larger makes greedy collapse
+                # into repeating the input token)
+                std = INIT_STD["lm_head"]
             p.copy_(std * torch.randn(p.shape, generator=g))
 
 
@@ -379,13 +390,15 @@ def make_model(spec, sp, versions):
     write_logits(os.path.join(d, "logits.bin"), logits)
 
     files = sorted(os.listdir(d))
-    weight_files = [f for f in files if f.endswith((".safetensors", ".bin"))]
+    weight_files = [f for f in files if f.endswith((".safetensors", ".bin")) and f != "logits.bin"]
     notes = ("Tiny random LlamaForCausalLM (seed %d, weights ~N(0,0.15-0.5^2), norm gains "
              "1+N(0,0.1^2)), eager attention, fp32 compute. Weights: %s (%s). "
              "logits.bin = model(ids).logits at every prompt position (ids include BOS). "
              "greedy = model.generate(max_new_tokens=%d, do_sample=False, eos=2), stops "
              "after EOS (included if produced). min_greedy_margin = smallest top1-top2 "
-             "logit gap along the greedy path (uncached forward)." % (
+             "logit gap along the greedy path (uncached forward). Greedy ids may include "
+             "control ids (0/1) and partial byte-fallback sequences; greedy_text is "
+             "sentencepiece decode() of them (U+FFFD for invalid UTF-8, controls dropped)." % (
                  seed, ", ".join(weight_files), spec["dtype"], MAX_NEW))
     if spec["dtype"] == "bfloat16":
         notes += " Reference logits are fp32 compute on the bf16-rounded weights."
@@ -411,9 +424,8 @@ def make_model(spec, sp, versions):
     for t, ids, (new, margin) in zip(PROMPTS, prompt_ids, gens):
         ref["prompts"].append({"text": t, "ids": ids, "greedy": new,
                                "greedy_text": sp.decode(new), "min_greedy_margin": margin})
-    with open(os.path.join(d, "reference.json"), "w", encoding="utf-8") as f:
-        json.dump(ref, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    dump_json(ref, os.path.join(d, "reference.json"))
+    files = sorted(os.listdir(d))
 
     # ---- 5: reload from disk with transformers, compare with recorded logits
     del model

@@ -91,6 +91,43 @@ out:
     return worst;
 }
 
+/* All prompts of a model decoded TOGETHER with mnemo_decode_batch: first a ragged prefill (prompt p gets p+2
+ * tokens), then 3-token steps for every prompt that has tokens left, as a server's continuous batching does.
+ * Every row must still match transformers. */
+static float run_batched(mnemo_model *m, int32_t ids[][512], const int *lens, int np, const logit_block *ref) {
+    mnemo_context *ctx[16] = {0};
+    int done[16] = {0};
+    float worst = 0.f;
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.logits_all = true;
+    for (int p = 0; p < np; p++)
+        if (mnemo_context_new(m, &cp, &ctx[p]) != MNEMO_OK) { worst = INFINITY; goto out; }
+    for (int step = 0;; step++) {
+        mnemo_batch_entry e[16];
+        int ne = 0, which[16];
+        for (int p = 0; p < np; p++) {
+            int want = step == 0 ? p + 2 : 3, left = lens[p] - done[p];
+            if (left <= 0) continue;
+            e[ne] = (mnemo_batch_entry){.ctx = ctx[p], .tokens = ids[p] + done[p], .n = want < left ? want : left};
+            which[ne++] = p;
+        }
+        if (ne == 0) break;
+        if (mnemo_decode_batch(e, ne) != MNEMO_OK) { worst = INFINITY; goto out; }
+        for (int i = 0; i < ne; i++) {
+            int p = which[i];
+            for (int j = 0; j < e[i].n; j++) {
+                const float *lg = mnemo_get_logits(ctx[p], j);
+                float d = lg ? max_diff(lg, ref[p].data + (size_t)(done[p] + j) * ref[p].n_vocab, ref[p].n_vocab) : INFINITY;
+                if (!(d <= worst)) worst = d;
+            }
+            done[p] += e[i].n;
+        }
+    }
+out:
+    for (int p = 0; p < np; p++) mnemo_context_free(ctx[p]);
+    return worst;
+}
+
 static void check_model(const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/reference.json", dir);
@@ -110,15 +147,20 @@ static void check_model(const char *dir, const char *name) {
     CHECK(st == MNEMO_OK, "%s: load failed: %s", name, mnemo_model_error(m));
     if (st != MNEMO_OK || nblocks <= 0) goto out;
 
+    static int32_t all_ids[16][512];
+    int all_lens[16], n_ok = 0;
     for (int p = 0; p < nblocks && (size_t)p < json_array_size(prompts); p++) {
         json_t *pr = json_array_get(prompts, p), *jids = json_object_get(pr, "ids"), *jg = json_object_get(pr, "greedy");
         int n = (int)json_array_size(jids);
-        int32_t ids[512];
+        int32_t *ids = all_ids[p];
+        all_lens[p] = 0;
         CHECK(n > 0 && n <= 512 && n == blocks[p].n_tokens && blocks[p].n_vocab == mnemo_model_n_vocab(m),
               "%s prompt %d: shape mismatch (%d ids, %d logit rows, vocab %d vs %d)", name, p, n, blocks[p].n_tokens,
               blocks[p].n_vocab, mnemo_model_n_vocab(m));
         if (n <= 0 || n > 512 || n != blocks[p].n_tokens || blocks[p].n_vocab != mnemo_model_n_vocab(m)) continue;
         for (int i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, i));
+        all_lens[p] = n;
+        n_ok++;
 
         /* 0. the tokenizer reproduces the recorded ids */
         const char *text = json_string_value(json_object_get(pr, "text"));
@@ -152,6 +194,11 @@ static void check_model(const char *dir, const char *name) {
                   got.n, json_array_size(jg), mnemo_status_str(st));
         }
         mnemo_context_free(ctx);
+    }
+    if (n_ok == nblocks) {
+        float d_b = run_batched(m, all_ids, all_lens, nblocks, blocks);
+        printf("%-12s all %d prompts batched together: max|dlogit| %.2e\n", name, nblocks, d_b);
+        CHECK(d_b <= LOGIT_TOL, "%s: batched decode max|dlogit| %.3e > %.1e", name, d_b, LOGIT_TOL);
     }
 out:
     mnemo_model_free(m);

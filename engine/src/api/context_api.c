@@ -88,8 +88,8 @@ static mnemo_status reserve_logits(mnemo_context *ctx, int32_t rows) {
     return MNEMO_OK;
 }
 
-mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n) {
-    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+/* Checks one entry without changing anything; sets the context's message on failure. */
+static mnemo_status check_entry(mnemo_context *ctx, const mnemo_token *tokens, int32_t n) {
     if (n <= 0 || !tokens) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "decode needs at least one token (got %d)", n);
     const mnemo_model *m = ctx->model;
     for (int32_t i = 0; i < n; i++)
@@ -100,27 +100,80 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "%d tokens do not fit: the context holds %d of %d positions (%d free)", n, ctx->n_past,
                         ctx->n_ctx, ctx->n_ctx - ctx->n_past);
-    mnemo_status st = reserve_logits(ctx, ctx->logits_all ? n : 1);
-    if (st != MNEMO_OK) return st;
+    return reserve_logits(ctx, ctx->logits_all ? n : 1);
+}
 
-    const int64_t V = m->cfg.vocab_size;
-    int32_t done = 0;
-    while (done < n) {
+/* One forward pass over already-checked entries; on success every context advances. */
+static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entries, int32_t total) {
+    mnemo_context *lead = e[0].ctx; /* its kernel context and activation buffers serve the whole batch */
+    const mnemo_model *m = lead->model;
+    if (total > lead->fb.n_batch) {
+        forward_buffers_free(&lead->fb);
+        if (forward_buffers_init(&lead->fb, &m->cfg, total) != 0) {
+            forward_buffers_init(&lead->fb, &m->cfg, lead->n_batch); /* best effort back to the usual size */
+            return ctx_fail(lead, MNEMO_ERR_NOMEM, "out of memory for a batch of %d tokens", total);
+        }
+    }
+    forward_seq seqs[n_entries];
+    for (int32_t i = 0; i < n_entries; i++) {
+        mnemo_context *c = e[i].ctx;
+        seqs[i] = (forward_seq){.kv = &c->kv, .tokens = e[i].tokens, .n = e[i].n, .pos0 = c->n_past,
+                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits};
+    }
+    int rc = llama_forward_batch(&m->cfg, &m->w, m->be, lead->kc, &lead->fb, seqs, n_entries);
+    if (rc != KERN_OK) {
+        for (int32_t i = 0; i < n_entries; i++) e[i].ctx->logits_rows = 0;
+        return ctx_fail(lead, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,
+                        "forward pass failed (kernel error %d)", rc);
+    }
+    for (int32_t i = 0; i < n_entries; i++) {
+        mnemo_context *c = e[i].ctx;
+        c->n_past += e[i].n;
+        c->last_token = e[i].tokens[e[i].n - 1];
+        c->last_n = e[i].n;
+        c->logits_rows = c->logits_all ? e[i].n : 1;
+        c->logits_first = c->logits_all ? 0 : e[i].n - 1;
+    }
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int32_t n_entries) {
+    if (!entries || n_entries <= 0 || n_entries > 4096) return MNEMO_ERR_INVALID_ARG;
+    int64_t total = 0;
+    for (int32_t i = 0; i < n_entries; i++) {
+        mnemo_context *c = entries[i].ctx;
+        if (!c || c->failed || c->model != entries[0].ctx->model) return MNEMO_ERR_MISUSE;
+        for (int32_t j = 0; j < i; j++)
+            if (entries[j].ctx == c) return ctx_fail(c, MNEMO_ERR_MISUSE, "a context appears twice in one batch");
+        mnemo_status st = check_entry(c, entries[i].tokens, entries[i].n);
+        if (st != MNEMO_OK) return st;
+        total += entries[i].n;
+        if (total > (1 << 20)) return ctx_fail(c, MNEMO_ERR_INVALID_ARG, "batch of more than 2^20 tokens");
+    }
+    return forward_entries(entries, n_entries, (int32_t)total);
+}
+
+mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n) {
+    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+    mnemo_status st = check_entry(ctx, tokens, n);
+    if (st != MNEMO_OK) return st;
+    /* Long inputs go through in chunks of n_batch; with logits_all each chunk writes its own rows. */
+    const size_t V = (size_t)ctx->model->cfg.vocab_size;
+    float *all_logits = ctx->logits;
+    int32_t n_past0 = ctx->n_past;
+    for (int32_t done = 0; done < n;) {
         int32_t nb = n - done < ctx->n_batch ? n - done : ctx->n_batch;
-        bool last_chunk = done + nb == n;
-        int32_t from = ctx->logits_all ? 0 : (last_chunk ? nb - 1 : nb);
-        float *dst = ctx->logits + (ctx->logits_all ? (size_t)done * (size_t)V : 0);
-        int rc = llama_forward(&m->cfg, &m->w, m->be, ctx->kc, &ctx->kv, &ctx->fb, tokens + done, nb,
-                               ctx->n_past + done, from, dst);
-        if (rc != KERN_OK) {
-            ctx->logits_rows = 0; /* the cache rows past n_past are garbage but unreachable */
-            return ctx_fail(ctx, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,
-                            "forward pass failed at position %d (kernel error %d)", ctx->n_past + done, rc);
+        mnemo_batch_entry e = {.ctx = ctx, .tokens = tokens + done, .n = nb};
+        if (ctx->logits_all) ctx->logits = all_logits + (size_t)done * V;
+        st = forward_entries(&e, 1, nb);
+        ctx->logits = all_logits;
+        if (st != MNEMO_OK) {
+            ctx->n_past = n_past0; /* all or nothing: earlier chunks' cache rows become unreachable */
+            ctx->logits_rows = 0;
+            return st;
         }
         done += nb;
     }
-    ctx->n_past += n;
-    ctx->last_token = tokens[n - 1];
     ctx->last_n = n;
     ctx->logits_rows = ctx->logits_all ? n : 1;
     ctx->logits_first = ctx->logits_all ? 0 : n - 1;

@@ -19,10 +19,12 @@ typedef struct {
 } kv_cache;
 
 typedef struct {
-    int32_t n_batch;  /* most tokens one call processes */
+    int32_t n_batch;  /* most tokens (all sequences together) one call processes */
     float *x;         /* (n_batch, d) residual stream */
     float *xn;        /* (n_batch, d) normalised input of a sublayer */
     float *q;         /* (n_batch, hq*hd) */
+    float *k;         /* (n_batch, hkv*hd) new keys, before they are copied into their sequence's cache */
+    float *v;         /* (n_batch, hkv*hd) new values */
     float *att;       /* (n_batch, hq*hd) attention output */
     float *gate;      /* (n_batch, ff) gate projection, then silu(gate)*up */
     float *up;        /* (n_batch, ff) */
@@ -34,9 +36,23 @@ void kv_cache_free(kv_cache *kv);
 int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch);
 void forward_buffers_free(forward_buffers *fb);
 
-/* Run tokens[0..n) (1 <= n <= fb->n_batch) at positions pos0 .. pos0+n-1 (pos0 + n <= kv->n_ctx): their K/V
- * go into the cache, and the logits of rows logits_from .. n-1 go to logits ((n - logits_from) x vocab).
- * logits_from == n skips the lm_head. Returns a KERN_* code. */
+/* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
+ * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
+ * none. */
+typedef struct {
+    kv_cache *kv;
+    const int32_t *tokens;
+    int32_t n, pos0, logits_from;
+    float *logits;
+} forward_seq;
+
+/* Run several sequences through the model together: every matmul sees the rows of all of them (weights are
+ * read once per step, which is what makes batched decode fast), attention runs per sequence over its own cache.
+ * The total row count must be <= fb->n_batch, each cache distinct. Returns a KERN_* code. */
+int llama_forward_batch(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
+                        forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs);
+
+/* The one-sequence case. */
 int llama_forward(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                   kv_cache *kv, forward_buffers *fb, const int32_t *tokens, int32_t n, int32_t pos0,
                   int32_t logits_from, float *logits);

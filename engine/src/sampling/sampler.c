@@ -526,9 +526,12 @@ mnemo_status mnemo_logprobs(const float *logits, int32_t n_vocab, mnemo_token to
         float x = sane_logit(logits[i]);
         if (x != -INFINITY) sum += expf(x - maxf);
     }
-    const double lse = (double)maxf + log(sum); /* sum >= 1: the max contributes exp(0) */
+    /* logprob = (x - max) - log(sum); subtracting the max first keeps the log(sum) term from being absorbed
+     * when the max is huge (a clamped +inf). sum >= 1: the max contributes exp(0). */
+    const double log_sum = log(sum);
+    const double dmax = (double)maxf;
 
-    if (chosen_logprob) *chosen_logprob = (float)((double)sane_logit(logits[token]) - lse);
+    if (chosen_logprob) *chosen_logprob = (float)(((double)sane_logit(logits[token]) - dmax) - log_sum);
 
     /* Top n by one pass of insertion into a short sorted list; ids arrive in increasing order and only a
      * strictly larger value moves ahead, so ties keep the lower id first. */
@@ -550,7 +553,7 @@ mnemo_status mnemo_logprobs(const float *logits, int32_t n_vocab, mnemo_token to
     }
     for (int32_t k = 0; k < filled; k++) {
         top[k].id = ids[k];
-        top[k].logprob = (float)((double)vals[k] - lse);
+        top[k].logprob = (float)(((double)vals[k] - dmax) - log_sum);
     }
     /* A vocabulary smaller than n_top: pad so the caller never reads uninitialised entries. */
     for (int32_t k = filled; k < n_top; k++) {
