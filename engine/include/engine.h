@@ -235,6 +235,27 @@ MNEMO_API mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_tok
                                              const mnemo_generate_params *params, mnemo_token_callback cb,
                                              void *user, mnemo_generate_result *result);
 
+/* ---------------------------------------------------------------- step-wise generation (for schedulers)
+ * mnemo_generate is a loop over these. A scheduler that batches many contexts runs the loop itself:
+ *     decode the prompt (in chunks, batched with other contexts via mnemo_decode_batch)
+ *     g = mnemo_generation_new(ctx, params, prompt, n_prompt)
+ *     loop: mnemo_generation_step(g, &ev)  -> stream ev.text;  if ev.is_last: done
+ *           decode ev.token into ctx (alone or in a mnemo_decode_batch with other contexts' tokens)
+ * A step samples from the context's latest logits, so the caller must decode each non-last token before the
+ * next step (the last token may be decoded too, to keep it in the context). */
+typedef struct mnemo_generation mnemo_generation;
+
+/* history: the tokens the penalties should already count (normally the prompt); may be NULL/0. */
+MNEMO_API mnemo_status mnemo_generation_new(mnemo_context *ctx, const mnemo_generate_params *params,
+                                            const mnemo_token *history, int32_t n_history,
+                                            mnemo_generation **out);
+/* One token. ev stays valid until the next step or free. After the last event, further steps return
+ * MNEMO_ERR_MISUSE. */
+MNEMO_API mnemo_status mnemo_generation_step(mnemo_generation *g, mnemo_token_event *ev);
+MNEMO_API mnemo_finish_reason mnemo_generation_finish_reason(const mnemo_generation *g);
+MNEMO_API int32_t mnemo_generation_n_generated(const mnemo_generation *g);
+MNEMO_API void mnemo_generation_free(mnemo_generation *g);
+
 #ifdef __cplusplus
 }
 #endif

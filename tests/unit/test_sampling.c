@@ -434,6 +434,22 @@ static void test_masks(void) {
               counts[3], counts[4]);
         mnemo_sampler_free(s);
     }
+
+    /* "mass >= top_p" is inclusive: equal logits give weights of exactly 1, so with four tokens top_p 0.5
+     * is reached exactly by two of them (a strict comparison would keep three); ties go to the lower ids.
+     * Checked on both the top-k path (k = 4 of 5) and the histogram path (no top-k). */
+    const float eq[5] = {0.0f, 0.0f, 0.0f, 0.0f, -INFINITY};
+    for (int k = 0; k <= 4; k += 4) {
+        mnemo_sampler_params p = mnemo_sampler_default_params();
+        p.top_k = k;
+        p.top_p = 0.5f;
+        mnemo_sampler *s = mk(p);
+        double pr[5];
+        CHECK(mnemo_sampler_probs(s, eq, 5, pr) == MNEMO_OK && pr[0] == 0.5 && pr[1] == 0.5 && pr[2] == 0.0 &&
+                  pr[3] == 0.0 && pr[4] == 0.0,
+              "top_p boundary (k %d): %g %g %g %g", k, pr[0], pr[1], pr[2], pr[3]);
+        mnemo_sampler_free(s);
+    }
 }
 
 /* ---------------------------------------------------------------- empirical frequencies */
@@ -582,8 +598,8 @@ static void test_vs_reference(void) {
         if (amb) {
             skipped++;
         } else {
-            double worst;
-            int wi;
+            double worst = 0.0;
+            int wi = -1;
             int ok = st == MNEMO_OK && probs_close(got, want, N, &worst, &wi);
             CHECK(ok, "reference case %d: worst |diff| %.3g at id %d (got %.8g want %.8g)", c, worst, wi,
                   wi >= 0 ? got[wi] : 0.0, wi >= 0 ? want[wi] : 0.0);

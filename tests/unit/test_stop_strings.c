@@ -208,6 +208,14 @@ static void test_match_at_start(void) {
     stop_matcher_flush(m, &e, &el);
     CHECK(el == 0, "flush after match emitted %zu", el);
     stop_matcher_free(m);
+
+    /* a match in the middle of a push: the text before it once, then nothing */
+    m = stop_matcher_new(stops, 1);
+    s1 = stop_matcher_push(m, "ab<|end|>cd", 11, &e, &el);
+    CHECK(s1 && el == 2 && memcmp(e, "ab", 2) == 0, "s1 %d el %zu", s1, el);
+    s2 = stop_matcher_push(m, "x", 1, &e, &el);
+    CHECK(s2 && el == 0, "after a mid-push match: s2 %d el %zu", s2, el);
+    stop_matcher_free(m);
 }
 
 static void test_growth(void) {

@@ -1,10 +1,9 @@
 /*
- * generate.c — mnemo_generate: prompt in, tokens out through a callback.
+ * generate.c — generation as a step machine (mnemo_generation_*) and mnemo_generate, the loop over it.
  *
- * Per step: sample from the last logits -> (logprobs) -> detokenize incrementally (text_stream never splits a
- * UTF-8 character) -> stop-string matcher (holds back a possible stop prefix) -> callback -> decode the token.
- * Every generated token except an end-of-generation one ends up in the KV cache, so a follow-up call continues
- * the same conversation.
+ * One step: sample from the context's last logits -> (logprobs) -> detokenize incrementally (text_stream never
+ * splits a UTF-8 character) -> stop-string matcher (holds back a possible stop prefix) -> event. Decoding the
+ * sampled token is the caller's part, so a scheduler can batch it with other contexts' tokens.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,45 +21,33 @@ mnemo_generate_params mnemo_generate_default_params(void) {
     return p;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Concatenate emitted pieces into one reusable buffer. */
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} text_buf;
-
-static int text_append(text_buf *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = (t->len + n + 1) * 2;
-        char *p = realloc(t->buf, cap);
-        if (!p) return -1;
-        t->buf = p;
-        t->cap = cap;
-    }
-    if (n) memcpy(t->buf + t->len, s, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
-    return 0;
-}
-
-typedef struct {
+struct mnemo_generation {
+    mnemo_context *ctx;
+    mnemo_generate_params p;
     mnemo_sampler *sampler;
     text_stream *ts;
     stop_matcher *stops;
-    text_buf text;
+    char *text;                /* the current event's text */
+    size_t text_len, text_cap;
     mnemo_token_logprob top[MNEMO_MAX_LOGPROBS];
-} gen_state;
+    int32_t n_generated;
+    int32_t n_past_seen;       /* the context position at the previous step, to catch a skipped decode */
+    mnemo_finish_reason finish;
+    bool done;
+};
 
-static void gen_state_free(gen_state *g) {
-    mnemo_sampler_free(g->sampler);
-    text_stream_free(g->ts);
-    stop_matcher_free(g->stops);
-    free(g->text.buf);
+static int text_append(mnemo_generation *g, const char *s, size_t n) {
+    if (g->text_len + n + 1 > g->text_cap) {
+        size_t cap = (g->text_len + n + 1) * 2;
+        char *p = realloc(g->text, cap);
+        if (!p) return -1;
+        g->text = p;
+        g->text_cap = cap;
+    }
+    if (n) memcpy(g->text + g->text_len, s, n);
+    g->text_len += n;
+    g->text[g->text_len] = '\0';
+    return 0;
 }
 
 static mnemo_status check_params(mnemo_context *ctx, const mnemo_generate_params *p) {
@@ -74,6 +61,123 @@ static mnemo_status check_params(mnemo_context *ctx, const mnemo_generate_params
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i]) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "stop string %d is NULL", i);
     return MNEMO_OK;
+}
+
+void mnemo_generation_free(mnemo_generation *g) {
+    if (!g) return;
+    mnemo_sampler_free(g->sampler);
+    text_stream_free(g->ts);
+    stop_matcher_free(g->stops);
+    free(g->text);
+    free(g);
+}
+
+mnemo_status mnemo_generation_new(mnemo_context *ctx, const mnemo_generate_params *params,
+                                  const mnemo_token *history, int32_t n_history, mnemo_generation **out) {
+    if (!out) return MNEMO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+    if (n_history < 0 || (n_history > 0 && !history))
+        return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "invalid history (%d tokens)", n_history);
+    if (!mnemo_get_logits(ctx, -1))
+        return ctx_fail(ctx, MNEMO_ERR_MISUSE, "generation needs the context's last logits: decode the prompt first");
+    mnemo_generation *g = calloc(1, sizeof *g);
+    if (!g) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
+    g->ctx = ctx;
+    g->p = params ? *params : mnemo_generate_default_params();
+    g->p.stop = NULL; /* copied into the matcher; the caller's array need not outlive this call */
+    mnemo_status st = check_params(ctx, params ? params : &g->p);
+    if (st == MNEMO_OK && (st = mnemo_sampler_new(&g->p.sampling, &g->sampler)) != MNEMO_OK)
+        ctx_fail(ctx, st, "invalid sampling parameters");
+    if (st == MNEMO_OK) {
+        g->ts = text_stream_new(ctx->model->tok, ctx->last_token);
+        g->stops = params ? stop_matcher_new(params->stop, params->n_stop) : stop_matcher_new(NULL, 0);
+        if (!g->ts || !g->stops) st = ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
+    }
+    if (st != MNEMO_OK) {
+        mnemo_generation_free(g);
+        return st;
+    }
+    for (int32_t i = 0; i < n_history; i++) mnemo_sampler_accept(g->sampler, history[i]);
+    g->n_past_seen = -1;
+    g->finish = MNEMO_FINISH_LENGTH;
+    *out = g;
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_generation_step(mnemo_generation *g, mnemo_token_event *ev) {
+    if (!g || !ev || g->done) return MNEMO_ERR_MISUSE;
+    mnemo_context *ctx = g->ctx;
+    if (g->n_past_seen >= 0 && ctx->n_past == g->n_past_seen)
+        return ctx_fail(ctx, MNEMO_ERR_MISUSE, "the previous token was not decoded before the next step");
+    const mnemo_model *m = ctx->model;
+    const int32_t V = m->cfg.vocab_size;
+    memset(ev, 0, sizeof *ev);
+    if (g->p.max_tokens == 0) { /* nothing to generate: an empty last event */
+        g->done = true;
+        ev->text = "";
+        ev->token = -1;
+        ev->is_last = true;
+        return MNEMO_OK;
+    }
+    const float *logits = mnemo_get_logits(ctx, -1);
+    mnemo_token tok;
+    mnemo_status st = logits ? mnemo_sampler_sample(g->sampler, logits, V, &tok) : MNEMO_ERR_MISUSE;
+    if (st != MNEMO_OK)
+        return ctx_fail(ctx, st, "sampling failed at step %d (no logits, or all NaN/-inf)", g->n_generated);
+    mnemo_sampler_accept(g->sampler, tok);
+    g->n_generated++;
+    g->n_past_seen = ctx->n_past;
+
+    ev->token = tok;
+    if (g->p.n_logprobs > 0) {
+        mnemo_logprobs(logits, V, tok, g->p.n_logprobs, g->top, &ev->logprob);
+        ev->top = g->top;
+        ev->n_top = g->p.n_logprobs < V ? g->p.n_logprobs : V;
+    }
+    bool eog = !g->p.ignore_eos && mnemo_model_is_eog(m, tok);
+    bool ctx_full = ctx->n_past >= ctx->n_ctx; /* this token cannot join the cache: it is the last */
+    bool last = eog || ctx_full || g->n_generated == g->p.max_tokens;
+    const char *piece = NULL, *emit = NULL;
+    size_t piece_len = 0, emit_len = 0;
+    g->text_len = 0;
+    /* End-of-generation tokens have no text; neither do ids past the tokenizer (padding rows of the embedding). */
+    if (!eog && tok < tokenizer_vocab_size(m->tok) && text_stream_push(g->ts, tok, &piece, &piece_len) != 0)
+        return ctx_fail(ctx, MNEMO_ERR_NOMEM, "detokenization failed");
+    bool matched = stop_matcher_push(g->stops, piece ? piece : "", piece_len, &emit, &emit_len);
+    if (text_append(g, emit, emit_len) != 0) goto oom;
+    if (matched) {
+        last = true;
+    } else if (last) { /* release what both stages held back */
+        text_stream_flush(g->ts, &piece, &piece_len);
+        matched = stop_matcher_push(g->stops, piece ? piece : "", piece_len, &emit, &emit_len);
+        if (text_append(g, emit, emit_len) != 0) goto oom;
+        if (!matched) {
+            stop_matcher_flush(g->stops, &emit, &emit_len);
+            if (text_append(g, emit, emit_len) != 0) goto oom;
+        }
+    }
+    if (matched) g->finish = MNEMO_FINISH_STOP;
+    else if (eog) g->finish = MNEMO_FINISH_EOS;
+    else if (ctx_full && g->n_generated < g->p.max_tokens) g->finish = MNEMO_FINISH_CONTEXT;
+    ev->text = g->text ? g->text : "";
+    ev->text_len = g->text_len;
+    ev->is_last = last;
+    g->done = last;
+    return MNEMO_OK;
+oom:
+    return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
+}
+
+mnemo_finish_reason mnemo_generation_finish_reason(const mnemo_generation *g) {
+    return g ? g->finish : MNEMO_FINISH_LENGTH;
+}
+int32_t mnemo_generation_n_generated(const mnemo_generation *g) { return g ? g->n_generated : 0; }
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt, int32_t n_prompt,
@@ -98,104 +202,38 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "prompt of %d tokens does not fit: the context holds %d of %d positions", n_in, ctx->n_past,
                         ctx->n_ctx);
-
-    gen_state g = {0};
-    st = mnemo_sampler_new(&p.sampling, &g.sampler);
-    if (st != MNEMO_OK) {
-        ctx_fail(ctx, st, "invalid sampling parameters");
-        goto done;
-    }
     mnemo_token *in = malloc((size_t)(n_in ? n_in : 1) * sizeof *in);
-    if (!in) {
-        st = ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    if (!in) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
     if (bos) in[0] = m->cfg.bos_token_id;
     if (n_prompt) memcpy(in + (bos ? 1 : 0), prompt, (size_t)n_prompt * sizeof *in);
-    for (int32_t i = 0; i < n_in; i++) mnemo_sampler_accept(g.sampler, in[i]);
 
+    mnemo_generation *g = NULL;
     double t0 = now_ms();
-    if (n_in > 0) st = mnemo_decode(ctx, in, n_in);
-    free(in);
-    if (st != MNEMO_OK) goto done;
-    res.n_prompt_tokens = n_in;
+    st = n_in > 0 ? mnemo_decode(ctx, in, n_in) : MNEMO_OK;
     double t1 = now_ms();
+    if (st == MNEMO_OK) st = mnemo_generation_new(ctx, &p, in, n_in, &g);
+    free(in);
+    res.n_prompt_tokens = n_in;
     res.prefill_ms = t1 - t0;
-
-    g.ts = text_stream_new(m->tok, ctx->last_token);
-    g.stops = stop_matcher_new(p.stop, p.n_stop);
-    if (!g.ts || !g.stops) {
-        st = ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
-        goto done;
+    while (st == MNEMO_OK) {
+        mnemo_token_event ev;
+        if ((st = mnemo_generation_step(g, &ev)) != MNEMO_OK) break;
+        bool keep_going = cb ? cb(&ev, user) : true;
+        bool eog = ev.token >= 0 && !p.ignore_eos && mnemo_model_is_eog(m, ev.token);
+        /* Every token but an end-of-generation one joins the cache, so the context holds the whole exchange. */
+        if (ev.token >= 0 && !eog && ctx->n_past < ctx->n_ctx) st = mnemo_decode(ctx, &ev.token, 1);
+        if (ev.is_last) {
+            res.finish_reason = mnemo_generation_finish_reason(g);
+            break;
+        }
+        if (!keep_going) {
+            res.finish_reason = MNEMO_FINISH_CANCELLED;
+            break;
+        }
     }
-    res.finish_reason = MNEMO_FINISH_LENGTH;
-    const int32_t V = m->cfg.vocab_size;
-    int32_t tok_vocab = tokenizer_vocab_size(m->tok);
-    for (int32_t step = 0; step < p.max_tokens; step++) {
-        const float *logits = mnemo_get_logits(ctx, -1);
-        mnemo_token tok;
-        st = mnemo_sampler_sample(g.sampler, logits, V, &tok);
-        if (st != MNEMO_OK) {
-            ctx_fail(ctx, st, "sampling failed at step %d (logits are all NaN or -inf)", step);
-            goto done;
-        }
-        mnemo_sampler_accept(g.sampler, tok);
-        res.n_generated++;
-
-        mnemo_token_event ev = {.token = tok};
-        if (p.n_logprobs > 0) {
-            mnemo_logprobs(logits, V, tok, p.n_logprobs, g.top, &ev.logprob);
-            ev.top = g.top;
-            ev.n_top = p.n_logprobs < V ? p.n_logprobs : V;
-        }
-        bool eog = !p.ignore_eos && mnemo_model_is_eog(m, tok);
-        bool ctx_full = ctx->n_past >= ctx->n_ctx; /* this token cannot join the cache: it is the last */
-        bool last = eog || ctx_full || step + 1 == p.max_tokens;
-        const char *piece = NULL, *emit = NULL;
-        size_t piece_len = 0, emit_len = 0;
-        g.text.len = 0;
-        bool matched = false;
-        /* Pieces of ids the tokenizer does not know (padding rows of a larger embedding) have no text. */
-        if (!eog && tok < tok_vocab && text_stream_push(g.ts, tok, &piece, &piece_len) != 0) {
-            st = ctx_fail(ctx, MNEMO_ERR_NOMEM, "detokenization failed");
-            goto done;
-        }
-        matched = stop_matcher_push(g.stops, piece ? piece : "", piece_len, &emit, &emit_len);
-        if (text_append(&g.text, emit, emit_len) != 0) goto oom;
-        if (matched) {
-            last = true;
-        } else if (last) { /* release what both stages held back */
-            text_stream_flush(g.ts, &piece, &piece_len);
-            matched = stop_matcher_push(g.stops, piece ? piece : "", piece_len, &emit, &emit_len);
-            if (text_append(&g.text, emit, emit_len) != 0) goto oom;
-            if (!matched) {
-                stop_matcher_flush(g.stops, &emit, &emit_len);
-                if (text_append(&g.text, emit, emit_len) != 0) goto oom;
-            }
-        }
-        if (matched) res.finish_reason = MNEMO_FINISH_STOP;
-        else if (eog) res.finish_reason = MNEMO_FINISH_EOS;
-        else if (ctx_full && step + 1 < p.max_tokens) res.finish_reason = MNEMO_FINISH_CONTEXT;
-
-        bool keep_going = true;
-        ev.text = g.text.buf ? g.text.buf : "";
-        ev.text_len = g.text.len;
-        ev.is_last = last;
-        if (cb) keep_going = cb(&ev, user);
-        if (!keep_going && !last) res.finish_reason = MNEMO_FINISH_CANCELLED;
-        if (eog || ctx_full) break;
-        /* The token joins the cache so the context holds the whole exchange. */
-        st = mnemo_decode(ctx, &tok, 1);
-        if (st != MNEMO_OK) goto done;
-        if (last || !keep_going) break;
-    }
+    res.n_generated = mnemo_generation_n_generated(g);
     res.decode_ms = now_ms() - t1;
-    st = MNEMO_OK;
-    goto done;
-oom:
-    st = ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
-done:
-    gen_state_free(&g);
+    mnemo_generation_free(g);
     if (result) *result = res;
     return st;
 }

@@ -14,9 +14,10 @@
  *     that (l - max) is never inf - inf.
  *   - No full sort per token. top_k uses a size-k heap (O(V log k), and most tokens are rejected after one
  *     comparison with the heap root), then sorts only the k survivors. Without top_k, top-p first bins every
- *     token by d into a log-spaced histogram, finds the bin where the cumulative mass reaches top_p, and sorts
- *     only the tokens in the bins above it (plus one bin of margin against rounding). Without top-p nothing
- *     is sorted at all: the draw walks the candidates in id order.
+ *     token by d into a fine log-spaced histogram and finds the bin where the cumulative mass reaches top_p:
+ *     tokens in higher bins are in the nucleus without sorting, lower bins are out, and only that one bin is
+ *     sorted (a few hundred tokens even for a flat 128K distribution). Without top-p nothing is sorted at all.
+ *     The draw walks the survivors in that (deterministic) order.
  *   - Sorting and argmax break ties by the lower token id, so every result is a pure function of
  *     (settings, history, logits, RNG state).
  *   - Penalty history: a ring of the last penalty_last_n tokens (none when -1 = all) plus a count table
@@ -38,10 +39,10 @@
 
 #define DEFAULT_SEED 0xC0FFEEULL
 
-/* top-p histogram: bins of width 1/HIST_SCALE in d = ln(w); the last bin collects everything below
- * -(HIST_BINS-1)/HIST_SCALE (w < 1e-13), whose total mass is negligible for any realistic vocabulary. */
-#define HIST_BINS 256
-#define HIST_SCALE 8.0f
+/* top-p histogram: bins of width 1/HIST_SCALE in d = ln(w), so one bin spans a probability ratio of
+ * e^(1/32) ~ 1.03 and holds few tokens; the last bin collects everything below d = -32 (w < 1.3e-14). */
+#define HIST_BINS 1024
+#define HIST_SCALE 32.0f
 
 typedef struct {
     int32_t id;
@@ -387,7 +388,9 @@ static void prepare_full(mnemo_sampler *s, int32_t n, float max) {
         return;
     }
 
-    /* top-p without top-k: histogram of mass by d, then sort only the bins the nucleus can reach. */
+    /* top-p without top-k. One pass bins every token's weight by d. The nucleus is a sorted prefix, so with
+     * B the first bin at which the cumulative bin mass reaches the target, every token in a bin above B is in
+     * it (its prefix mass is below the target), no token below B is, and only bin B itself needs sorting. */
     float *w = s->w;
     double mass[HIST_BINS] = {0};
     double z = 0.0;
@@ -403,29 +406,53 @@ static void prepare_full(mnemo_sampler *s, int32_t n, float max) {
     }
     const double target = (double)s->p.top_p * z;
     double cum = 0.0;
-    int last = HIST_BINS - 1;
+    int edge = HIST_BINS - 1;
     for (int b = 0; b < HIST_BINS; b++) {
         cum += mass[b];
         if (cum >= target) {
-            last = b;
+            edge = b;
             break;
         }
     }
-    if (last < HIST_BINS - 1) last++; /* margin: bin sums and the sorted walk may round differently */
 
-    /* Bins are monotone in d, so "bin <= last" is a sorted prefix of the vocabulary, ties included. */
-    int32_t nc = 0;
+    /* Sure tokens fill cand from the front in id order; edge-bin tokens fill it from the back. */
+    int32_t n_sure = 0, n_edge = 0;
+    double cum_sure = 0.0;
     for (int32_t i = 0; i < n; i++) {
         if (l[i] == -INFINITY) continue;
         float d = (l[i] - max) / t;
-        if (hist_bin(d) > last) continue;
-        c[nc].id = i;
-        c[nc].v = d;
-        c[nc].w = w[i];
-        nc++;
+        int b = hist_bin(d);
+        if (b > edge) continue;
+        cand_t *dst = b < edge ? &c[n_sure++] : &c[n - 1 - n_edge++];
+        dst->id = i;
+        dst->v = d;
+        dst->w = w[i];
+        if (b < edge) cum_sure += w[i];
     }
-    qsort(c, (size_t)nc, sizeof *c, cmp_cand);
-    finish_sorted(s, nc, z);
+    memmove(c + n_sure, c + n - n_edge, (size_t)n_edge * sizeof *c);
+    qsort(c + n_sure, (size_t)n_edge, sizeof *c, cmp_cand);
+    int32_t keep = n_sure + n_edge; /* if rounding keeps the walk short of the target, keep the whole bin */
+    cum = cum_sure;
+    for (int32_t j = n_sure; j < n_sure + n_edge; j++) {
+        cum += c[j].w;
+        if (cum >= target) {
+            keep = j + 1;
+            break;
+        }
+    }
+
+    /* min-p: p / p_max = w (the most likely token, in bin 0, has w = 1); filter in place, order kept. */
+    int32_t nc = keep;
+    if (s->p.min_p > 0.0f) {
+        const double thr = (double)s->p.min_p;
+        nc = 0;
+        for (int32_t j = 0; j < keep; j++)
+            if ((double)c[j].w >= thr) c[nc++] = c[j];
+    }
+    double total = 0.0;
+    for (int32_t j = 0; j < nc; j++) total += c[j].w;
+    s->n_cand = nc;
+    s->w_total = total;
 }
 
 /* Run the pipeline; on success cand[0..n_cand) holds the tokens that may be drawn and w_total their total
