@@ -60,6 +60,17 @@ static mnemo_status check_params(mnemo_context *ctx, const mnemo_generate_params
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "stop list is missing or has a negative count");
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i]) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "stop string %d is NULL", i);
+    /* Sampling settings are checked here too, so a bad request fails before the prompt touches the context. */
+    mnemo_sampler *probe = NULL;
+    mnemo_status st = mnemo_sampler_new(&p->sampling, &probe);
+    mnemo_sampler_free(probe);
+    if (st != MNEMO_OK)
+        return ctx_fail(ctx, st,
+                        "invalid sampling parameters (temperature %g, top_k %d, top_p %g, min_p %g, repetition %g, "
+                        "presence %g, frequency %g, penalty_last_n %d)",
+                        p->sampling.temperature, p->sampling.top_k, p->sampling.top_p, p->sampling.min_p,
+                        p->sampling.repetition_penalty, p->sampling.presence_penalty, p->sampling.frequency_penalty,
+                        p->sampling.penalty_last_n);
     return MNEMO_OK;
 }
 
@@ -88,7 +99,7 @@ mnemo_status mnemo_generation_new(mnemo_context *ctx, const mnemo_generate_param
     g->p.stop = NULL; /* copied into the matcher; the caller's array need not outlive this call */
     mnemo_status st = check_params(ctx, params ? params : &g->p);
     if (st == MNEMO_OK && (st = mnemo_sampler_new(&g->p.sampling, &g->sampler)) != MNEMO_OK)
-        ctx_fail(ctx, st, "invalid sampling parameters");
+        ctx_fail(ctx, st, "out of memory for the sampler");
     if (st == MNEMO_OK) {
         g->ts = text_stream_new(ctx->model->tok, ctx->last_token);
         g->stops = params ? stop_matcher_new(params->stop, params->n_stop) : stop_matcher_new(NULL, 0);
