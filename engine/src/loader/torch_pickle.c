@@ -21,7 +21,10 @@ enum { ST_OK = 0, ST_NONCONTIG, ST_RANGE };
 
 #define MAX_NEST 4          /* {"state_dict": {...}} and the like */
 #define MAX_NAME 1024
-#define MAX_VISITS (1u << 22) /* shared sub-dicts could otherwise make the walk exponential */
+/* Shared sub-dicts could make the walk (and the list) exponential in the pickle size: cap both. A real
+ * state dict has thousands of entries and well under a megabyte of names. */
+#define MAX_VISITS (1u << 18)
+#define MAX_NAME_BYTES (64u << 20)
 
 typedef struct {
     torch_storage_fn storage;
@@ -184,11 +187,16 @@ static int build(pk_vm *vm, uint32_t obj, uint32_t state) {
 }
 
 /* Appends every tensor under dict d, names prefixed by name[0..nlen). */
-static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, uint32_t *visits, const char *file,
+typedef struct {
+    uint32_t visits;
+    uint64_t name_bytes;
+} walk_budget;
+
+static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, walk_budget *wb, const char *file,
                 tensor_list *out) {
     const pk_obj *o = pk_at(vm, d);
     for (uint32_t i = 0; i < o->n; i++) {
-        if (++*visits > MAX_VISITS) return pk_error(vm, "state dict structure too large");
+        if (++wb->visits > MAX_VISITS) return pk_error(vm, "state dict has too many entries (limit %u)", MAX_VISITS);
         const pk_obj *k = pk_at(vm, o->v.items[2 * i]);
         uint32_t v = o->v.items[2 * i + 1];
         if (k->type != PK_STR) return pk_error(vm, "state dict key is a %s, not a string", pk_type_name(k->type));
@@ -201,7 +209,7 @@ static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, uint3
         uint8_t vt = vm->objs[v].type;
         if (vt == PK_DICT) {
             if (depth >= MAX_NEST) return pk_error(vm, "'%s': dicts nested more than %d deep", name, MAX_NEST);
-            if (walk(vm, v, name, l, depth + 1, visits, file, out)) return -1;
+            if (walk(vm, v, name, l, depth + 1, wb, file, out)) return -1;
             continue;
         }
         if (vt != PK_TENSOR) return pk_error(vm, "'%s' is a %s, not a tensor", name, pk_type_name(vt));
@@ -216,6 +224,7 @@ static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, uint3
             return pk_error(vm, "tensor '%s' (offset %llu, %llu elements) lies outside its storage of %llu elements",
                             name, (unsigned long long)t->offset, (unsigned long long)t->numel,
                             (unsigned long long)t->storage_numel);
+        if ((wb->name_bytes += l + 1) > MAX_NAME_BYTES) return pk_error(vm, "state dict names too long in total");
         if (ld_list_push(out, name, l, t->dtype, t->ndim, t->shape, t->data, t->nbytes, file))
             return pk_error(vm, "out of memory");
     }
@@ -234,8 +243,8 @@ int torch_unpickle(const uint8_t *pkl, size_t len, torch_storage_fn storage, voi
         rc = pk_error(&vm, "data.pkl holds a %s, not a state dict", pk_type_name(vm.objs[root].type));
     if (rc == 0) {
         char name[MAX_NAME + 1];
-        uint32_t visits = 0;
-        rc = walk(&vm, root, name, 0, 0, &visits, file, out);
+        walk_budget wb = {0, 0};
+        rc = walk(&vm, root, name, 0, 0, &wb, file, out);
     }
     if (rc) {
         snprintf(msg, msglen, "%s", vm.msg);
