@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds mnemo and runs every test (unit, whole-model reference, fuzz-corpus regression, example build).
+# Builds mnemo and runs every test (unit, whole-model reference, fuzz-corpus regression, example build, and the
+# server end to end: a ctest fixture creates build/server-venv with pytest + openai from PyPI).
 # This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -141,7 +141,8 @@ static const struct {
     {"{" BASE ", \"hidden_act\": \"gelu\"}", "hidden_act 'gelu' is not supported (silu)"},
     {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": \"64\"}",
      "config.json: field 'hidden_size' must be an integer, got string"},
-    {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64.0}", "field 'hidden_size' must be an integer, got real"},
+    {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64.0}",
+     "field 'hidden_size' must be an integer, got real"},
     {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64}", "missing required field 'intermediate_size'"},
     {"{" BASE ", \"hidden_size\": 0}", "not valid JSON"}, /* duplicate key */
     {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 0, \"intermediate_size\": 128, "

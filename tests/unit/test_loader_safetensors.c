@@ -158,7 +158,8 @@ static void test_malformed(void) {
     EXPECT_ERR("{\"x\": {\"dtype\": \"F31\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, "unknown dtype 'F31'");
     EXPECT_ERR("{\"x\": {\"dtype\": \"f32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, "unknown dtype");
     EXPECT_ERR("{\"x\": {\"dtype\": 5, \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, "dtype must be a string");
-    EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": \"1\", \"data_offsets\": [0, 4]}}", 4, "shape must be an array");
+    EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": \"1\", \"data_offsets\": [0, 4]}}", 4,
+               "shape must be an array");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [1.0], \"data_offsets\": [0, 4]}}", 4, "must be an integer");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", 4, "negative");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 4]}}", 4,

@@ -35,8 +35,9 @@ static void write_st(const char *file, const char *names, float base) {
     snprintf(list, sizeof list, "%s", names);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         size_t l = strlen(json);
-        snprintf(json + l, sizeof json - l, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [%zu, %zu]}",
-                 nt ? ", " : "", tok, nt * 8, nt * 8 + 8);
+        snprintf(json + l, sizeof json - l,
+                 "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [%zu, %zu]}", nt ? ", " : "",
+                 tok, nt * 8, nt * 8 + 8);
         data[2 * nt] = base + (float)nt;
         data[2 * nt + 1] = base + (float)nt + 0.5f;
         nt++;
@@ -117,11 +118,13 @@ static void test_sharded_safetensors(void) {
     write_text("model.safetensors.index.json", "{\"weight_map\": {\"a\": \"missing.safetensors\"}}");
     OPEN(tmp, "missing.safetensors: cannot open");
     /* the index names a tensor the shard lacks */
-    write_text("model.safetensors.index.json", "{\"weight_map\": {\"a\": \"s1.safetensors\", \"c\": \"s1.safetensors\"}}");
+    write_text("model.safetensors.index.json",
+               "{\"weight_map\": {\"a\": \"s1.safetensors\", \"c\": \"s1.safetensors\"}}");
     OPEN(tmp, "puts 'c' in s1.safetensors, but that shard does not hold it");
     /* one tensor in two shards */
     write_st("s2.safetensors", "a,c", 10.0f);
-    write_text("model.safetensors.index.json", "{\"weight_map\": {\"a\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}");
+    write_text("model.safetensors.index.json",
+               "{\"weight_map\": {\"a\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}");
     OPEN(tmp, "tensor 'a' is in both");
     /* a broken shard is reported with its path */
     write_file("s2.safetensors", "\x40\0\0\0\0\0\0\0{}", 10);

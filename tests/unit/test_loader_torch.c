@@ -329,9 +329,9 @@ static void test_synthetic(void) {
         tensor_list_free(&l);
     }
     PICKLE("}.", NULL);                                          /* empty state dict is fine */
-    PICKLE("]q\x00.", "holds a list, not a state dict");
-    PICKLE("}(X\x01\x00\x00\x00""aK\x01u.", "'a' is a int, not a tensor");
-    PICKLE("}(K\x01K\x02u.", "key is a int");
+    PICKLE("]q\x00.", "holds a Python list, not a state dict");
+    PICKLE("}(X\x01\x00\x00\x00""aK\x01u.", "'a' is a Python int, not a tensor");
+    PICKLE("}(K\x01K\x02u.", "key is a Python int");
     PICKLE("cbuiltins\neval\n.", "unsupported pickle global 'builtins.eval'");
     PICKLE("X\x08\x00\x00\x00""builtinsX\x04\x00\x00\x00""exec\x93.", "unsupported pickle global 'builtins.exec'");
     PICKLE("ctorch\nFloatStorage\n)R.", "calls a torch storage type directly");
@@ -349,12 +349,14 @@ static void test_synthetic(void) {
     PICKLE("\x8a\x09\x01\x02\x03\x04\x05\x06\x07\x08\x09.", "integer of 9 bytes");
     PICKLE("t.", "no MARK");
     PICKLE("(K\x01""d.", "odd item count");
+    PICKLE("}(K\x01u.", "odd item count");
+    PICKLE("](K\x01u.", "SETITEMS on a list");
     PICKLE("K\x01K\x01K\x02s.", "SETITEM on a int");
     PICKLE("Q.", "stack underflow");
     PICKLE("(X\x07\x00\x00\x00storagetQ.", "persistent id is a tuple of 1 items");
     PICKLE("\x80\x06}.", "protocol 6");
     PICKLE("\x95\x02\x00\x00\x00\x00\x00\x00\x00}\x94.", NULL); /* FRAME + MEMOIZE */
-    PICKLE("\x8c\x01""a\x8c\x01""b\x86.", "holds a tuple");
+    PICKLE("\x8c\x01""a\x8c\x01""b\x86.", "holds a Python tuple");
     /* a dict containing itself: the walk stops at the nesting limit */
     PICKLE("}q\x00X\x01\x00\x00\x00""ah\x00s.", "nested more than 4 deep");
     /* levels of dicts sharing one sub-dict 40 times each: 40^4 names from a 7 KB pickle, refused */

@@ -194,7 +194,8 @@ static int memo_put(pk_vm *vm, uint64_t idx) {
     uint32_t o;
     if (top(vm, &o)) return -1;
     /* picklers number memo slots consecutively; anything else is malformed (and would let input pick sizes) */
-    if (idx > vm->nmemo) return pk_error(vm, "malformed pickle: memo index %llu out of sequence", (unsigned long long)idx);
+    if (idx > vm->nmemo)
+        return pk_error(vm, "malformed pickle: memo index %llu out of sequence", (unsigned long long)idx);
     if (idx == vm->nmemo) {
         if (!grow((void **)&vm->memo, &vm->capmemo, vm->nmemo + 1, sizeof(uint32_t), PK_MAX_MEMO))
             return pk_error(vm, "pickle memo too large (limit %u) or out of memory", PK_MAX_MEMO);
@@ -205,7 +206,8 @@ static int memo_put(pk_vm *vm, uint64_t idx) {
 }
 
 static int memo_get(pk_vm *vm, uint64_t idx) {
-    if (idx >= vm->nmemo) return pk_error(vm, "malformed pickle: memo index %llu was never set", (unsigned long long)idx);
+    if (idx >= vm->nmemo)
+        return pk_error(vm, "malformed pickle: memo index %llu was never set", (unsigned long long)idx);
     return push(vm, vm->memo[idx]);
 }
 
@@ -292,7 +294,8 @@ static int step(pk_vm *vm, uint32_t *result) {
     case OP_TUPLE2:
     case OP_TUPLE3: {
         uint32_t k = op - OP_TUPLE1 + 1;
-        if (vm->nstack - floor_of(vm) < k) return pk_error(vm, "malformed pickle: stack underflow at byte %zu", vm->pos);
+        if (vm->nstack - floor_of(vm) < k)
+            return pk_error(vm, "malformed pickle: stack underflow at byte %zu", vm->pos);
         return collect(vm, PK_TUPLE, vm->nstack - k);
     }
     case OP_APPEND:
@@ -314,9 +317,10 @@ static int step(pk_vm *vm, uint32_t *result) {
         if (start <= floor_of(vm)) return pk_error(vm, "malformed pickle: stack underflow at byte %zu", vm->pos);
         c = vm->stack[start - 1];
         uint32_t k = vm->nstack - start;
-        if (vm->objs[c].type != want || (want == PK_DICT && (k & 1)))
+        if (vm->objs[c].type != want)
             return pk_error(vm, "malformed pickle: %s on a %s", op == OP_APPENDS ? "APPENDS" : "SETITEMS",
                             pk_type_name(vm->objs[c].type));
+        if (want == PK_DICT && (k & 1)) return pk_error(vm, "malformed pickle: odd item count for a dict");
         if (k && append_items(vm, c, vm->stack + start, k)) return -1;
         vm->nstack = start;
         return 0;

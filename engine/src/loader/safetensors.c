@@ -121,7 +121,8 @@ static int check_metadata(json_t *meta, const char *file, char *err, size_t errl
 
 int safetensors_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_list *out, char *err,
                       size_t errlen) {
-    if (len < 8) return fail(err, errlen, file, "truncated: %" PRIu64 " bytes, too short for a safetensors header", len);
+    if (len < 8)
+        return fail(err, errlen, file, "truncated: %" PRIu64 " bytes, too short for a safetensors header", len);
     uint64_t n = ld_le64(buf);
     if (n > len - 8)
         return fail(err, errlen, file, "truncated: header says %" PRIu64 " bytes but file has %" PRIu64, n, len);

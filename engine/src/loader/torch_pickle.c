@@ -186,12 +186,12 @@ static int build(pk_vm *vm, uint32_t obj, uint32_t state) {
                     pk_type_name(vm->objs[obj].type));
 }
 
-/* Appends every tensor under dict d, names prefixed by name[0..nlen). */
 typedef struct {
     uint32_t visits;
     uint64_t name_bytes;
 } walk_budget;
 
+/* Appends every tensor under dict d, names prefixed by name[0..nlen). */
 static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, walk_budget *wb, const char *file,
                 tensor_list *out) {
     const pk_obj *o = pk_at(vm, d);
@@ -199,7 +199,8 @@ static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, walk_
         if (++wb->visits > MAX_VISITS) return pk_error(vm, "state dict has too many entries (limit %u)", MAX_VISITS);
         const pk_obj *k = pk_at(vm, o->v.items[2 * i]);
         uint32_t v = o->v.items[2 * i + 1];
-        if (k->type != PK_STR) return pk_error(vm, "state dict key is a %s, not a string", pk_type_name(k->type));
+        if (k->type != PK_STR)
+            return pk_error(vm, "state dict key is a Python %s, not a string", pk_type_name(k->type));
         size_t kl = (size_t)k->v.s.len, l = nlen + (nlen ? 1 : 0) + kl;
         if (l > MAX_NAME || memchr(k->v.s.p, '\0', kl) || kl == 0)
             return pk_error(vm, "state dict key is empty, too long or holds a NUL byte");
@@ -212,14 +213,15 @@ static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, walk_
             if (walk(vm, v, name, l, depth + 1, wb, file, out)) return -1;
             continue;
         }
-        if (vt != PK_TENSOR) return pk_error(vm, "'%s' is a %s, not a tensor", name, pk_type_name(vt));
+        if (vt != PK_TENSOR) return pk_error(vm, "'%s' is a Python %s, not a tensor", name, pk_type_name(vt));
         const pk_tensor *t = &vm->tensors[vm->objs[v].v.i];
-        char shp[96], str[96];
-        ld_format_shape(shp, sizeof shp, t->ndim, t->shape);
-        ld_format_shape(str, sizeof str, t->ndim, t->stride);
-        if (t->status == ST_NONCONTIG)
+        if (t->status == ST_NONCONTIG) {
+            char shp[96], str[96];
+            ld_format_shape(shp, sizeof shp, t->ndim, t->shape);
+            ld_format_shape(str, sizeof str, t->ndim, t->stride);
             return pk_error(vm, "tensor '%s' is not contiguous (shape %s, stride %s): save it with .contiguous()",
                             name, shp, str);
+        }
         if (t->status == ST_RANGE)
             return pk_error(vm, "tensor '%s' (offset %llu, %llu elements) lies outside its storage of %llu elements",
                             name, (unsigned long long)t->offset, (unsigned long long)t->numel,
@@ -240,7 +242,7 @@ int torch_unpickle(const uint8_t *pkl, size_t len, torch_storage_fn storage, voi
     size_t start = out->count;
     int rc = pk_run(&vm, pkl, len, &hooks, &root);
     if (rc == 0 && vm.objs[root].type != PK_DICT)
-        rc = pk_error(&vm, "data.pkl holds a %s, not a state dict", pk_type_name(vm.objs[root].type));
+        rc = pk_error(&vm, "data.pkl holds a Python %s, not a state dict", pk_type_name(vm.objs[root].type));
     if (rc == 0) {
         char name[MAX_NAME + 1];
         walk_budget wb = {0, 0};

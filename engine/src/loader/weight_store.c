@@ -86,6 +86,28 @@ static int add_file(weight_store *ws, const char *dir, const char *name, parse_f
     return parse(f->addr ? f->addr : empty, f->len, f->path, &ws->list, err, errlen);
 }
 
+/* The whole of a small text file (an index JSON), or NULL with a message. */
+static char *read_text(const char *path, size_t *len, char *err, size_t errlen) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fileno(fp), &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > MAX_INDEX_BYTES) {
+        fail(err, errlen, "%s: not a readable file of at most %u bytes", path, MAX_INDEX_BYTES);
+    } else if (!(text = malloc((size_t)st.st_size + 1))) {
+        fail(err, errlen, "out of memory");
+    } else if ((*len = fread(text, 1, (size_t)st.st_size, fp)) != (size_t)st.st_size) {
+        fail(err, errlen, "%s: read error", path);
+        free(text);
+        text = NULL;
+    }
+    fclose(fp);
+    return text;
+}
+
 /* A shard name from an index must name a file directly inside dir. */
 static int plain_name(const char *s) {
     return s[0] && !strchr(s, '/') && !strchr(s, '\\') && !strstr(s, "..") && strcmp(s, ".") != 0;
@@ -127,24 +149,10 @@ static int open_index(weight_store *ws, const char *dir, const char *index, pars
     int rc = -1;
     const char **names = NULL;
     json_t *root = NULL;
-    FILE *fp = fopen(ipath, "rb");
-    if (!fp) {
-        fail(err, errlen, "%s: cannot open: %s", ipath, strerror(errno));
-        goto done;
-    }
     json_error_t je;
-    char *text = malloc(MAX_INDEX_BYTES + 1);
-    size_t n = text ? fread(text, 1, MAX_INDEX_BYTES + 1, fp) : 0;
-    fclose(fp);
-    if (!text) {
-        fail(err, errlen, "out of memory");
-        goto done;
-    }
-    if (n > MAX_INDEX_BYTES) {
-        free(text);
-        fail(err, errlen, "%s: larger than %u bytes", ipath, MAX_INDEX_BYTES);
-        goto done;
-    }
+    size_t n;
+    char *text = read_text(ipath, &n, err, errlen);
+    if (!text) goto done;
     root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     free(text);
     if (!root) {

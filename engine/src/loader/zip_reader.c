@@ -144,8 +144,8 @@ int zip_open(zip_archive *za, const uint8_t *buf, uint64_t len, char *msg, size_
     qsort(za->entries, za->count, sizeof(zip_entry), cmp_entry);
     for (size_t i = 1; i < za->count; i++) {
         if (cmp_entry(&za->entries[i - 1], &za->entries[i]) == 0) {
-            snprintf(msg, msglen, "duplicate zip entry '%.*s'", (int)(za->entries[i].name_len > 200 ? 200 : za->entries[i].name_len),
-                     za->entries[i].name);
+            size_t nl = za->entries[i].name_len;
+            snprintf(msg, msglen, "duplicate zip entry '%.*s'", (int)(nl > 200 ? 200 : nl), za->entries[i].name);
             goto fail;
         }
     }

@@ -156,7 +156,8 @@ static int parse_tokens(const ctx *c, json_t *root, model_config *m) {
     if (p) {
         if (!json_is_integer(p)) return fail(c, "field 'pad_token_id' must be an integer, got %s", type_name(p));
         long long x = json_integer_value(p);
-        if (x >= m->vocab_size) return fail(c, "field 'pad_token_id' %lld is outside the vocabulary (%d)", x, m->vocab_size);
+        if (x >= m->vocab_size)
+            return fail(c, "field 'pad_token_id' %lld is outside the vocabulary (%d)", x, m->vocab_size);
         m->pad_token_id = x < 0 ? -1 : (int32_t)x; /* some LLaMA configs say -1 for "none" */
     }
     json_t *e = get(root, "eos_token_id");
@@ -251,7 +252,8 @@ static int parse_root(const ctx *c, json_t *root, model_config *m) {
     }
     if (m->head_dim % 2 != 0) return fail(c, "head_dim %d must be even for RoPE", m->head_dim);
     if ((long long)m->num_attention_heads * m->head_dim > MAX_DIM)
-        return fail(c, "num_attention_heads x head_dim = %lld is too large", (long long)m->num_attention_heads * m->head_dim);
+        return fail(c, "num_attention_heads x head_dim = %lld is too large",
+                    (long long)m->num_attention_heads * m->head_dim);
     if (opt_int(c, root, "max_position_embeddings", 1, MAX_POSITIONS, &m->max_position_embeddings)) return -1;
     if (opt_pos_float(c, root, "rms_norm_eps", &m->rms_norm_eps)) return -1;
     if (parse_rope(c, root, m)) return -1;

@@ -1,0 +1,50 @@
+/*
+ * app.h — the server's shared state, handed to every route: options, the model (NULL while loading), the
+ * scheduler, metrics and what was decided at start (alias, chat template, context size).
+ *
+ * Lifecycle: LOADING (HTTP is up, /health answers 503) -> READY -> STOPPING (SIGINT/SIGTERM: new inference
+ * requests get 503, in-flight ones finish within the grace period) -> STOPPED (streams still open are aborted).
+ */
+#ifndef MNEMO_SERVER_APP_H
+#define MNEMO_SERVER_APP_H
+
+#include <stdatomic.h>
+
+#include "args.h"
+#include "chat_template.h"
+#include "engine.h"
+#include "http.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+typedef enum { APP_LOADING = 0, APP_READY = 1, APP_STOPPING = 2, APP_STOPPED = 3 } app_state;
+
+typedef struct {
+    server_opts opts;
+    atomic_int state;
+    mnemo_model *model;
+    scheduler *sched;
+    metrics *mx;
+    chat_template tmpl;
+    char alias[256];
+    int n_ctx;        /* per slot */
+    int n_vocab;
+    long long created;
+    atomic_ullong seq; /* response ids and default seeds */
+} server_app;
+
+/* The HTTP handler (router.c). */
+void app_handle(void *app, const http_request *req, http_reply *rep);
+
+/* Routes (routes_*.c). */
+void route_completions(server_app *app, const http_request *req, http_reply *rep);
+void route_chat_completions(server_app *app, const http_request *req, http_reply *rep);
+void route_models(server_app *app, const http_request *req, http_reply *rep);
+void route_model_get(server_app *app, const http_request *req, http_reply *rep);
+void route_health(server_app *app, const http_request *req, http_reply *rep);
+void route_props(server_app *app, const http_request *req, http_reply *rep);
+void route_metrics(server_app *app, const http_request *req, http_reply *rep);
+void route_tokenize(server_app *app, const http_request *req, http_reply *rep);
+void route_detokenize(server_app *app, const http_request *req, http_reply *rep);
+
+#endif

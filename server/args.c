@@ -1,0 +1,143 @@
+/*
+ * args.c — command line parsing for mnemo-server (see args.h). A table of options keeps the parser, the
+ * range checks and --help in one place.
+ */
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef MNEMO_DEFAULT_MODEL
+#define MNEMO_DEFAULT_MODEL "tests/fixtures/models/mha"
+#endif
+
+typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE } opt_kind;
+
+typedef struct {
+    const char *name;
+    opt_kind kind;
+    size_t off;
+    double lo, hi;
+    const char *help;
+} opt_def;
+
+#define OFF(f) offsetof(server_opts, f)
+static const opt_def OPTS[] = {
+    {"--model", OPT_STR, OFF(model_dir), 0, 0, "checkpoint directory (default: the tiny test model)"},
+    {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
+    {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
+    {"--alias", OPT_STR, OFF(alias), 0, 0, "model name served to clients (default: the model directory's name)"},
+    {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require 'Authorization: Bearer KEY' (also $MNEMO_API_KEY)"},
+    {"--chat-template", OPT_STR, OFF(chat_template), 0, 0,
+     "auto | llama2 | chatml | plain (default auto: tokenizer_config.json, else llama2)"},
+    {"--device", OPT_STR, OFF(device), 0, 0, "auto | cpu | cuda (default auto)"},
+    {"--parallel", OPT_INT, OFF(parallel), 1, 256, "slots decoded together in one batch (default 4)"},
+    {"--queue", OPT_INT, OFF(queue), 0, 100000, "requests waiting for a slot before 503 (default 64)"},
+    {"--ctx", OPT_INT, OFF(ctx), 0, 1 << 24, "KV positions per slot (default min(model window, 4096))"},
+    {"--batch", OPT_INT, OFF(batch), 1, 1 << 16, "most tokens per forward step, prefill chunks included (512)"},
+    {"--threads", OPT_INT, OFF(threads), 0, 1024, "compute threads (default 0 = one per core)"},
+    {"--timeout", OPT_DBL, OFF(timeout_s), 0, 1e7, "per-request limit in seconds, queue included (600; 0 none)"},
+    {"--grace", OPT_DBL, OFF(grace_s), 0, 3600, "seconds in-flight requests get on SIGINT/SIGTERM (10)"},
+    {"--max-body", OPT_SIZE, OFF(max_body), 64, 1 << 30, "largest request body in bytes (8388608)"},
+    {"--max-conns", OPT_INT, OFF(max_conns), 1, 10000, "concurrent connections (default 128)"},
+    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
+};
+#undef OFF
+
+void server_opts_defaults(server_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->model_dir = MNEMO_DEFAULT_MODEL;
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->chat_template = "auto";
+    o->device = "auto";
+    o->parallel = 4;
+    o->queue = 64;
+    o->batch = 512;
+    o->timeout_s = 600;
+    o->grace_s = 10;
+    o->max_body = 8u << 20;
+    o->max_conns = 128;
+    o->conn_timeout_s = 60;
+    const char *key = getenv("MNEMO_API_KEY");
+    if (key && *key) o->api_key = key;
+}
+
+void server_opts_usage(FILE *f, const char *prog) {
+    fprintf(f,
+            "usage: %s [options]\n"
+            "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /tokenize,\n"
+            "/detokenize; GET /v1/models, /health, /props, /metrics).\n\noptions:\n",
+            prog);
+    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
+        const char *arg = OPTS[i].kind == OPT_STR ? " TEXT" : OPTS[i].kind == OPT_DBL ? " SEC" : " N";
+        fprintf(f, "  %s%-*s %s\n", OPTS[i].name, (int)(22 - strlen(OPTS[i].name)), arg, OPTS[i].help);
+    }
+    fprintf(f, "  -v, --verbose            log every request\n  -h, --help               this text\n");
+}
+
+static int set_value(server_opts *o, const opt_def *d, const char *v, char *err, size_t errlen) {
+    char *p = (char *)o + d->off;
+    if (d->kind == OPT_STR) {
+        if (!*v) {
+            snprintf(err, errlen, "%s needs a non-empty value", d->name);
+            return ARGS_ERROR;
+        }
+        *(const char **)p = v;
+        return ARGS_OK;
+    }
+    errno = 0;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || x != x || x < d->lo || x > d->hi ||
+        (d->kind != OPT_DBL && x != (double)(long long)x)) {
+        snprintf(err, errlen, "%s expects %s in [%g, %g], got '%s'", d->name,
+                 d->kind == OPT_DBL ? "a number" : "an integer", d->lo, d->hi, v);
+        return ARGS_ERROR;
+    }
+    if (d->kind == OPT_INT) *(int *)p = (int)x;
+    else if (d->kind == OPT_SIZE) *(size_t *)p = (size_t)x;
+    else *(double *)p = x;
+    return ARGS_OK;
+}
+
+int server_opts_parse(server_opts *o, int argc, char **argv, char *err, size_t errlen) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return ARGS_HELP;
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = 1;
+            continue;
+        }
+        const opt_def *d = NULL;
+        const char *val = NULL;
+        for (size_t k = 0; k < sizeof OPTS / sizeof OPTS[0] && !d; k++) {
+            size_t n = strlen(OPTS[k].name);
+            if (!strncmp(a, OPTS[k].name, n) && (a[n] == '\0' || a[n] == '=')) {
+                d = &OPTS[k];
+                if (a[n] == '=') val = a + n + 1;
+            }
+        }
+        if (!d) {
+            snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+            return ARGS_ERROR;
+        }
+        if (!val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "%s needs a value", d->name);
+                return ARGS_ERROR;
+            }
+            val = argv[++i];
+        }
+        int rc = set_value(o, d, val, err, errlen);
+        if (rc != ARGS_OK) return rc;
+    }
+    if (o->parallel > o->batch) {
+        snprintf(err, errlen, "--parallel (%d) must not exceed --batch (%d): every slot needs a token per step",
+                 o->parallel, o->batch);
+        return ARGS_ERROR;
+    }
+    return ARGS_OK;
+}

@@ -1,0 +1,42 @@
+/*
+ * args.h — mnemo-server's command line: every option with its default, parsed into one struct.
+ *
+ * Parsing never exits: it returns a code and a message, main decides what to print. Defaults are chosen to be safe
+ * on a shared machine: loopback only, a bounded per-slot context (not the model's full window), bounded bodies,
+ * connections and time.
+ */
+#ifndef MNEMO_SERVER_ARGS_H
+#define MNEMO_SERVER_ARGS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *model_dir;     /* --model: checkpoint directory */
+    const char *host;          /* --host: bind address (IPv4 or IPv6 literal) */
+    int port;                  /* --port: 0 = pick a free one (printed on stderr) */
+    const char *alias;         /* --alias: the model name clients use; default: the directory's basename */
+    const char *api_key;       /* --api-key or $MNEMO_API_KEY: Bearer token required on all but /health */
+    const char *chat_template; /* --chat-template: auto | llama2 | chatml | plain */
+    const char *device;        /* --device: auto | cpu | cuda */
+    int parallel;              /* --parallel: slots (sequences decoded together) */
+    int queue;                 /* --queue: requests waiting for a slot before 503 */
+    int ctx;                   /* --ctx: KV positions per slot; 0 = min(model window, 4096) */
+    int batch;                 /* --batch: most tokens one forward step processes (decode + prefill chunks) */
+    int threads;               /* --threads: compute threads; 0 = one per core */
+    double timeout_s;          /* --timeout: per-request limit in seconds (queue + generation); 0 = none */
+    double grace_s;            /* --grace: on SIGINT/SIGTERM, how long in-flight requests may finish */
+    size_t max_body;           /* --max-body: bytes of request body */
+    int max_conns;             /* --max-conns: concurrent connections */
+    int conn_timeout_s;        /* --conn-timeout: idle seconds before a connection is dropped */
+    int verbose;               /* -v: log each request */
+} server_opts;
+
+enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 };
+
+void server_opts_defaults(server_opts *o);
+/* ARGS_OK, ARGS_HELP (--help seen) or ARGS_ERROR with a message naming the option in err. */
+int server_opts_parse(server_opts *o, int argc, char **argv, char *err, size_t errlen);
+void server_opts_usage(FILE *f, const char *prog);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * http.c — libmicrohttpd callbacks and nothing else (see http.h).
+ *
+ * Mode: MHD_USE_THREAD_PER_CONNECTION, so handlers and stream readers may block. Each request's body is
+ * collected into a bounded buffer: a Content-Length over the limit is answered 413 before the body is read; a
+ * chunked body that grows past it closes the connection (libmicrohttpd cannot queue a reply mid-upload).
+ * Headers, the URL and the read buffer are bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct http_server {
+    struct MHD_Daemon *d;
+    http_handler handler;
+    void *app;
+    size_t max_body;
+    int port;
+    int quiesced_fd; /* the listening socket after http_quiesce: closed only after MHD_stop_daemon */
+    atomic_int active; /* requests between their headers and their completion */
+};
+
+typedef struct {
+    struct MHD_Connection *conn;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} req_state;
+
+void http_reply_header(http_reply *rep, const char *name, const char *value) {
+    if (rep->n_headers >= HTTP_MAX_HEADERS) return;
+    rep->headers[rep->n_headers].name = name;
+    snprintf(rep->headers[rep->n_headers].value, sizeof rep->headers[0].value, "%s", value);
+    rep->n_headers++;
+}
+
+static const char *lookup_header(const http_request *req, const char *name) {
+    return MHD_lookup_connection_value(((req_state *)req->impl)->conn, MHD_HEADER_KIND, name);
+}
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    http_reply *rep = cls;
+    ssize_t n = rep->read(rep->stream, buf, max);
+    if (n > 0) return n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free_cb(void *cls) {
+    http_reply *rep = cls;
+    if (rep->free) rep->free(rep->stream);
+    free(rep);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, http_reply *rep) {
+    struct MHD_Response *resp;
+    if (rep->read) {
+        http_reply *owned = malloc(sizeof *owned); /* lives until libmicrohttpd frees the stream */
+        if (!owned) {
+            if (rep->free) rep->free(rep->stream);
+            return MHD_NO;
+        }
+        *owned = *rep;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, owned, stream_free_cb);
+        if (!resp) {
+            stream_free_cb(owned);
+            return MHD_NO;
+        }
+    } else {
+        resp = MHD_create_response_from_buffer(rep->body_len, rep->body ? rep->body : (char *)"",
+                                               rep->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+            free(rep->body);
+            return MHD_NO;
+        }
+        rep->body = NULL;
+    }
+    if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
+    for (int i = 0; i < rep->n_headers; i++)
+        MHD_add_response_header(resp, rep->headers[i].name, rep->headers[i].value);
+    if (rep->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result r = MHD_queue_response(conn, (unsigned)rep->status, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
+static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, req_state *st, const char *url,
+                                const char *method) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    http_request req = {.method = method, .path = url, .body = st->body ? st->body : "", .body_len = st->len,
+                        .body_too_large = st->too_large, .fd = ci ? ci->connect_fd : -1,
+                        .header = lookup_header, .impl = st};
+    http_reply rep;
+    memset(&rep, 0, sizeof rep);
+    s->handler(s->app, &req, &rep);
+    return send_reply(conn, &rep);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size,
+                                  void **con_cls) {
+    http_server *s = cls;
+    req_state *st = *con_cls;
+    if (!st) { /* headers are in; the body (if any) follows in later calls */
+        st = calloc(1, sizeof *st);
+        if (!st) return MHD_NO;
+        st->conn = conn;
+        *con_cls = st;
+        atomic_fetch_add(&s->active, 1);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+            st->too_large = true; /* answered now, before the client sends the body */
+            return dispatch(s, conn, st, url, method);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (st->len + n > s->max_body) return MHD_NO; /* chunked body past the limit: drop the connection */
+        if (st->len + n + 1 > st->cap) {
+            size_t cap = st->cap ? st->cap : 4096;
+            while (cap < st->len + n + 1) cap *= 2;
+            if (cap > s->max_body + 1) cap = s->max_body + 1;
+            char *p = realloc(st->body, cap);
+            if (!p) return MHD_NO;
+            st->body = p;
+            st->cap = cap;
+        }
+        memcpy(st->body + st->len, upload_data, n);
+        st->len += n;
+        st->body[st->len] = '\0';
+        return MHD_YES;
+    }
+    return dispatch(s, conn, st, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    http_server *s = cls;
+    req_state *st = *con_cls;
+    if (!st) return;
+    atomic_fetch_sub(&s->active, 1);
+    free(st->body);
+    free(st);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    fputs("mnemo-server: http: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+http_server *http_start(const http_config *cfg, http_handler handler, void *app, char *err, size_t errlen) {
+    http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->handler = handler;
+    s->app = app;
+    s->max_body = cfg->max_body;
+    s->quiesced_fd = -1;
+
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    struct sockaddr *addr;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)cfg->port);
+        addr = (struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, cfg->host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)cfg->port);
+        addr = (struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address", cfg->host);
+        free(s);
+        return NULL;
+    }
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or libmicrohttpd complains */
+                            MHD_OPTION_SOCK_ADDR, addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use or not allowed?)", cfg->host, cfg->port);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    return s;
+}
+
+int http_port(const http_server *s) { return s ? s->port : 0; }
+
+int http_active_requests(const http_server *s) { return s ? atomic_load(&((http_server *)s)->active) : 0; }
+
+void http_quiesce(http_server *s) {
+    if (!s || !s->d) return;
+    if (s->quiesced_fd >= 0) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->d);
+    /* libmicrohttpd stops polling the socket; shutting it down makes new connections fail at once instead of
+     * waiting in the backlog. It is closed after MHD_stop_daemon, as the libmicrohttpd docs require. */
+    if (fd != MHD_INVALID_SOCKET) {
+        shutdown(fd, SHUT_RDWR);
+        s->quiesced_fd = fd;
+    }
+}
+
+void http_stop(http_server *s) {
+    if (!s) return;
+    if (s->d) MHD_stop_daemon(s->d);
+    if (s->quiesced_fd >= 0) close(s->quiesced_fd);
+    free(s);
+}

@@ -1,0 +1,169 @@
+/*
+ * job.c — the shared request object (see job.h).
+ */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+job *job_new(int n_choices) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->choices = calloc((size_t)(n_choices > 0 ? n_choices : 1), sizeof *j->choices);
+    if (!j->choices) {
+        free(j);
+        return NULL;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    j->n_choices = n_choices;
+    j->refs = 1;
+    j->fd = -1;
+    return j;
+}
+
+void job_ref(job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_unref(job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0) return;
+    job_events_free(j->ev, j->n_ev);
+    for (int i = 0; i < j->n_choices; i++) free(j->choices[i].prompt);
+    free(j->choices);
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->stop);
+    if (j->fd >= 0) close(j->fd);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+void job_watch_fd(job *j, int fd) {
+    if (fd >= 0) j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+bool job_client_gone(job *j) {
+    if (j->fd < 0) return false;
+    struct pollfd p = {.fd = j->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) return true;
+    char c;
+    ssize_t n = recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void job_cancel(job *j, job_end why) {
+    int expected = 0;
+    atomic_compare_exchange_strong(&j->cancel, &expected, (int)why);
+    pthread_mutex_lock(&j->mu);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+job_end job_cancelled(job *j) { return (job_end)atomic_load(&j->cancel); }
+
+static job_event *next_event(job *j) {
+    if (j->n_ev == j->cap_ev) {
+        size_t cap = j->cap_ev ? j->cap_ev * 2 : 16;
+        job_event *p = realloc(j->ev, cap * sizeof *p);
+        if (!p) return NULL;
+        j->ev = p;
+        j->cap_ev = cap;
+    }
+    job_event *e = &j->ev[j->n_ev];
+    memset(e, 0, offsetof(job_event, top));
+    return e;
+}
+
+int job_push_token(job *j, int choice, const mnemo_token_event *ev) {
+    char *text = NULL;
+    if (ev->text_len) {
+        if (!(text = malloc(ev->text_len))) return -1;
+        memcpy(text, ev->text, ev->text_len);
+    }
+    pthread_mutex_lock(&j->mu);
+    job_event *e = next_event(j);
+    if (!e) {
+        pthread_mutex_unlock(&j->mu);
+        free(text);
+        return -1;
+    }
+    e->kind = JOB_EV_TOKEN;
+    e->choice = choice;
+    e->token = ev->token;
+    e->text = text;
+    e->text_len = ev->text_len;
+    e->logprob = ev->logprob;
+    e->n_top = ev->n_top < MNEMO_MAX_LOGPROBS ? ev->n_top : MNEMO_MAX_LOGPROBS;
+    if (e->n_top > 0) memcpy(e->top, ev->top, (size_t)e->n_top * sizeof *e->top);
+    j->n_ev++;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish, int32_t n_generated,
+                    double queue_ms, double prefill_ms, double decode_ms, const char *error) {
+    pthread_mutex_lock(&j->mu);
+    job_choice *c = &j->choices[choice];
+    c->end = end;
+    c->finish = finish;
+    c->n_generated = n_generated;
+    c->queue_ms = queue_ms;
+    c->prefill_ms = prefill_ms;
+    c->decode_ms = decode_ms;
+    if (end == JOB_END_ERROR && error && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", error);
+    job_event *e = next_event(j);
+    if (e) { /* out of memory: the consumer still sees n_done reach n_choices */
+        e->kind = JOB_EV_END;
+        e->choice = choice;
+        e->token = -1;
+        j->n_ev++;
+    }
+    j->n_done++;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+size_t job_take_events(job *j, double wait_s, job_event **out, bool *all_done) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = (long long)until.tv_nsec + (long long)(wait_s * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&j->mu);
+    while (j->n_ev == 0 && j->n_done < j->n_choices) {
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
+    }
+    size_t n = j->n_ev;
+    *out = j->ev;
+    j->ev = NULL;
+    j->n_ev = j->cap_ev = 0;
+    *all_done = j->n_done >= j->n_choices;
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
+void job_events_free(job_event *ev, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ev[i].text);
+    free(ev);
+}

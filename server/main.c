@@ -1,0 +1,211 @@
+/*
+ * main.c — mnemo-server: command line, start-up order and shutdown.
+ *
+ * Start-up: HTTP first (so /health can answer 503 while the model loads), then the model, the chat template, the
+ * slots; READY is published last. Signals: libraries start threads before main runs (OpenBLAS), so blocking
+ * SIGINT/SIGTERM cannot cover every thread; instead their handler only writes the signal number to a self-pipe
+ * (async-signal-safe in whichever thread runs it) and main waits on that pipe.
+ * Shutdown: stop accepting (listening socket closed, new inference requests 503), let in-flight requests finish
+ * for --grace seconds (a second signal cuts it short), cancel the rest (they end within one step), let responses
+ * drain briefly, close everything, exit 0.
+ *
+ * Test hook: MNEMO_SERVER_LOAD_DELAY_MS delays the model load, so tests can observe the loading state.
+ */
+#define _GNU_SOURCE /* pipe2 */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "http.h"
+#include "text_util.h"
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mnemo-server: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    if (write(sig_pipe[1], &c, 1) < 0) { /* pipe full: a signal is already pending, nothing lost */ }
+    errno = saved;
+}
+
+static int install_signals(void) {
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+/* Waits up to seconds for SIGINT/SIGTERM; returns the signal or 0. */
+static int wait_signal(double seconds) {
+    struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
+    int ms = seconds > 1e6 ? 1000000000 : (int)(seconds * 1e3);
+    if (poll(&p, 1, ms) <= 0) return 0;
+    unsigned char c = 0;
+    return read(sig_pipe[0], &c, 1) == 1 ? c : 0;
+}
+
+static int load(server_app *app) {
+    const server_opts *o = &app->opts;
+    const char *delay = getenv("MNEMO_SERVER_LOAD_DELAY_MS");
+    if (delay && atoi(delay) > 0 && wait_signal(atoi(delay) / 1000.0)) return 1; /* stopped while loading */
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.n_threads = o->threads;
+    if (!strcmp(o->device, "cpu")) mp.device = MNEMO_DEVICE_CPU;
+    else if (!strcmp(o->device, "cuda")) mp.device = MNEMO_DEVICE_CUDA;
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(o->model_dir, &mp, &m) != MNEMO_OK) {
+        log_line("error: cannot load the model: %s", mnemo_model_error(m));
+        mnemo_model_free(m);
+        return -1;
+    }
+    int n_train = mnemo_model_n_ctx_train(m);
+    app->n_ctx = o->ctx ? o->ctx : (n_train < 4096 ? n_train : 4096);
+    app->n_vocab = mnemo_model_n_vocab(m);
+    if (!strcmp(o->chat_template, "auto")) {
+        char why[512];
+        int rc = chat_template_detect(o->model_dir, &app->tmpl, why, sizeof why);
+        if (rc < 0) log_line("warning: %s; using llama2 (choose with --chat-template)", why);
+        if (rc <= 0) app->tmpl = TMPL_LLAMA2;
+    }
+    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch};
+    char err[512];
+    app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
+    if (!app->sched) {
+        log_line("error: cannot create %d slots of %d tokens: %s (lower --parallel or --ctx)", o->parallel, app->n_ctx,
+                 err);
+        mnemo_model_free(m);
+        return -1;
+    }
+    app->model = m;
+    atomic_store(&app->state, APP_READY); /* publishes model and sched to the HTTP threads */
+    log_line("ready: model '%s' (%s), %d slots x %d tokens, batch %d, chat template %s", app->alias,
+             mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
+    return 0;
+}
+
+static void shutdown_gracefully(server_app *app, http_server *http) {
+    atomic_store(&app->state, APP_STOPPING);
+    http_quiesce(http);
+    if (app->sched) {
+        sched_stop_accepting(app->sched);
+        sched_stats ss;
+        sched_get_stats(app->sched, &ss);
+        log_line("stopping: %d running, %d waiting; up to %g s to finish (signal again to cancel now)", ss.slots_busy,
+                 ss.waiting, app->opts.grace_s);
+        double end = now_s() + app->opts.grace_s;
+        bool idle = false;
+        while (!(idle = sched_wait_idle(app->sched, 0.1)) && now_s() < end)
+            if (wait_signal(0.0)) break;
+        if (!idle) {
+            log_line("cancelling the requests still running");
+            sched_cancel_all(app->sched, JOB_END_SHUTDOWN);
+            sched_wait_idle(app->sched, 5.0);
+        }
+    }
+    /* Let the last responses reach their clients before the connections are closed. */
+    double drain_end = now_s() + 2.0;
+    while (http_active_requests(http) > 0 && now_s() < drain_end) wait_signal(0.02);
+    atomic_store(&app->state, APP_STOPPED);
+    http_stop(http);
+}
+
+int main(int argc, char **argv) {
+    static server_app app;
+    server_opts_defaults(&app.opts);
+    char err[512];
+    int rc = server_opts_parse(&app.opts, argc, argv, err, sizeof err);
+    if (rc == ARGS_HELP) {
+        server_opts_usage(stdout, argv[0]);
+        return 0;
+    }
+    if (rc != ARGS_OK) {
+        fprintf(stderr, "mnemo-server: %s\n", err);
+        return 2;
+    }
+    const server_opts *o = &app.opts;
+    if (strcmp(o->chat_template, "auto") != 0 && chat_template_parse(o->chat_template, &app.tmpl) != 0) {
+        fprintf(stderr, "mnemo-server: --chat-template must be auto, llama2, chatml or plain (got '%s')\n",
+                o->chat_template);
+        return 2;
+    }
+    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {
+        fprintf(stderr, "mnemo-server: --device must be auto, cpu or cuda (got '%s')\n", o->device);
+        return 2;
+    }
+
+    if (install_signals() != 0) {
+        fprintf(stderr, "mnemo-server: cannot create the signal pipe\n");
+        return 1;
+    }
+    json_object_seed(0); /* before any thread hashes a key */
+
+    if (o->alias) {
+        snprintf(app.alias, sizeof app.alias, "%s", o->alias);
+    } else {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", o->model_dir);
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+        snprintf(app.alias, sizeof app.alias, "%s", basename(dir));
+    }
+    app.created = (long long)time(NULL);
+    app.mx = metrics_new();
+    if (!app.mx) {
+        fprintf(stderr, "mnemo-server: out of memory\n");
+        return 1;
+    }
+    atomic_store(&app.state, APP_LOADING);
+
+    http_config hc = {.host = o->host, .port = o->port, .max_body = o->max_body, .max_conns = o->max_conns,
+                      .conn_timeout_s = o->conn_timeout_s};
+    http_server *http = http_start(&hc, app_handle, &app, err, sizeof err);
+    if (!http) {
+        log_line("error: %s", err);
+        metrics_free(app.mx);
+        return 1;
+    }
+    bool v6 = strchr(o->host, ':') != NULL;
+    log_line("listening on http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "", http_port(http),
+             o->api_key ? " (API key required)" : "");
+
+    int status = 0;
+    rc = load(&app);
+    if (rc < 0) status = 1;
+    if (rc == 0) {
+        int sig;
+        while (!(sig = wait_signal(3600.0))) continue;
+        log_line("%s received", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    shutdown_gracefully(&app, http);
+    sched_free(app.sched);
+    mnemo_model_free(app.model);
+    metrics_free(app.mx);
+    log_line("stopped");
+    return status;
+}

@@ -1,0 +1,506 @@
+/*
+ * routes_infer.c — POST /v1/completions and POST /v1/chat/completions.
+ *
+ * On the connection's thread: parse and validate (request_parse.c), render the chat template, tokenize, check the
+ * prompt against the slot's context, build a job (one choice per prompt x n) and submit it. Then either
+ *   stream: return a reader that turns job events into SSE chunks as they arrive (blocking in libmicrohttpd's
+ *           connection thread, never in the scheduler), ending with "data: [DONE]"; or
+ *   wait:   collect every event and answer one JSON object.
+ * Errors known before submitting get their status (400/404/503); errors after a stream started become an error
+ * event in the stream.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api_error.h"
+#include "app.h"
+#include "job.h"
+#include "oai_format.h"
+#include "request_parse.h"
+#include "text_util.h"
+
+#define WAIT_SLICE_S 0.5 /* how long a consumer blocks before re-checking the server's state */
+
+/* ---------------------------------------------------------------- building the job */
+
+typedef struct {
+    mnemo_token *v;
+    int32_t n, cap;
+    bool failed;
+} tokvec;
+
+static void tv_push(tokvec *t, const mnemo_token *ids, int32_t n) {
+    if (t->failed || n <= 0) return;
+    if (t->n + n > t->cap) {
+        int32_t cap = t->cap ? t->cap : 256;
+        while (cap < t->n + n) cap *= 2;
+        mnemo_token *p = realloc(t->v, (size_t)cap * sizeof *p);
+        if (!p) {
+            t->failed = true;
+            return;
+        }
+        t->v = p;
+        t->cap = cap;
+    }
+    memcpy(t->v + t->n, ids, (size_t)n * sizeof *ids);
+    t->n += n;
+}
+
+/* Chat template sink: text between special tokens is tokenized as one piece, as Hugging Face does. */
+typedef struct {
+    const mnemo_model *m;
+    tokvec toks;
+    strbuf text;
+} tmpl_tokens;
+
+static int flush_text(tmpl_tokens *t) {
+    if (t->text.failed) return -1;
+    if (t->text.len == 0) return 0;
+    int32_t n = 0;
+    mnemo_token *ids = tokenize_alloc(t->m, t->text.data, t->text.len, false, &n);
+    if (!ids) return -1;
+    tv_push(&t->toks, ids, n);
+    free(ids);
+    t->text.len = 0;
+    return t->toks.failed ? -1 : 0;
+}
+
+static int sink_text(void *u, const char *s, size_t n) {
+    tmpl_tokens *t = u;
+    sb_append(&t->text, s, n);
+    return t->text.failed ? -1 : 0;
+}
+
+static int sink_special(void *u, tmpl_special which) {
+    tmpl_tokens *t = u;
+    if (flush_text(t)) return -1;
+    mnemo_token id = which == TMPL_TOK_BOS ? mnemo_model_bos(t->m) : mnemo_model_eos(t->m);
+    if (id >= 0) tv_push(&t->toks, &id, 1);
+    return t->toks.failed ? -1 : 0;
+}
+
+typedef struct {
+    int status;
+    const char *code;
+    char param[64]; /* "" when none */
+    char msg[512];
+} build_error;
+
+static int build_fail(build_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int build_fail(build_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The prompt of request prompt p as token ids, BOS first. */
+static int prompt_tokens(server_app *app, const infer_request *r, int p, tokvec *out, build_error *e) {
+    const mnemo_model *m = app->model;
+    if (r->chat) {
+        tmpl_tokens t = {.m = m};
+        char err[256], param[64];
+        tmpl_sink sink = {sink_text, sink_special, &t};
+        int rc = chat_template_render(app->tmpl, r->messages, r->n_messages, &sink, err, sizeof err, param,
+                                      sizeof param);
+        if (rc == 0) rc = flush_text(&t);
+        sb_free(&t.text);
+        if (rc != 0 || t.toks.failed) {
+            free(t.toks.v);
+            if (t.toks.failed || t.text.failed) return build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+            return build_fail(e, 400, "invalid_value", param, "%s", err);
+        }
+        *out = t.toks;
+        return 0;
+    }
+    const prompt_in *pi = &r->prompts[p];
+    if (pi->is_tokens) {
+        mnemo_token bos = mnemo_model_bos(m);
+        if (bos >= 0 && pi->tokens[0] != bos) tv_push(out, &bos, 1); /* as mnemo_generate_tokens does */
+        tv_push(out, pi->tokens, pi->n_tokens);
+    } else {
+        int32_t n = 0;
+        mnemo_token *ids = tokenize_alloc(m, pi->text, pi->text_len, true, &n);
+        if (!ids) return build_fail(e, 500, "tokenizer_error", NULL, "tokenization failed");
+        tv_push(out, ids, n);
+        free(ids);
+    }
+    if (out->failed) return build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    return 0;
+}
+
+static uint64_t mix64(uint64_t x) { /* splitmix64: a default seed per request */
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static job *build_job(server_app *app, const infer_request *r, build_error *e) {
+    int n_prompts = r->chat ? 1 : r->n_prompts;
+    job *j = job_new(n_prompts * r->n);
+    if (!j) {
+        build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        return NULL;
+    }
+    mnemo_generate_params gp = mnemo_generate_default_params();
+    gp.sampling = r->sampling;
+    gp.max_tokens = r->max_tokens >= 0 ? r->max_tokens : r->chat ? app->n_ctx : 16;
+    if (gp.max_tokens > app->n_ctx) gp.max_tokens = app->n_ctx; /* the context ends it anyway */
+    gp.n_logprobs = r->logprobs < 0 ? 0 : r->logprobs > 0 ? r->logprobs : 1; /* 1: the chosen token's logprob */
+    gp.ignore_eos = r->ignore_eos;
+    gp.add_bos = false; /* prompts carry their BOS */
+    const char *tmpl_stop = r->chat ? chat_template_stop(app->tmpl) : NULL;
+    j->stop = calloc((size_t)r->n_stop + 1, sizeof *j->stop);
+    if (!j->stop) goto oom;
+    for (int i = 0; i < r->n_stop; i++) {
+        if (!(j->stop[i] = strdup(r->stop[i]))) goto oom;
+        j->n_stop++;
+    }
+    if (tmpl_stop) {
+        if (!(j->stop[j->n_stop] = strdup(tmpl_stop))) goto oom;
+        j->n_stop++;
+    }
+    gp.stop = (const char *const *)j->stop;
+    gp.n_stop = j->n_stop;
+    j->gp = gp;
+    uint64_t seed = r->seed_set ? r->sampling.seed
+                                : mix64((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&app->seq, 1) << 32));
+    for (int p = 0; p < n_prompts; p++) {
+        tokvec t = {0};
+        if (prompt_tokens(app, r, p, &t, e) != 0) {
+            job_unref(j);
+            return NULL;
+        }
+        if (t.n == 0) {
+            free(t.v);
+            job_unref(j);
+            build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
+            return NULL;
+        }
+        if (t.n > app->n_ctx) {
+            free(t.v);
+            job_unref(j);
+            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                       "the prompt has %d tokens but the context holds %d tokens per request (--ctx); shorten the "
+                       "prompt",
+                       t.n, app->n_ctx);
+            return NULL;
+        }
+        for (int k = 0; k < r->n; k++) {
+            job_choice *c = &j->choices[p * r->n + k];
+            c->prompt = malloc((size_t)t.n * sizeof *c->prompt);
+            if (!c->prompt) {
+                free(t.v);
+                goto oom;
+            }
+            memcpy(c->prompt, t.v, (size_t)t.n * sizeof *t.v);
+            c->n_prompt = t.n;
+            c->prompt_index = p;
+            c->seed = seed + (uint64_t)k; /* the n choices of one prompt differ; the same seed repeats them */
+        }
+        free(t.v);
+    }
+    return j;
+oom:
+    job_unref(j);
+    build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- consuming the events */
+
+typedef struct {
+    server_app *app;
+    job *j;
+    oai_ctx oc;
+    int n_top;            /* alternatives shown per token (the engine computes >= 1 to get the chosen logprob) */
+    bool include_usage;
+    /* non-streaming */
+    strbuf *text;
+    json_t **lp;
+    size_t *offset;
+    /* streaming */
+    strbuf out;
+    size_t out_pos;
+    bool opened, finished;
+} consumer;
+
+static void consumer_free(consumer *c) {
+    if (!c) return;
+    for (int i = 0; c->text && i < c->j->n_choices; i++) sb_free(&c->text[i]);
+    for (int i = 0; c->lp && i < c->j->n_choices; i++) json_decref(c->lp[i]);
+    free(c->text);
+    free(c->lp);
+    free(c->offset);
+    sb_free(&c->out);
+    job_unref(c->j);
+    free(c);
+}
+
+static consumer *consumer_new(server_app *app, job *j, const infer_request *r) {
+    consumer *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->app = app;
+    c->j = j;
+    c->oc.model = app->model;
+    c->oc.chat = r->chat;
+    c->oc.logprobs = r->logprobs >= 0;
+    c->oc.model_name = app->alias;
+    c->oc.created = (long long)time(NULL);
+    oai_make_id(&c->oc, atomic_fetch_add(&app->seq, 1));
+    c->n_top = r->logprobs > 0 ? r->logprobs : 0;
+    c->include_usage = r->include_usage;
+    int n = j->n_choices;
+    c->text = calloc((size_t)n, sizeof *c->text);
+    c->lp = calloc((size_t)n, sizeof *c->lp);
+    c->offset = calloc((size_t)n, sizeof *c->offset);
+    if (!c->text || !c->lp || !c->offset) {
+        c->j = NULL;
+        free(c->text);
+        free(c->lp);
+        free(c->offset);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void trim_top(const consumer *c, job_event *ev) {
+    if (ev->n_top > c->n_top) ev->n_top = c->n_top;
+}
+
+/* The outcome of a finished job for metrics: the worst choice's end. */
+static const char *outcome(const job *j) {
+    job_end worst = JOB_END_OK;
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->choices[i].end > worst) worst = j->choices[i].end;
+    static const char *names[] = {"ok", "client_gone", "timeout", "shutdown", "error"};
+    return names[worst];
+}
+
+/* Why a choice produced nothing (it ended before reaching a slot, or the engine failed): status + message. */
+static int choice_failure(const server_app *app, const job *j, const job_choice *ch, char *msg, size_t n) {
+    if (ch->end == JOB_END_ERROR) {
+        snprintf(msg, n, "generation failed: %s", j->error[0] ? j->error : "engine error");
+        return 500;
+    }
+    if (ch->started) return 0;
+    if (ch->end == JOB_END_TIMEOUT) {
+        snprintf(msg, n, "the request waited longer than the time limit (%g s, --timeout) for a free slot",
+                 app->opts.timeout_s);
+        return 503;
+    }
+    if (ch->end == JOB_END_SHUTDOWN) {
+        snprintf(msg, n, "the server is shutting down");
+        return 503;
+    }
+    if (ch->end == JOB_END_CLIENT_GONE) {
+        snprintf(msg, n, "the client disconnected");
+        return 400;
+    }
+    return 0;
+}
+
+/* Waits for the next batch of events. Once the server has stopped (STOPPED: the scheduler no longer runs this job)
+ * it reports the job done so no connection thread waits forever. */
+static size_t wait_events(consumer *c, job_event **ev, bool *all_done) {
+    size_t n = job_take_events(c->j, WAIT_SLICE_S, ev, all_done);
+    if (n == 0 && !*all_done && atomic_load(&c->app->state) == APP_STOPPED) {
+        job_cancel(c->j, JOB_END_SHUTDOWN);
+        *all_done = true; /* the scheduler is gone: nothing more will come */
+    }
+    return n;
+}
+
+static void respond_collected(consumer *c, http_reply *rep) {
+    job *j = c->j;
+    bool all_done = false;
+    while (!all_done) {
+        job_event *ev = NULL;
+        size_t n = wait_events(c, &ev, &all_done);
+        for (size_t k = 0; k < n; k++) {
+            job_event *e = &ev[k];
+            if (e->kind == JOB_EV_END) continue; /* outcomes are read from j->choices at the end */
+            sb_append(&c->text[e->choice], e->text, e->text_len);
+            if (c->oc.logprobs) {
+                if (!c->lp[e->choice]) c->lp[e->choice] = oai_logprobs_new(&c->oc);
+                trim_top(c, e);
+                oai_logprobs_add(&c->oc, c->lp[e->choice], e, &c->offset[e->choice]);
+            }
+        }
+        job_events_free(ev, n);
+    }
+    metrics_request_end(c->app->mx, outcome(j));
+    for (int i = 0; i < j->n_choices; i++) {
+        char msg[384];
+        int st = choice_failure(c->app, j, &j->choices[i], msg, sizeof msg);
+        if (st) {
+            reply_error(rep, st, st == 500 ? "generation_failed" : st == 503 ? "unavailable" : NULL, NULL, NULL, "%s",
+                        msg);
+            return;
+        }
+        if (c->text[i].failed) {
+            reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory collecting the result");
+            return;
+        }
+    }
+    json_t *o = oai_envelope(&c->oc, false);
+    json_t *choices = json_object_get(o, "choices");
+    for (int i = 0; i < j->n_choices; i++) {
+        if (c->oc.logprobs && !c->lp[i]) c->lp[i] = oai_logprobs_new(&c->oc);
+        json_array_append_new(choices, oai_choice(&c->oc, i, c->text[i].data, c->text[i].len, c->lp[i], &j->choices[i]));
+        c->lp[i] = NULL; /* now owned by the response */
+    }
+    json_object_set_new(o, "usage", oai_usage(j));
+    json_object_set_new(o, "timings", oai_timings(j));
+    reply_json(rep, 200, o);
+}
+
+/* Formats the stream's next events into c->out. */
+static void stream_fill(consumer *c) {
+    job *j = c->j;
+    if (!c->opened) { /* chat: each choice opens with its role */
+        c->opened = true;
+        if (c->oc.chat)
+            for (int i = 0; i < j->n_choices; i++)
+                sse_event(&c->out, oai_chunk(&c->oc, i, "", 0, NULL, NULL, true, c->include_usage));
+        if (c->out.len) return;
+    }
+    bool all_done = false;
+    job_event *ev = NULL;
+    size_t n = wait_events(c, &ev, &all_done);
+    for (size_t k = 0; k < n; k++) {
+        job_event *e = &ev[k];
+        if (e->kind == JOB_EV_END) {
+            char msg[384];
+            int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
+            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+            else
+                sse_event(&c->out, oai_chunk(&c->oc, e->choice, "", 0, NULL, &j->choices[e->choice], false,
+                                             c->include_usage));
+            continue;
+        }
+        json_t *lp = NULL;
+        if (c->oc.logprobs && e->token >= 0) {
+            lp = oai_logprobs_new(&c->oc);
+            trim_top(c, e);
+            oai_logprobs_add(&c->oc, lp, e, &c->offset[e->choice]);
+        }
+        if (e->text_len == 0 && !lp) continue; /* text held back (stop-string prefix, partial character) */
+        sse_event(&c->out, oai_chunk(&c->oc, e->choice, e->text, e->text_len, lp, NULL, false, c->include_usage));
+    }
+    job_events_free(ev, n);
+    if (all_done) {
+        if (c->include_usage) {
+            json_t *u = oai_envelope(&c->oc, true);
+            json_object_set_new(u, "usage", oai_usage(j));
+            json_object_set_new(u, "timings", oai_timings(j));
+            sse_event(&c->out, u);
+        }
+        sse_done(&c->out);
+        c->finished = true;
+        metrics_request_end(c->app->mx, outcome(j));
+    }
+}
+
+static ssize_t stream_read(void *arg, char *buf, size_t max) {
+    consumer *c = arg;
+    while (c->out_pos == c->out.len) {
+        if (c->finished) return 0;
+        c->out.len = c->out_pos = 0;
+        stream_fill(c);
+        if (c->out.failed) return -1;
+    }
+    size_t n = c->out.len - c->out_pos;
+    if (n > max) n = max;
+    memcpy(buf, c->out.data + c->out_pos, n);
+    c->out_pos += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *arg) {
+    consumer *c = arg;
+    if (!c->finished) { /* the connection ended first: free the slots */
+        job_cancel(c->j, JOB_END_CLIENT_GONE);
+        metrics_request_end(c->app->mx, "client_gone");
+    }
+    consumer_free(c);
+}
+
+/* ---------------------------------------------------------------- the routes */
+
+static void route_infer(server_app *app, const http_request *req, http_reply *rep, bool chat) {
+    infer_request r;
+    parse_error pe;
+    parse_limits lim = {.n_vocab = app->n_vocab};
+    double t_arrival = now_s();
+    if (parse_infer_request(req->body, req->body_len, chat, &lim, &r, &pe) != 0) {
+        reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
+                    pe.message);
+        goto out;
+    }
+    if (r.model && strcmp(r.model, app->alias) != 0) {
+        reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
+                    r.model, app->alias);
+        goto out;
+    }
+    if (atomic_load(&app->state) >= APP_STOPPING) {
+        rep->close = true;
+        reply_error(rep, 503, "shutting_down", NULL, NULL, "the server is shutting down");
+        goto out;
+    }
+    build_error be;
+    job *j = build_job(app, &r, &be);
+    if (!j) {
+        reply_error(rep, be.status, be.code, be.param[0] ? be.param : NULL, NULL, "%s", be.msg);
+        goto out;
+    }
+    j->t_arrival = t_arrival;
+    j->deadline = app->opts.timeout_s > 0 ? t_arrival + app->opts.timeout_s : 0;
+    job_watch_fd(j, req->fd);
+    consumer *c = consumer_new(app, j, &r);
+    if (!c) {
+        job_unref(j);
+        reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory");
+        goto out;
+    }
+    sched_result sr = sched_submit(app->sched, j);
+    if (sr != SCHED_OK) {
+        consumer_free(c);
+        if (sr == SCHED_STOPPING) rep->close = true;
+        reply_error(rep, 503, sr == SCHED_FULL ? "overloaded" : "shutting_down", NULL, NULL, "%s",
+                    sr == SCHED_FULL ? "the server is busy: every slot is in use and the queue is full (--queue); "
+                                       "retry later"
+                                     : "the server is shutting down");
+        goto out;
+    }
+    if (r.stream) {
+        rep->status = 200;
+        rep->content_type = "text/event-stream";
+        http_reply_header(rep, "Cache-Control", "no-cache");
+        http_reply_header(rep, "X-Accel-Buffering", "no");
+        rep->read = stream_read;
+        rep->free = stream_free;
+        rep->stream = c;
+    } else {
+        respond_collected(c, rep);
+        consumer_free(c);
+    }
+out:
+    infer_request_free(&r);
+}
+
+void route_completions(server_app *app, const http_request *req, http_reply *rep) { route_infer(app, req, rep, false); }
+
+void route_chat_completions(server_app *app, const http_request *req, http_reply *rep) {
+    route_infer(app, req, rep, true);
+}

@@ -1,0 +1,217 @@
+/*
+ * routes_info.c — the endpoints that do not generate: /health, /v1/models, /props, /metrics, /tokenize,
+ * /detokenize. Tokenizer calls are thread-safe on the shared model, so these run on the connection's thread.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api_error.h"
+#include "app.h"
+#include "request_parse.h"
+#include "text_util.h"
+
+void route_health(server_app *app, const http_request *req, http_reply *rep) {
+    int st = atomic_load(&app->state);
+    if (st == APP_LOADING) {
+        reply_error(rep, 503, "loading", NULL, NULL, "the model is still loading");
+        return;
+    }
+    if (st >= APP_STOPPING) {
+        reply_error(rep, 503, "shutting_down", NULL, NULL, "the server is shutting down");
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string("ok"));
+    reply_json(rep, 200, o);
+}
+
+static json_t *model_object(server_app *app) {
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_text(app->alias, strlen(app->alias)));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(app->created));
+    json_object_set_new(m, "owned_by", json_string("mnemo"));
+    if (atomic_load(&app->state) != APP_LOADING) { /* the model pointer is published by the state change */
+        json_t *meta = json_object();
+        json_object_set_new(meta, "n_vocab", json_integer(mnemo_model_n_vocab(app->model)));
+        json_object_set_new(meta, "n_ctx_train", json_integer(mnemo_model_n_ctx_train(app->model)));
+        json_object_set_new(meta, "n_ctx", json_integer(app->n_ctx));
+        json_object_set_new(meta, "n_layer", json_integer(mnemo_model_n_layer(app->model)));
+        json_object_set_new(meta, "n_embd", json_integer(mnemo_model_n_embd(app->model)));
+        const char *d = mnemo_model_desc(app->model);
+        json_object_set_new(meta, "desc", json_text(d, strlen(d)));
+        json_object_set_new(m, "meta", meta);
+    }
+    return m;
+}
+
+void route_models(server_app *app, const http_request *req, http_reply *rep) {
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_t *data = json_array();
+    json_array_append_new(data, model_object(app));
+    json_object_set_new(o, "data", data);
+    reply_json(rep, 200, o);
+}
+
+void route_model_get(server_app *app, const http_request *req, http_reply *rep) {
+    const char *id = req->path + strlen("/v1/models/");
+    if (strcmp(id, app->alias) != 0) {
+        reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
+                    id, app->alias);
+        return;
+    }
+    reply_json(rep, 200, model_object(app));
+}
+
+void route_props(server_app *app, const http_request *req, http_reply *rep) {
+    const server_opts *o = &app->opts;
+    sched_stats ss;
+    sched_get_stats(app->sched, &ss);
+    json_t *gen = json_object();
+    mnemo_sampler_params sp = mnemo_sampler_default_params();
+    json_object_set_new(gen, "n_ctx", json_integer(app->n_ctx));
+    json_object_set_new(gen, "max_tokens", json_integer(16));
+    json_object_set_new(gen, "temperature", json_real(sp.temperature));
+    json_object_set_new(gen, "top_k", json_integer(sp.top_k));
+    json_object_set_new(gen, "top_p", json_real(sp.top_p));
+    json_object_set_new(gen, "min_p", json_real(sp.min_p));
+    json_object_set_new(gen, "repetition_penalty", json_real(sp.repetition_penalty));
+    json_object_set_new(gen, "presence_penalty", json_real(sp.presence_penalty));
+    json_object_set_new(gen, "frequency_penalty", json_real(sp.frequency_penalty));
+    json_object_set_new(gen, "penalty_last_n", json_integer(sp.penalty_last_n));
+    json_t *p = json_object();
+    json_object_set_new(p, "default_generation_settings", gen);
+    json_object_set_new(p, "model_alias", json_text(app->alias, strlen(app->alias)));
+    json_object_set_new(p, "model_desc", json_text(mnemo_model_desc(app->model), strlen(mnemo_model_desc(app->model))));
+    json_object_set_new(p, "n_ctx", json_integer(app->n_ctx));
+    json_object_set_new(p, "n_ctx_train", json_integer(mnemo_model_n_ctx_train(app->model)));
+    json_object_set_new(p, "total_slots", json_integer(o->parallel));
+    json_object_set_new(p, "slots_busy", json_integer(ss.slots_busy));
+    json_object_set_new(p, "requests_waiting", json_integer(ss.waiting));
+    json_object_set_new(p, "queue_size", json_integer(o->queue));
+    json_object_set_new(p, "batch_tokens", json_integer(o->batch));
+    json_object_set_new(p, "timeout_s", json_real(o->timeout_s));
+    json_object_set_new(p, "max_body_bytes", json_integer((json_int_t)o->max_body));
+    json_object_set_new(p, "chat_template", json_string(chat_template_name(app->tmpl)));
+    json_object_set_new(p, "api_key_required", json_boolean(o->api_key != NULL));
+    json_object_set_new(p, "build_info", json_string("mnemo-server 0.1.0"));
+    reply_json(rep, 200, p);
+}
+
+static long long rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &pages, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return rss * sysconf(_SC_PAGESIZE);
+}
+
+void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
+    bool loading = atomic_load(&app->state) == APP_LOADING;
+    metrics_gauges g = {.kv_bytes = -1, .rss_bytes = rss_bytes(), .loading = loading};
+    if (!loading) {
+        sched_stats ss;
+        sched_get_stats(app->sched, &ss);
+        g.slots_total = ss.slots_total;
+        g.slots_busy = ss.slots_busy;
+        g.requests_waiting = ss.waiting;
+        g.kv_tokens_used = ss.kv_used;
+        g.kv_tokens_capacity = ss.kv_capacity;
+    }
+    uint64_t len = 0;
+    char *text = metrics_render(app->mx, &g, &len);
+    if (!text) {
+        reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory rendering metrics");
+        return;
+    }
+    rep->status = 200;
+    rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    rep->body = text;
+    rep->body_len = (size_t)len;
+}
+
+static void reply_parse_error(http_reply *rep, const parse_error *pe) {
+    reply_error(rep, pe->status, pe->code[0] ? pe->code : NULL, pe->param[0] ? pe->param : NULL, NULL, "%s",
+                pe->message);
+}
+
+void route_tokenize(server_app *app, const http_request *req, http_reply *rep) {
+    tokenize_request r;
+    parse_error pe;
+    if (parse_tokenize_request(req->body, req->body_len, &r, &pe) != 0) {
+        reply_parse_error(rep, &pe);
+        tokenize_request_free(&r);
+        return;
+    }
+    int32_t n = 0;
+    mnemo_token *t = tokenize_alloc(app->model, r.content, r.len, r.add_special, &n);
+    if (!t) {
+        reply_error(rep, 500, "tokenizer_error", NULL, NULL, "tokenization failed");
+        tokenize_request_free(&r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (int32_t i = 0; i < n; i++) {
+        if (!r.with_pieces) {
+            json_array_append_new(arr, json_integer(t[i]));
+            continue;
+        }
+        char piece[256];
+        size_t len = token_text(app->model, t[i], piece, sizeof piece);
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(t[i]));
+        /* As llama.cpp: the piece as a string when it is valid UTF-8, else its bytes. */
+        if (utf8_valid_prefix(piece, len) == len) json_object_set_new(o, "piece", json_stringn(piece, len));
+        else {
+            json_t *b = json_array();
+            for (size_t k = 0; k < len; k++) json_array_append_new(b, json_integer((unsigned char)piece[k]));
+            json_object_set_new(o, "piece", b);
+        }
+        json_array_append_new(arr, o);
+    }
+    free(t);
+    tokenize_request_free(&r);
+    json_t *o = json_object();
+    json_object_set_new(o, "tokens", arr);
+    reply_json(rep, 200, o);
+}
+
+void route_detokenize(server_app *app, const http_request *req, http_reply *rep) {
+    detokenize_request r;
+    parse_error pe;
+    parse_limits lim = {.n_vocab = app->n_vocab};
+    if (parse_detokenize_request(req->body, req->body_len, &lim, &r, &pe) != 0) {
+        reply_parse_error(rep, &pe);
+        detokenize_request_free(&r);
+        return;
+    }
+    size_t cap = (size_t)r.n * 16 + 16, len = 0;
+    char *out = malloc(cap);
+    mnemo_status st = out ? (r.n ? mnemo_detokenize(app->model, r.tokens, r.n, out, cap, &len) : MNEMO_OK)
+                          : MNEMO_ERR_NOMEM;
+    if (st == MNEMO_ERR_TOO_SMALL) {
+        char *p = realloc(out, len + 1);
+        if (p) {
+            out = p;
+            st = mnemo_detokenize(app->model, r.tokens, r.n, out, len + 1, &len);
+        } else {
+            st = MNEMO_ERR_NOMEM;
+        }
+    }
+    detokenize_request_free(&r);
+    if (st != MNEMO_OK) {
+        free(out);
+        reply_error(rep, st == MNEMO_ERR_INVALID_ARG ? 400 : 500, NULL, "tokens", NULL, "detokenization failed: %s",
+                    mnemo_status_str(st));
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "content", json_text(out, len));
+    free(out);
+    reply_json(rep, 200, o);
+}

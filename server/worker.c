@@ -1,0 +1,238 @@
+/*
+ * worker.c — slots, chunked prefill and the batched decode step (see worker.h).
+ */
+#include "worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text_util.h"
+
+typedef enum { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_GENERATE } slot_state;
+
+typedef struct {
+    mnemo_context *ctx;
+    slot_state state;
+    job *job;
+    int choice;
+    int32_t n_fed;          /* prompt tokens already decoded */
+    int32_t chunk;          /* prompt tokens in this step's batch */
+    mnemo_generation *gen;
+    mnemo_token pending;    /* the sampled token this step decodes */
+    uint64_t order;         /* admission order: the oldest prompt is prefilled first */
+    int32_t n_tokens;       /* tokens streamed so far */
+    double t_start, t_gen, t_last;
+} slot;
+
+struct worker {
+    mnemo_model *model;
+    metrics *mx;
+    slot *slots;
+    int n_slots, n_ctx, batch;
+    uint64_t next_order;
+    mnemo_batch_entry *entries;
+    slot **entry_slot;      /* which slot each batch entry belongs to */
+};
+
+worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen) {
+    worker *w = calloc(1, sizeof *w);
+    if (!w) goto oom;
+    w->model = model;
+    w->mx = mx;
+    w->n_slots = cfg->n_slots;
+    w->n_ctx = cfg->n_ctx;
+    w->batch = cfg->batch;
+    w->slots = calloc((size_t)cfg->n_slots, sizeof *w->slots);
+    w->entries = calloc((size_t)cfg->n_slots, sizeof *w->entries);
+    w->entry_slot = calloc((size_t)cfg->n_slots, sizeof *w->entry_slot);
+    if (!w->slots || !w->entries || !w->entry_slot) goto oom;
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.n_ctx = cfg->n_ctx;
+    cp.n_batch = cfg->batch;
+    for (int i = 0; i < w->n_slots; i++) {
+        mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].ctx);
+        if (st != MNEMO_OK) {
+            snprintf(err, errlen, "slot %d: %s", i, mnemo_context_error(w->slots[i].ctx));
+            worker_free(w);
+            return NULL;
+        }
+    }
+    return w;
+oom:
+    snprintf(err, errlen, "out of memory creating %d slots", cfg->n_slots);
+    worker_free(w);
+    return NULL;
+}
+
+void worker_free(worker *w) {
+    if (!w) return;
+    for (int i = 0; w->slots && i < w->n_slots; i++) {
+        if (w->slots[i].state != SLOT_IDLE) worker_stop(w, i, JOB_END_SHUTDOWN);
+        mnemo_context_free(w->slots[i].ctx);
+    }
+    free(w->slots);
+    free(w->entries);
+    free(w->entry_slot);
+    free(w);
+}
+
+int worker_n_slots(const worker *w) { return w->n_slots; }
+
+int worker_idle_slot(const worker *w) {
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slots[i].state == SLOT_IDLE) return i;
+    return -1;
+}
+
+int worker_busy(const worker *w) {
+    int n = 0;
+    for (int i = 0; i < w->n_slots; i++) n += w->slots[i].state != SLOT_IDLE;
+    return n;
+}
+
+job *worker_slot_job(const worker *w, int i) { return w->slots[i].state == SLOT_IDLE ? NULL : w->slots[i].job; }
+
+int64_t worker_kv_used(const worker *w) {
+    int64_t n = 0;
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slots[i].state != SLOT_IDLE) n += mnemo_context_n_past(w->slots[i].ctx);
+    return n;
+}
+
+void worker_start(worker *w, int i, job *j, int choice) {
+    slot *s = &w->slots[i];
+    job_ref(j);
+    mnemo_context_reset(s->ctx);
+    s->state = SLOT_PREFILL;
+    s->job = j;
+    s->choice = choice;
+    s->n_fed = s->chunk = s->n_tokens = 0;
+    s->gen = NULL;
+    s->order = w->next_order++;
+    s->t_start = now_s();
+    s->t_gen = s->t_last = 0;
+    j->choices[choice].started = true;
+    metrics_observe(w->mx, HIST_QUEUE, s->t_start - j->t_arrival);
+}
+
+/* The slot's sequence is over: record it in the job and metrics, free the slot. */
+static void end_slot(worker *w, slot *s, job_end why, mnemo_finish_reason finish, const char *error) {
+    double t = now_s();
+    job *j = s->job;
+    job_choice *c = &j->choices[s->choice];
+    double prefill_end = s->t_gen ? s->t_gen : t;
+    int32_t n_gen = s->gen ? mnemo_generation_n_generated(s->gen) : 0;
+    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
+                   (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
+    metrics_tokens(w->mx, s->n_fed, n_gen);
+    if (why == JOB_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
+    (void)c;
+    mnemo_generation_free(s->gen);
+    s->gen = NULL;
+    s->state = SLOT_IDLE;
+    s->job = NULL;
+    job_unref(j);
+}
+
+void worker_stop(worker *w, int i, job_end why) {
+    slot *s = &w->slots[i];
+    if (s->state == SLOT_IDLE) return;
+    end_slot(w, s, why, MNEMO_FINISH_CANCELLED, NULL);
+}
+
+static void fail_slot(worker *w, slot *s, const char *what) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: %s", what, mnemo_context_error(s->ctx));
+    fprintf(stderr, "mnemo-server: error: %s\n", msg);
+    job_cancel(s->job, JOB_END_ERROR);
+    end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
+}
+
+/* Phase 1: sample one token for every generating slot; returns the batch entries added. */
+static int sample_all(worker *w, int *budget) {
+    int ne = 0;
+    for (int i = 0; i < w->n_slots; i++) {
+        slot *s = &w->slots[i];
+        if (s->state != SLOT_GENERATE) continue;
+        mnemo_token_event ev;
+        if (mnemo_generation_step(s->gen, &ev) != MNEMO_OK) {
+            fail_slot(w, s, "sampling failed");
+            continue;
+        }
+        double t = now_s();
+        metrics_observe(w->mx, s->n_tokens == 0 ? HIST_TTFT : HIST_ITL,
+                        s->n_tokens == 0 ? t - s->job->t_arrival : t - s->t_last);
+        s->t_last = t;
+        s->n_tokens++;
+        if (job_push_token(s->job, s->choice, &ev) != 0) {
+            job_cancel(s->job, JOB_END_ERROR);
+            end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
+            continue;
+        }
+        if (ev.is_last) {
+            end_slot(w, s, JOB_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
+            continue;
+        }
+        s->pending = ev.token;
+        w->entries[ne] = (mnemo_batch_entry){.ctx = s->ctx, .tokens = &s->pending, .n = 1};
+        w->entry_slot[ne++] = s;
+        (*budget)--;
+    }
+    return ne;
+}
+
+/* Phase 2: prompt chunks, oldest admission first, while the budget lasts. */
+static int add_prefill(worker *w, int ne, int budget) {
+    for (;;) {
+        slot *oldest = NULL;
+        for (int i = 0; i < w->n_slots; i++) {
+            slot *s = &w->slots[i];
+            if (s->state == SLOT_PREFILL && s->chunk == 0 && (!oldest || s->order < oldest->order)) oldest = s;
+        }
+        if (!oldest || budget <= 0) return ne;
+        const job_choice *c = &oldest->job->choices[oldest->choice];
+        int32_t left = c->n_prompt - oldest->n_fed;
+        oldest->chunk = left < budget ? left : budget;
+        budget -= oldest->chunk;
+        w->entries[ne] = (mnemo_batch_entry){.ctx = oldest->ctx, .tokens = c->prompt + oldest->n_fed, .n = oldest->chunk};
+        w->entry_slot[ne++] = oldest;
+    }
+}
+
+/* After a successful decode of this slot's entry. */
+static void advance(worker *w, slot *s) {
+    if (s->state != SLOT_PREFILL) return;
+    job *j = s->job;
+    job_choice *c = &j->choices[s->choice];
+    s->n_fed += s->chunk;
+    s->chunk = 0;
+    if (s->n_fed < c->n_prompt) return;
+    mnemo_generate_params gp = j->gp;
+    gp.sampling.seed = c->seed;
+    if (mnemo_generation_new(s->ctx, &gp, c->prompt, c->n_prompt, &s->gen) != MNEMO_OK) {
+        fail_slot(w, s, "cannot start generation");
+        return;
+    }
+    s->state = SLOT_GENERATE;
+    s->t_gen = now_s();
+}
+
+void worker_step(worker *w) {
+    int budget = w->batch;
+    int ne = sample_all(w, &budget);
+    ne = add_prefill(w, ne, budget);
+    if (ne == 0) return;
+    int64_t tokens = 0;
+    for (int k = 0; k < ne; k++) tokens += w->entries[k].n;
+    if (mnemo_decode_batch(w->entries, ne) == MNEMO_OK) {
+        for (int k = 0; k < ne; k++) advance(w, w->entry_slot[k]);
+    } else { /* all-or-nothing failed: find the culprit(s) by decoding each alone */
+        for (int k = 0; k < ne; k++) {
+            slot *s = w->entry_slot[k];
+            if (mnemo_decode_batch(&w->entries[k], 1) == MNEMO_OK) advance(w, s);
+            else fail_slot(w, s, "decode failed");
+        }
+    }
+    metrics_step(w->mx, tokens, ne);
+}

@@ -1,0 +1,46 @@
+/*
+ * worker.h — the engine side of the scheduler: it owns one mnemo_context per slot and runs the batch.
+ *
+ * All functions are called from the scheduler thread only (slots are not locked). worker_step is one iteration
+ * of continuous batching:
+ *   1. every generating slot samples its next token from its last logits (mnemo_generation_step) and the event
+ *      goes to its job; a slot whose sequence ended becomes idle;
+ *   2. the sampled tokens (one per slot) and chunks of pending prompts (oldest slot first, while the per-step
+ *      token budget lasts) form ONE mnemo_decode_batch: the weights are read once for all slots, and a long prompt
+ *      is prefilled over several steps instead of stalling the others.
+ * If the batch fails, each entry is retried alone so that one bad sequence cannot take the others down.
+ */
+#ifndef MNEMO_SERVER_WORKER_H
+#define MNEMO_SERVER_WORKER_H
+
+#include <stdint.h>
+
+#include "engine.h"
+#include "job.h"
+#include "metrics.h"
+
+typedef struct worker worker;
+
+typedef struct {
+    int n_slots;
+    int n_ctx;   /* KV positions per slot */
+    int batch;   /* token budget per step */
+} worker_config;
+
+worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen);
+void worker_free(worker *w);
+
+int worker_n_slots(const worker *w);
+int worker_idle_slot(const worker *w);      /* an idle slot's index, or -1 */
+int worker_busy(const worker *w);           /* slots in use */
+job *worker_slot_job(const worker *w, int slot); /* NULL when idle */
+int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy slots */
+
+/* Put choice `choice` of j on an idle slot (takes a reference on j). */
+void worker_start(worker *w, int slot, job *j, int choice);
+/* End a busy slot's sequence early (its job was cancelled). */
+void worker_stop(worker *w, int slot, job_end why);
+/* One batch step (see above). */
+void worker_step(worker *w);
+
+#endif
