@@ -16,6 +16,8 @@
 #include "cpu_ops.h"
 
 #define GEMV_MAX_ROWS 8
+#define PREFETCH_BYTES 2048
+#define BF16_ROWS 8 /* weight rows streamed at once by the bf16 decode path */ /* per row stream, ahead of the loads */
 #define PANEL_FLOATS (16u << 20) /* 64 MB of widened weights per sgemm call */
 
 #ifdef __AVX512F__
@@ -96,12 +98,59 @@ static void gemv4_single(float *out, const float *x, const void *w, kern_dtype d
 }
 #endif
 
+#ifdef __AVX512F__
+/* x split per 32-block into its 16 even then 16 odd elements, to match how gemv_rows_bf16 unpacks weights. */
+static void split_even_odd(float *xp, const float *x, int64_t k32) {
+    for (int64_t i = 0; i < k32; i += 32)
+        for (int j = 0; j < 16; j++) {
+            xp[i + j] = x[i + 2 * j];
+            xp[i + 16 + j] = x[i + 2 * j + 1];
+        }
+}
+
+/* m == 1, bf16, BF16_ROWS rows at once (more streams in flight than the f32 path needs). 32 weights per 64-byte load viewed as 16 dwords: the low halves (even
+ * elements) become fp32 by a shift, the high halves (odd elements) by a mask — no shuffle in the loop, which
+ * keeps the widening off the shuffle port that limited the plain bf16 path. xp is x split to match. */
+static void gemv_rows_bf16(float *out, const float *xp, const float *x, const uint16_t *w, int64_t j, int64_t k) {
+    const uint16_t *r[BF16_ROWS];
+    for (int q = 0; q < BF16_ROWS; q++) r[q] = w + (size_t)(j + q) * k;
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512 ae[BF16_ROWS], ao[BF16_ROWS];
+    for (int q = 0; q < BF16_ROWS; q++) ae[q] = ao[q] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        __m512 xe = _mm512_loadu_ps(xp + i), xo = _mm512_loadu_ps(xp + i + 16);
+        for (int q = 0; q < BF16_ROWS; q++) {
+            _mm_prefetch((const char *)(r[q] + i) + PREFETCH_BYTES, _MM_HINT_T0);
+            __m512i v = _mm512_loadu_si512((const void *)(r[q] + i));
+            ae[q] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, ae[q]);
+            ao[q] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), xo, ao[q]);
+        }
+    }
+    for (int q = 0; q < BF16_ROWS; q++) {
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(ae[q], ao[q]));
+        for (int64_t t = i; t < k; t++) s += kern_bf16_to_f32(r[q][t]) * x[t];
+        out[q] = s;
+    }
+}
+#endif
+
 static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m,
                         int64_t n, int64_t k, float beta) {
     size_t es = kern_dtype_size(dt);
     int64_t n4 = 0;
 #ifdef __AVX512F__
-    if (m == 1) {
+    float *xp = m == 1 && dt == KERN_BF16 && k >= 32 ? kern_cpu_scratch(kc, (size_t)k) : NULL;
+    if (xp) {
+        split_even_odd(xp, x, k / 32 * 32);
+        n4 = n / BF16_ROWS * BF16_ROWS;
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+        for (int64_t j = 0; j < n4; j += BF16_ROWS) {
+            float o[BF16_ROWS];
+            gemv_rows_bf16(o, xp, x, w, j, k);
+            for (int q = 0; q < BF16_ROWS; q++) y[j + q] = o[q] + (beta != 0.f ? beta * y[j + q] : 0.f);
+        }
+    } else if (m == 1) {
         n4 = n / 4 * 4;
 #pragma omp parallel for num_threads(kc->n_threads) schedule(static)
         for (int64_t j = 0; j < n4; j += 4) {
