@@ -105,6 +105,24 @@ static void broken_dirs(void) {
     if (f) { uint64_t huge = 1ull << 40; fwrite(&huge, 8, 1, f); fclose(f); }
     expect_load_error(dir, MNEMO_ERR_FORMAT, "model.safetensors", "header length past EOF");
 
+    /* one extra space in the JSON header shifts the data area, and so every tensor, by one byte */
+    make_model_dir("misaligned", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(src, sizeof src, "%s/models/mha/model.safetensors", test_fixtures());
+    FILE *in = fopen(src, "rb"), *outf = fopen(path, "wb");
+    uint64_t hlen = 0;
+    if (in && outf && fread(&hlen, 8, 1, in) == 1) {
+        uint64_t padded = hlen + 1;
+        fwrite(&padded, 8, 1, outf);
+        for (uint64_t i = 0; i < hlen; i++) fputc(fgetc(in), outf);
+        fputc(' ', outf);
+        int c;
+        while ((c = fgetc(in)) != EOF) fputc(c, outf);
+    }
+    if (in) fclose(in);
+    if (outf) fclose(outf);
+    expect_load_error(dir, MNEMO_ERR_FORMAT, "not a multiple of its 4-byte elements", "misaligned tensor");
+
     make_model_dir("not_json", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/config.json", dir);
     write_text(path, "{\"hidden_size\": 64,");

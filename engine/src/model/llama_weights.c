@@ -6,6 +6,7 @@
 #include "llama_weights.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,13 @@ static int bind(weight_ref *out, const weight_store *ws, const char *name, int n
     if (tensor_dtype_to_kern(t->dtype, &out->dt) != 0) {
         snprintf(err, errlen, "%s: tensor '%s' has dtype %s; mnemo reads F32, F16 and BF16 weights", t->file, name,
                  tensor_dtype_name(t->dtype));
+        return -1;
+    }
+    /* Kernels read weights as float / uint16_t arrays: a tensor at an odd offset would be undefined behaviour. */
+    if ((uintptr_t)t->data % kern_dtype_size(out->dt) != 0) {
+        snprintf(err, errlen, "%s: tensor '%s' starts at a byte offset that is not a multiple of its %zu-byte "
+                 "elements; re-save the checkpoint (e.g. with the safetensors library)", t->file, name,
+                 kern_dtype_size(out->dt));
         return -1;
     }
     out->data = t->data;
