@@ -122,6 +122,7 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.requests_waiting = ss.waiting;
         g.kv_tokens_used = ss.kv_used;
         g.kv_tokens_capacity = ss.kv_capacity;
+        g.kv_bytes = ss.kv_bytes;
     }
     uint64_t len = 0;
     char *text = metrics_render(app->mx, &g, &len);

@@ -93,6 +93,7 @@ static void update_stats(scheduler *s) {
     s->stats.slots_busy = worker_busy(s->w);
     s->stats.waiting = s->n_queued;
     s->stats.kv_used = worker_kv_used(s->w);
+    s->stats.kv_bytes = worker_kv_bytes(s->w);
 }
 
 static void *loop(void *arg) {

@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
     int slots_total, slots_busy, waiting;
-    int64_t kv_used, kv_capacity;
+    int64_t kv_used, kv_capacity, kv_bytes;
 } sched_stats;
 
 typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_STOPPING } sched_result;

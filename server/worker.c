@@ -100,6 +100,12 @@ int64_t worker_kv_used(const worker *w) {
     return n;
 }
 
+int64_t worker_kv_bytes(const worker *w) {
+    int64_t n = 0;
+    for (int i = 0; i < w->n_slots; i++) n += (int64_t)mnemo_context_kv_bytes(w->slots[i].ctx);
+    return n;
+}
+
 void worker_start(worker *w, int i, job *j, int choice) {
     slot *s = &w->slots[i];
     job_ref(j);

@@ -35,6 +35,8 @@ int worker_idle_slot(const worker *w);      /* an idle slot's index, or -1 */
 int worker_busy(const worker *w);           /* slots in use */
 job *worker_slot_job(const worker *w, int slot); /* NULL when idle */
 int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy slots */
+/* Bytes of KV cache allocated over all slots (fixed once the slots exist). */
+int64_t worker_kv_bytes(const worker *w);
 
 /* Put choice `choice` of j on an idle slot (takes a reference on j). */
 void worker_start(worker *w, int slot, job *j, int choice);

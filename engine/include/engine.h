@@ -126,6 +126,8 @@ MNEMO_API const char *mnemo_context_error(const mnemo_context *ctx);
 MNEMO_API void mnemo_context_reset(mnemo_context *ctx);
 MNEMO_API int32_t mnemo_context_n_past(const mnemo_context *ctx);
 MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
+/* Bytes of KV cache this context holds allocated (keys + values, all layers, n_ctx positions). */
+MNEMO_API uint64_t mnemo_context_kv_bytes(const mnemo_context *ctx);
 
 /* Run the model over n tokens that follow the context's current position, appending them to the KV cache.
  * On failure the context is left as it was before the call. */

@@ -219,6 +219,8 @@ def test_metrics(server, client):
     assert after["mnemo_time_to_first_token_seconds_count"] > before["mnemo_time_to_first_token_seconds_count"]
     assert after['mnemo_requests_total{outcome="ok"}'] >= before['mnemo_requests_total{outcome="ok"}'] + 1
     assert after["mnemo_slots_total"] == 4 and after["mnemo_kv_cache_capacity_tokens"] == 4 * 128
+    # mha: 2 layers x 4 KV heads x 16 dims, K and V in fp32, 128 positions per slot, 4 slots
+    assert after["mnemo_kv_cache_bytes"] == 4 * 2 * 2 * 128 * 4 * 16 * 4
     for name in ("mnemo_inter_token_latency_seconds_bucket{le=\"+Inf\"}", "mnemo_request_duration_seconds_sum",
                  "mnemo_queue_time_seconds_count", "mnemo_requests_running", "mnemo_requests_waiting",
                  "mnemo_kv_cache_usage_ratio", "mnemo_process_resident_memory_bytes"):

@@ -78,6 +78,11 @@ void mnemo_context_reset(mnemo_context *ctx) {
 int32_t mnemo_context_n_past(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_past : 0; }
 int32_t mnemo_context_n_ctx(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_ctx : 0; }
 
+uint64_t mnemo_context_kv_bytes(const mnemo_context *ctx) {
+    if (!ctx || ctx->failed) return 0;
+    return 2ull * (uint64_t)ctx->kv.n_layer * (uint64_t)ctx->kv.n_ctx * (uint64_t)ctx->kv.kv_dim * sizeof(float);
+}
+
 static mnemo_status reserve_logits(mnemo_context *ctx, int32_t rows) {
     size_t need = (size_t)rows * (size_t)ctx->model->cfg.vocab_size;
     if (need <= ctx->logits_cap) return MNEMO_OK;
