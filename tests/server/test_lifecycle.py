@@ -134,9 +134,11 @@ def test_sigterm_lets_streams_finish_within_grace():
 
 
 def test_sigterm_cancels_after_grace():
-    s = Server("--parallel", "1", "--ctx", "16384", "--grace", "0.5")
+    # The stream must outlive the grace period by far, even on a fast idle machine (16K tokens of the tiny model
+    # take about a second): it is cancelled after 0.5 s, so a long one costs nothing.
+    s = Server("--parallel", "1", "--ctx", "65536", "--grace", "0.5")
     conn, resp = stream_request(s.port, "/v1/completions",
-                                {"prompt": "Once", "max_tokens": 16000, "ignore_eos": True, "stream": True})
+                                {"prompt": "Once", "max_tokens": 65000, "ignore_eos": True, "stream": True})
     resp.readline()
     queued = {}
 
@@ -165,9 +167,9 @@ def test_sigterm_cancels_after_grace():
 
 
 def test_second_signal_cuts_the_grace_period():
-    s = Server("--parallel", "1", "--ctx", "16384", "--grace", "300")
+    s = Server("--parallel", "1", "--ctx", "65536", "--grace", "300")
     conn, resp = stream_request(s.port, "/v1/completions",
-                                {"prompt": "Once", "max_tokens": 16000, "ignore_eos": True, "stream": True})
+                                {"prompt": "Once", "max_tokens": 65000, "ignore_eos": True, "stream": True})
     resp.readline()
     t = time.time()
     s.proc.send_signal(signal.SIGTERM)
