@@ -43,6 +43,15 @@ class Server:
         if wait_ready:
             self.wait_ready()
 
+    def wait_log(self, text, timeout=10):
+        """True once a stderr line containing text has been read (the reader thread runs behind the server)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(text in line for line in self.log):
+                return True
+            time.sleep(0.01)
+        return False
+
     def _read_log(self):
         for line in self.proc.stderr:
             self.log.append(line)

@@ -90,7 +90,7 @@ def test_chat_template_from_tokenizer_config_and_flag():
     s = Server("--parallel", "1", model=d2)
     try:
         assert s.get_json("/props")[1]["chat_template"] == "llama2"
-        assert any("not one mnemo knows" in line for line in s.log)
+        assert s.wait_log("not one mnemo knows"), "".join(s.log)
     finally:
         assert s.stop() == 0
 
