@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #ifndef MNEMO_DEFAULT_MODEL
-#define MNEMO_DEFAULT_MODEL "tests/fixtures/models/mha"
+#define MNEMO_DEFAULT_MODEL "models/tiny-shakespeare"
 #endif
 
 const char *cli_default_model(void) { return MNEMO_DEFAULT_MODEL; }

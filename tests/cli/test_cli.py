@@ -61,9 +61,12 @@ b = run("generate", "--model", mha, "--prompt", "Hello", "-n", "16", "--seed", "
 c = run("generate", "--model", mha, "--prompt", "Hello", "-n", "16", "--seed", "8", "--temp", "1.0")
 check(a[0] == 0 and a[1] == b[1], "same seed, same text")
 check(a[1] != c[1], "different seed, different text")
-# the default model works with no --model
-rc, out, err = run("generate", "--prompt", "To be", "-n", "4")
-check(rc == 0 and out.strip() != "", f"default model: {err}")
+# the default model (the trained demo) works with no --model and writes clean text: a random model's byte tokens
+# give U+FFFD and control characters, a trained one letters, spaces and punctuation
+rc, out, err = run("generate", "--prompt", "ROMEO:", "-n", "60", "--temp", "0")
+clean = sum(c.isalpha() or c.isspace() or c in ".,;:!?'-" for c in out)
+check(rc == 0 and len(out) > 40 and "\ufffd" not in out and clean >= 0.95 * len(out),
+      f"default demo model output not clean text: {out!r} {err}")
 
 bad = [
     (["generate"], 2, "--prompt is required"),
