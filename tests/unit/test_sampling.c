@@ -19,19 +19,7 @@
 #include "rng.h"
 #include "sampler_internal.h"
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (cond) {                                                                                          \
-            n_pass++;                                                                                        \
-        } else {                                                                                             \
-            n_fail++;                                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s — ", __FILE__, __LINE__, #cond);                                  \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "test_util.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -908,6 +896,5 @@ int main(void) {
     test_penalties();
     test_determinism();
     test_logprobs();
-    printf("test_sampling: %d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_summary();
 }

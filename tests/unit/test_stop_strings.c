@@ -11,19 +11,7 @@
 
 #include "stop_strings.h"
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (cond) {                                                                                          \
-            n_pass++;                                                                                        \
-        } else {                                                                                             \
-            n_fail++;                                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s — ", __FILE__, __LINE__, #cond);                                  \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "test_util.h"
 
 /* Feed pushes[0..n) (NULL-terminated list) and collect everything emitted. Returns the index of the push
  * that reported the stop, or -1 (then the flush output is appended). */
@@ -345,6 +333,5 @@ int main(void) {
     test_match_at_start();
     test_growth();
     test_random();
-    printf("test_stop_strings: %d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_summary();
 }
