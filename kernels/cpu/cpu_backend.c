@@ -24,8 +24,48 @@ const char *const kern_op_names[KERN_OP_COUNT] = {KERN_OPS(KERN_OP_NAME)};
 const char *const kern_op_docs[KERN_OP_COUNT] = {KERN_OPS(KERN_OP_DOC)};
 #undef KERN_OP_DOC
 
+/* Backend memory is host memory: the functions are malloc/memset/memcpy, and sync has nothing to wait for. */
+static kern_ctx *cpu_ctx_new(int n_threads) { return kern_cpu_ctx_new(n_threads); }
+
+static void *cpu_mem_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) return NULL;
+    return p;
+}
+
+static void cpu_mem_free(void *p) { free(p); }
+
+static int cpu_mem_set(kern_ctx *kc, void *p, int byte, size_t bytes) {
+    (void)kc;
+    if (bytes) memset(p, byte, bytes);
+    return KERN_OK;
+}
+
+static int cpu_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes, kern_copy_dir dir) {
+    (void)kc;
+    (void)dir;
+    if (bytes) memcpy(dst, src, bytes);
+    return KERN_OK;
+}
+
+static int cpu_sync(kern_ctx *kc) {
+    (void)kc;
+    return KERN_OK;
+}
+
 #define KERN_CPU_ENTRY(name, params, doc) .name = kern_cpu_##name,
-static const kern_backend cpu_backend = {.name = "cpu", KERN_OPS(KERN_CPU_ENTRY)};
+static const kern_backend cpu_backend = {
+    .name = "cpu",
+    KERN_OPS(KERN_CPU_ENTRY)
+    .host_memory = 1,
+    .ctx_new = cpu_ctx_new,
+    .ctx_free = kern_cpu_ctx_free,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .mem_set = cpu_mem_set,
+    .mem_copy = cpu_mem_copy,
+    .sync = cpu_sync,
+};
 #undef KERN_CPU_ENTRY
 
 /* A missed table entry would leave a NULL pointer: count the filled fields at compile time. */

@@ -9,7 +9,12 @@
  * Conventions
  *   - Activations are fp32, row-major, the last dimension contiguous. Shapes are written [rows, cols].
  *   - Weights keep their stored dtype (kern_dtype) and the Hugging Face layout [out_features, in_features].
- *   - Pointers are host pointers on the CPU backend and device pointers on the CUDA backend.
+ *   - Pointers are host pointers on the CPU backend and device pointers on the CUDA backend. Buffers an op
+ *     reads or writes come from the same backend's mem_alloc (see "Memory" below); token ids and positions
+ *     too. kern_backend.host_memory tells the caller whether it may touch them directly.
+ *   - Device backends run ops asynchronously on the context's stream. Shape errors come back from the op
+ *     itself; errors only the device can see (a token id or position out of range) are reported by the next
+ *     synchronising call on that context (sync, or a device-to-host mem_copy) as KERN_ERANGE.
  *   - Backward twins (training issue) take the forward's saved values (e.g. rmsnorm's rstd) as explicit
  *     arguments. Gradient rule, as in llm.c: parameter grads accumulate (+=), activation grads are overwritten
  *     (=) except on the residual stream.
@@ -69,11 +74,37 @@ typedef struct kern_ctx kern_ctx;
 typedef enum { KERN_OPS(KERN_OP_ID) KERN_OP_COUNT } kern_op_id;
 #undef KERN_OP_ID
 
-/* A backend: its name and one function pointer per op, generated from the table. */
+/* Direction of a backend copy. "Device" means the backend's memory (host memory on the CPU backend). */
+typedef enum { KERN_H2D = 0, KERN_D2H = 1, KERN_D2D = 2 } kern_copy_dir;
+
+/* A backend: its name, one function pointer per op (generated from the table), then its execution context and
+ * memory functions. These sit outside KERN_OPS on purpose: they are not ops (no CPU reference to check against,
+ * no backward twin), and test_ops iterates over the ops only.
+ *
+ * Memory contract (every backend):
+ *   mem_alloc(bytes)      backend memory, at least 64-byte aligned (CUDA: 256); NULL when out of memory. Not
+ *                         tied to a context, so model weights can be uploaded before any context exists.
+ *   mem_free(p)           NULL is a no-op.
+ *   mem_set(kc, p, b, n)  n bytes of p to the byte value b.
+ *   mem_copy(kc, d, s, n, dir)  n bytes; regions must not overlap. H2D/D2D are ordered on kc's stream (kc may be
+ *                         NULL: then the copy completes before the call returns); D2H always completes before
+ *                         the call returns, so the host may read dst at once, and it reports deferred errors.
+ *   sync(kc)              waits for everything queued on kc and reports deferred errors (KERN_ERANGE) or a
+ *                         device failure (KERN_EBACKEND).
+ * All return KERN_OK or a KERN_E* code. On the CPU backend they are malloc/memset/memcpy and sync is a no-op, so
+ * the engine's host path costs what it did before buffers went through the backend. */
 #define KERN_OP_FIELD(name, params, doc) int(*name) params;
 typedef struct kern_backend {
     const char *name;
     KERN_OPS(KERN_OP_FIELD)
+    int host_memory; /* 1: buffers are plain host memory the caller may read and write directly (CPU) */
+    kern_ctx *(*ctx_new)(int n_threads); /* n_threads: CPU worker count, 0 = one per core; ignored by CUDA */
+    void (*ctx_free)(kern_ctx *kc);
+    void *(*mem_alloc)(size_t bytes);
+    void (*mem_free)(void *p);
+    int (*mem_set)(kern_ctx *kc, void *p, int byte, size_t bytes);
+    int (*mem_copy)(kern_ctx *kc, void *dst, const void *src, size_t bytes, kern_copy_dir dir);
+    int (*sync)(kern_ctx *kc);
 } kern_backend;
 #undef KERN_OP_FIELD
 
@@ -91,6 +122,27 @@ const kern_backend *kern_cpu_backend(void);
 kern_ctx *kern_cpu_ctx_new(int n_threads);
 void kern_cpu_ctx_free(kern_ctx *kc);
 int kern_ctx_threads(const kern_ctx *kc);
+
+/* ---- the CUDA backend (kernels/cuda; a stub that reports "not built" when libengine has no CUDA)
+ * Ops follow the CPU backend's contracts with these CUDA-specific limits, each reported as KERN_ESHAPE:
+ * head_dim <= 256 for rope and attention. GEMM precision for bf16/f16 weights with m > 8 rows is chosen per
+ * context (see kern_cuda_gemm); every other path computes in fp32. */
+const kern_backend *kern_cuda_backend(void); /* NULL when libengine was built without CUDA */
+/* 1 when the backend is built and a CUDA device answers; info receives the device's description ("NVIDIA H100
+ * 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"). 0 otherwise, info receives why (not built, no driver, no device).
+ * Never aborts, also without a driver installed. info may be NULL. */
+int kern_cuda_available(char *info, size_t infolen);
+/* How matmul treats bf16/f16 weights when m > 8 (m <= 8 always runs the fp32 GEMV kernel):
+ *   SPLIT (default): activations split into parts in the weights' 16-bit type (3 for bf16, 2 for f16) that
+ *                    sum to the fp32 value, one tensor-core GEMM per part with fp32 accumulation; products are
+ *                    exact, so the result is fp32-accurate at 3x (bf16) / 2x (f16) the tensor-core work.
+ *   FAST:            activations rounded once to the weights' type, one tensor-core GEMM: ~2x faster prefill,
+ *                    relative error ~2^-9 per activation (bf16), normalized MSE ~1e-6.
+ * The environment variable MNEMO_CUDA_GEMM=fast|split sets the default of new contexts. */
+typedef enum { KERN_CUDA_GEMM_SPLIT = 0, KERN_CUDA_GEMM_FAST = 1 } kern_cuda_gemm;
+kern_ctx *kern_cuda_ctx_new(void); /* NULL when no device or out of memory */
+void kern_cuda_ctx_free(kern_ctx *kc);
+int kern_cuda_set_gemm(kern_ctx *kc, kern_cuda_gemm mode); /* KERN_OK, or KERN_ESHAPE for a non-CUDA ctx */
 
 /* Scalar conversions, shared by backends, loaders and tests. bf16/f16 -> f32 is exact. */
 static inline float kern_bf16_to_f32(uint16_t h) {

@@ -156,7 +156,8 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
     kern_ctx *kc = kern_cpu_ctx_new(threads);
     kv_cache kv;
     forward_buffers fb;
-    if (kv_cache_init(&kv, c, n_prompt + n_decode) || forward_buffers_init(&fb, c, n_prompt)) {
+    if (kv_cache_init(&kv, c, n_prompt + n_decode, kern_cpu_backend()) ||
+        forward_buffers_init(&fb, c, n_prompt, kern_cpu_backend())) {
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
     }

@@ -9,6 +9,10 @@
  *   3. greedy generation of up to 32 tokens                 : identical ids to transformers' generate()
  * The tolerance is on fp32 compute over fp32-widened weights; the fixtures' greedy margins are >= 1e-3, so a
  * token can only differ if the engine is really wrong.
+ *
+ * Devices: every model runs on the CPU, and on CUDA as well when a usable CUDA backend is present (the same
+ * tolerance: the CUDA backend's default GEMM precision is fp32-level, see kernels.h). MNEMO_TEST_DEVICE=cpu,
+ * cuda or all overrides; asking for cuda without a usable backend is a failure, not a skip.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "kernels.h"
 #include "test_util.h"
 
 #define LOGIT_TOL 1e-4f
@@ -128,7 +133,7 @@ out:
     return worst;
 }
 
-static void check_model(const char *dir, const char *name) {
+static void check_model(const char *dir, const char *name, mnemo_device device) {
     char path[4096];
     snprintf(path, sizeof path, "%s/reference.json", dir);
     json_error_t jerr;
@@ -142,6 +147,7 @@ static void check_model(const char *dir, const char *name) {
     CHECK(nblocks > 0 && (size_t)nblocks == json_array_size(prompts), "%s: logits.bin unreadable or count mismatch", name);
 
     mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = device;
     mnemo_model *m = NULL;
     mnemo_status st = mnemo_model_load(dir, &mp, &m);
     CHECK(st == MNEMO_OK, "%s: load failed: %s", name, mnemo_model_error(m));
@@ -173,7 +179,7 @@ static void check_model(const char *dir, const char *name) {
         float d_all = run_chunked(m, ids, n, n, &blocks[p]);
         float d_3 = run_chunked(m, ids, n, 3, &blocks[p]);
         float d_1 = run_chunked(m, ids, n, 1, &blocks[p]);
-        printf("%-12s prompt %d: %3d tokens  max|dlogit| one-shot %.2e  chunks-of-3 %.2e  one-by-one %.2e\n", name, p,
+        printf("%-16s prompt %d: %3d tokens  max|dlogit| one-shot %.2e  chunks-of-3 %.2e  one-by-one %.2e\n", name, p,
                n, d_all, d_3, d_1);
         CHECK(d_all <= LOGIT_TOL, "%s prompt %d: one-shot max|dlogit| %.3e > %.1e", name, p, d_all, LOGIT_TOL);
         CHECK(d_3 <= LOGIT_TOL, "%s prompt %d: chunked max|dlogit| %.3e > %.1e", name, p, d_3, LOGIT_TOL);
@@ -197,7 +203,7 @@ static void check_model(const char *dir, const char *name) {
     }
     if (n_ok == nblocks) {
         float d_b = run_batched(m, all_ids, all_lens, nblocks, blocks);
-        printf("%-12s all %d prompts batched together: max|dlogit| %.2e\n", name, nblocks, d_b);
+        printf("%-16s all %d prompts batched together: max|dlogit| %.2e\n", name, nblocks, d_b);
         CHECK(d_b <= LOGIT_TOL, "%s: batched decode max|dlogit| %.3e > %.1e", name, d_b, LOGIT_TOL);
     }
 out:
@@ -207,20 +213,34 @@ out:
 }
 
 int main(void) {
+    char info[256];
+    const char *want = getenv("MNEMO_TEST_DEVICE");
+    bool cuda_ok = kern_cuda_available(info, sizeof info);
+    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
+    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
+    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
+    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
+    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models", test_fixtures());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL, "no fixture models under %s", dir);
-    int models = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char md[4096];
-        snprintf(md, sizeof md, "%s/%s", dir, e->d_name);
-        check_model(md, e->d_name);
-        models++;
+    for (int dev = 0; dev < 2; dev++) {
+        if ((dev == 0 && !run_cpu) || (dev == 1 && !(run_cuda && cuda_ok))) continue;
+        printf("== device %s%s%s\n", dev ? "cuda: " : "cpu", dev ? info : "", "");
+        DIR *d = opendir(dir);
+        CHECK(d != NULL, "no fixture models under %s", dir);
+        int models = 0;
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char md[4096], label[300];
+            snprintf(md, sizeof md, "%s/%s", dir, e->d_name);
+            snprintf(label, sizeof label, "%s/%s", dev ? "cuda" : "cpu", e->d_name);
+            check_model(md, label, dev ? MNEMO_DEVICE_CUDA : MNEMO_DEVICE_CPU);
+            models++;
+        }
+        if (d) closedir(d);
+        CHECK(models >= 6, "expected at least 6 fixture models, found %d", models);
     }
-    if (d) closedir(d);
-    CHECK(models >= 6, "expected at least 6 fixture models, found %d", models);
     return test_summary();
 }

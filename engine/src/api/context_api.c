@@ -45,13 +45,14 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     ctx->n_ctx = n_ctx;
     ctx->n_batch = n_batch;
     ctx->logits_all = p.logits_all;
-    ctx->kc = kern_cpu_ctx_new(model->n_threads);
-    if (!ctx->kc || kv_cache_init(&ctx->kv, &model->cfg, n_ctx) != 0 ||
-        forward_buffers_init(&ctx->fb, &model->cfg, n_batch) != 0) {
+    const kern_backend *be = model->be;
+    ctx->kc = be->ctx_new(model->n_threads);
+    if (!ctx->kc || kv_cache_init(&ctx->kv, &model->cfg, n_ctx, be) != 0 ||
+        forward_buffers_init(&ctx->fb, &model->cfg, n_batch, be) != 0) {
         size_t kv_bytes = 2 * (size_t)model->cfg.num_hidden_layers * (size_t)n_ctx *
                           (size_t)model->cfg.num_key_value_heads * (size_t)model->cfg.head_dim * sizeof(float);
-        return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory allocating a %d-token context (%zu MB of KV cache)",
-                        n_ctx, kv_bytes >> 20);
+        return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of %s memory allocating a %d-token context (%zu MB of KV cache)",
+                        be->host_memory ? "host" : "device", n_ctx, kv_bytes >> 20);
     }
     ctx->failed = false;
     return MNEMO_OK;
@@ -61,7 +62,7 @@ void mnemo_context_free(mnemo_context *ctx) {
     if (!ctx) return;
     kv_cache_free(&ctx->kv);
     forward_buffers_free(&ctx->fb);
-    kern_cpu_ctx_free(ctx->kc);
+    if (ctx->kc) ctx->model->be->ctx_free(ctx->kc);
     free(ctx->logits);
     free(ctx);
 }
@@ -114,8 +115,8 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     const mnemo_model *m = lead->model;
     if (total > lead->fb.n_batch) {
         forward_buffers_free(&lead->fb);
-        if (forward_buffers_init(&lead->fb, &m->cfg, total) != 0) {
-            forward_buffers_init(&lead->fb, &m->cfg, lead->n_batch); /* best effort back to the usual size */
+        if (forward_buffers_init(&lead->fb, &m->cfg, total, m->be) != 0) {
+            forward_buffers_init(&lead->fb, &m->cfg, lead->n_batch, m->be); /* best effort back to the usual size */
             return ctx_fail(lead, MNEMO_ERR_NOMEM, "out of memory for a batch of %d tokens", total);
         }
     }

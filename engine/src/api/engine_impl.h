@@ -22,8 +22,9 @@ struct mnemo_model {
     model_config cfg;
     weight_store *ws;
     tokenizer *tok;
-    llama_weights w;
-    const kern_backend *be;
+    llama_weights w;          /* pointers into the mapped files (CPU) or into dev_weights (CUDA) */
+    const kern_backend *be;   /* where the forward pass runs; every context of this model uses it */
+    void *dev_weights;        /* device backends: the one allocation holding all weights; NULL on the CPU */
     int32_t n_threads;
     char desc[256];
 };

@@ -27,13 +27,34 @@ static mnemo_status config_status(const char *msg) {
     return strstr(msg, "not supported") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT;
 }
 
+/* AUTO: the GPU when the CUDA backend is built and a device answers, else the CPU with one log line saying why.
+ * CUDA: the GPU or MNEMO_ERR_UNSUPPORTED with the reason. CPU: the CPU, CUDA is not even probed. */
 static mnemo_status pick_backend(mnemo_model *m, mnemo_device dev) {
+    char info[256] = "";
+    m->be = kern_cpu_backend();
+    if (dev == MNEMO_DEVICE_CPU) return MNEMO_OK;
+    if (kern_cuda_available(info, sizeof info)) {
+        m->be = kern_cuda_backend();
+        mnemo_log(MNEMO_LOG_INFO, "running on CUDA: %s", info);
+        return MNEMO_OK;
+    }
     if (dev == MNEMO_DEVICE_CUDA) {
-        snprintf(m->err, sizeof m->err, "device cuda requested, but this build of libengine has no CUDA backend");
+        snprintf(m->err, sizeof m->err, "device cuda requested, but no CUDA backend is usable: %s", info);
         return MNEMO_ERR_UNSUPPORTED;
     }
-    if (dev == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "no CUDA backend in this build: running on the CPU");
-    m->be = kern_cpu_backend();
+    mnemo_log(MNEMO_LOG_INFO, "no usable CUDA backend (%s): running on the CPU", info);
+    return MNEMO_OK;
+}
+
+/* Device backends: weights go to the device once, in their stored dtype. */
+static mnemo_status upload_weights(mnemo_model *m) {
+    uint64_t bytes = 0;
+    if (llama_weights_upload(&m->w, &m->cfg, m->be, &m->dev_weights, &bytes) != 0) {
+        snprintf(m->err, sizeof m->err, "out of %s memory uploading the weights to the device", m->be->name);
+        return MNEMO_ERR_NOMEM;
+    }
+    if (m->dev_weights)
+        mnemo_log(MNEMO_LOG_INFO, "uploaded %.1f MB of weights to %s", (double)bytes / 1e6, m->be->name);
     return MNEMO_OK;
 }
 
@@ -84,6 +105,7 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
         return load_fail(m, strstr(m->err, "dtype") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT);
 
     mnemo_status s = pick_backend(m, p.device);
+    if (s == MNEMO_OK) s = upload_weights(m);
     if (s != MNEMO_OK) return load_fail(m, s);
     m->n_threads = p.n_threads;
 
@@ -100,6 +122,7 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
 
 void mnemo_model_free(mnemo_model *m) {
     if (!m) return;
+    if (m->dev_weights) m->be->mem_free(m->dev_weights);
     llama_weights_free(&m->w);
     tokenizer_free(m->tok);
     weight_store_close(m->ws);

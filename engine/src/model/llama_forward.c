@@ -7,6 +7,10 @@
  *   logits = rmsnorm(x).lm_head for the rows that want them
  * The rows of all sequences are stacked, so each weight matrix is streamed once per step however many
  * sequences decode together. The residual adds are fused into the output projections (matmul beta = 1).
+ *
+ * Memory goes through the backend (kern_backend mem_*): on the CPU these are malloc/memcpy, so the host path is
+ * unchanged; on CUDA the weights, KV caches and activations stay on the device and only token ids/positions
+ * (up, one copy per step) and the wanted logits (down, after lm_head) cross the bus.
  */
 #include "llama_forward.h"
 
@@ -14,20 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *alloc_floats(size_t n) {
-    void *p = NULL;
-    if (n == 0) n = 1;
-    if (posix_memalign(&p, 64, n * sizeof(float)) != 0) return NULL;
-    return p;
-}
-
-int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx) {
+int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx, const kern_backend *be) {
+    kv->be = be;
     kv->n_layer = cfg->num_hidden_layers;
     kv->n_ctx = n_ctx;
     kv->kv_dim = cfg->num_key_value_heads * cfg->head_dim;
-    size_t n = (size_t)kv->n_layer * (size_t)n_ctx * (size_t)kv->kv_dim;
-    kv->k = alloc_floats(n);
-    kv->v = alloc_floats(n);
+    size_t bytes = (size_t)kv->n_layer * (size_t)n_ctx * (size_t)kv->kv_dim * sizeof(float);
+    kv->k = be->mem_alloc(bytes);
+    kv->v = be->mem_alloc(bytes);
     if (!kv->k || !kv->v) {
         kv_cache_free(kv);
         return -1;
@@ -36,27 +34,32 @@ int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx) {
 }
 
 void kv_cache_free(kv_cache *kv) {
-    free(kv->k);
-    free(kv->v);
+    if (kv->be) {
+        kv->be->mem_free(kv->k);
+        kv->be->mem_free(kv->v);
+    }
     kv->k = kv->v = NULL;
 }
 
-int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch) {
+int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch, const kern_backend *be) {
     size_t nb = (size_t)n_batch, d = (size_t)cfg->hidden_size, ff = (size_t)cfg->intermediate_size;
     size_t qd = (size_t)cfg->num_attention_heads * (size_t)cfg->head_dim;
     size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
     memset(fb, 0, sizeof *fb);
+    fb->be = be;
     fb->n_batch = n_batch;
-    fb->x = alloc_floats(nb * d);
-    fb->xn = alloc_floats(nb * d);
-    fb->q = alloc_floats(nb * qd);
-    fb->k = alloc_floats(nb * kvd);
-    fb->v = alloc_floats(nb * kvd);
-    fb->att = alloc_floats(nb * qd);
-    fb->gate = alloc_floats(nb * ff);
-    fb->up = alloc_floats(nb * ff);
-    fb->pos = malloc(nb * sizeof(int32_t));
-    if (!fb->x || !fb->xn || !fb->q || !fb->k || !fb->v || !fb->att || !fb->gate || !fb->up || !fb->pos) {
+    fb->x = be->mem_alloc(nb * d * sizeof(float));
+    fb->xn = be->mem_alloc(nb * d * sizeof(float));
+    fb->q = be->mem_alloc(nb * qd * sizeof(float));
+    fb->k = be->mem_alloc(nb * kvd * sizeof(float));
+    fb->v = be->mem_alloc(nb * kvd * sizeof(float));
+    fb->att = be->mem_alloc(nb * qd * sizeof(float));
+    fb->gate = be->mem_alloc(nb * ff * sizeof(float));
+    fb->up = be->mem_alloc(nb * ff * sizeof(float));
+    fb->pos = be->mem_alloc(2 * nb * sizeof(int32_t));
+    fb->staging = be->host_memory ? fb->pos : malloc(2 * nb * sizeof(int32_t));
+    if (!fb->x || !fb->xn || !fb->q || !fb->k || !fb->v || !fb->att || !fb->gate || !fb->up || !fb->pos ||
+        !fb->staging) {
         forward_buffers_free(fb);
         return -1;
     }
@@ -64,16 +67,90 @@ int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n
 }
 
 void forward_buffers_free(forward_buffers *fb) {
-    free(fb->x);
-    free(fb->xn);
-    free(fb->q);
-    free(fb->k);
-    free(fb->v);
-    free(fb->att);
-    free(fb->gate);
-    free(fb->up);
-    free(fb->pos);
+    const kern_backend *be = fb->be;
+    if (be) {
+        float *bufs[] = {fb->x, fb->xn, fb->q, fb->k, fb->v, fb->att, fb->gate, fb->up, fb->logits};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->mem_free(bufs[i]);
+        if (fb->staging != fb->pos) free(fb->staging);
+        be->mem_free(fb->pos);
+    }
     memset(fb, 0, sizeof *fb);
+}
+
+/* ---- weights on a device backend */
+
+typedef struct {
+    const void *host;
+    void *dev;
+    size_t bytes;
+} upload_item;
+
+static void collect(upload_item *items, size_t *n, const weight_ref *r, size_t elems) {
+    for (size_t i = 0; i < *n; i++)
+        if (items[i].host == r->data) return; /* tied lm_head: same tensor, copied once */
+    items[(*n)++] = (upload_item){.host = r->data, .bytes = elems * kern_dtype_size(r->dt)};
+}
+
+static const void *device_ptr(const upload_item *items, size_t n, const void *host) {
+    for (size_t i = 0; i < n; i++)
+        if (items[i].host == host) return items[i].dev;
+    return NULL;
+}
+
+int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_backend *be, void **block,
+                         uint64_t *bytes) {
+    *block = NULL;
+    if (bytes) *bytes = 0;
+    if (be->host_memory) return 0;
+    size_t d = (size_t)cfg->hidden_size, ff = (size_t)cfg->intermediate_size, V = (size_t)cfg->vocab_size;
+    size_t qd = (size_t)cfg->num_attention_heads * (size_t)cfg->head_dim;
+    size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
+    size_t n_layer = (size_t)cfg->num_hidden_layers, n = 0;
+    upload_item *items = malloc((3 + 9 * n_layer) * sizeof *items);
+    if (!items) return -1;
+    collect(items, &n, &w->tok_embd, V * d);
+    collect(items, &n, &w->out_norm, d);
+    collect(items, &n, &w->lm_head, V * d);
+    for (size_t l = 0; l < n_layer; l++) {
+        const layer_weights *L = &w->layers[l];
+        collect(items, &n, &L->attn_norm, d);
+        collect(items, &n, &L->wq, qd * d);
+        collect(items, &n, &L->wk, kvd * d);
+        collect(items, &n, &L->wv, kvd * d);
+        collect(items, &n, &L->wo, d * qd);
+        collect(items, &n, &L->ffn_norm, d);
+        collect(items, &n, &L->w_gate, ff * d);
+        collect(items, &n, &L->w_up, ff * d);
+        collect(items, &n, &L->w_down, d * ff);
+    }
+    size_t total = 0; /* one allocation, every tensor 256-byte aligned (vector loads, cuBLAS) */
+    for (size_t i = 0; i < n; i++) total += (items[i].bytes + 255) & ~(size_t)255;
+    char *dev = be->mem_alloc(total);
+    int rc = dev ? 0 : -1;
+    for (size_t i = 0, off = 0; rc == 0 && i < n; i++) {
+        items[i].dev = dev + off;
+        if (be->mem_copy(NULL, items[i].dev, items[i].host, items[i].bytes, KERN_H2D) != KERN_OK) rc = -1;
+        off += (items[i].bytes + 255) & ~(size_t)255;
+    }
+    if (rc != 0) {
+        be->mem_free(dev);
+        free(items);
+        return -1;
+    }
+#define REBIND(ref) (ref).data = device_ptr(items, n, (ref).data)
+    REBIND(w->tok_embd);
+    REBIND(w->out_norm);
+    REBIND(w->lm_head);
+    for (size_t l = 0; l < n_layer; l++) {
+        layer_weights *L = &w->layers[l];
+        REBIND(L->attn_norm); REBIND(L->wq); REBIND(L->wk); REBIND(L->wv); REBIND(L->wo);
+        REBIND(L->ffn_norm); REBIND(L->w_gate); REBIND(L->w_up); REBIND(L->w_down);
+    }
+#undef REBIND
+    free(items);
+    *block = dev;
+    if (bytes) *bytes = total;
+    return 0;
 }
 
 #define TRY(call)                                                                                               \
@@ -82,31 +159,48 @@ void forward_buffers_free(forward_buffers *fb) {
         if (rc_ != KERN_OK) return rc_;                                                                         \
     } while (0)
 
-/* Final norm + lm_head over the rows that want logits, gathered into one block (one matmul), then scattered. */
+/* Final norm + lm_head over the rows that want logits, gathered into one block (one matmul), then scattered.
+ * Host backends write straight into the caller's buffer when there is one sequence; device backends compute
+ * into fb->logits and download each sequence's rows (the download waits for the step to finish). */
 static int forward_logits(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                           forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs) {
     const int64_t d = cfg->hidden_size, V = cfg->vocab_size;
     int32_t rows = 0, r0 = 0;
     for (int32_t s = 0; s < n_seqs; s++) { /* gather into xn (rows wanting logits come first, in order) */
         int32_t nl = seqs[s].n - seqs[s].logits_from;
-        if (nl > 0) memmove(fb->xn + (size_t)rows * d, fb->x + (size_t)(r0 + seqs[s].logits_from) * d, (size_t)nl * d * 4);
+        if (nl > 0)
+            TRY(be->mem_copy(kc, fb->xn + (size_t)rows * d, fb->x + (size_t)(r0 + seqs[s].logits_from) * d,
+                             (size_t)nl * d * sizeof(float), KERN_D2D));
         rows += nl > 0 ? nl : 0;
         r0 += seqs[s].n;
     }
-    if (rows == 0) return KERN_OK;
+    if (rows == 0) return be->sync(kc);
     TRY(be->rmsnorm(kc, fb->xn, NULL, fb->xn, w->out_norm.data, w->out_norm.dt, rows, d, cfg->rms_norm_eps));
-    if (n_seqs == 1) /* straight into the caller's buffer */
+    if (n_seqs == 1 && be->host_memory) /* straight into the caller's buffer */
         return be->matmul(kc, seqs[0].logits, fb->xn, w->lm_head.data, w->lm_head.dt, rows, V, d, 0.f);
-    float *all = malloc((size_t)rows * (size_t)V * sizeof(float));
+    size_t need = (size_t)rows * (size_t)V;
+    float *all;
+    if (be->host_memory) {
+        all = malloc(need * sizeof(float));
+    } else {
+        if (need > fb->logits_cap) { /* grown rarely: only logits_all prefills need more than a few rows */
+            TRY(be->sync(kc));
+            be->mem_free(fb->logits);
+            fb->logits_cap = 0;
+            fb->logits = be->mem_alloc(need * sizeof(float));
+            if (fb->logits) fb->logits_cap = need;
+        }
+        all = fb->logits;
+    }
     if (!all) return KERN_ENOMEM;
     int rc = be->matmul(kc, all, fb->xn, w->lm_head.data, w->lm_head.dt, rows, V, d, 0.f);
     for (int32_t s = 0, r = 0; rc == KERN_OK && s < n_seqs; s++) {
         int32_t nl = seqs[s].n - seqs[s].logits_from;
         if (nl <= 0) continue;
-        memcpy(seqs[s].logits, all + (size_t)r * V, (size_t)nl * V * sizeof(float));
+        rc = be->mem_copy(kc, seqs[s].logits, all + (size_t)r * V, (size_t)nl * V * sizeof(float), KERN_D2H);
         r += nl;
     }
-    free(all);
+    if (be->host_memory) free(all);
     return rc;
 }
 
@@ -118,17 +212,26 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
     const float eps = cfg->rms_norm_eps, theta = cfg->rope_theta, pos_scale = cfg->rope_scaling_factor;
     const float scale = 1.0f / sqrtf((float)hd);
 
+    if (n_seqs <= 0) return KERN_ESHAPE;
     int64_t n = 0; /* rows of all sequences */
     for (int32_t s = 0; s < n_seqs; s++) {
         const forward_seq *q = &seqs[s];
         if (q->n <= 0 || q->pos0 < 0 || q->pos0 + q->n > q->kv->n_ctx || q->logits_from < 0 || q->logits_from > q->n)
             return KERN_ESHAPE;
-        for (int32_t i = 0; i < q->n; i++) fb->pos[n + i] = q->pos0 + i;
-        TRY(be->embed(kc, fb->x + n * d, w->tok_embd.data, w->tok_embd.dt, V, d, q->tokens, q->n));
+        if (n + q->n > fb->n_batch) return KERN_ESHAPE;
+        for (int32_t i = 0; i < q->n; i++) fb->staging[n + i] = q->pos0 + i;
         n += q->n;
-        if (n > fb->n_batch) return KERN_ESHAPE;
     }
-    if (n_seqs <= 0) return KERN_ESHAPE;
+    if (be->host_memory) { /* ids straight from the caller, positions already in place (staging == pos) */
+        for (int32_t s = 0, r = 0; s < n_seqs; r += seqs[s].n, s++)
+            TRY(be->embed(kc, fb->x + r * d, w->tok_embd.data, w->tok_embd.dt, V, d, seqs[s].tokens, seqs[s].n));
+    } else { /* positions then ids, one upload */
+        int32_t *ids = fb->staging + n;
+        for (int32_t s = 0, r = 0; s < n_seqs; r += seqs[s].n, s++)
+            memcpy(ids + r, seqs[s].tokens, (size_t)seqs[s].n * sizeof(int32_t));
+        TRY(be->mem_copy(kc, fb->pos, fb->staging, 2 * (size_t)n * sizeof(int32_t), KERN_H2D));
+        TRY(be->embed(kc, fb->x, w->tok_embd.data, w->tok_embd.dt, V, d, fb->pos + n, n));
+    }
 
     for (int32_t l = 0; l < cfg->num_hidden_layers; l++) {
         const layer_weights *L = &w->layers[l];
@@ -145,8 +248,10 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
             const forward_seq *q = &seqs[s];
             size_t layer_off = (size_t)l * (size_t)q->kv->n_ctx * (size_t)kvd; /* cache is (n_ctx, kvd) per layer */
             float *kl = q->kv->k + layer_off, *vl = q->kv->v + layer_off;
-            memcpy(kl + (size_t)q->pos0 * kvd, fb->k + r * kvd, (size_t)q->n * kvd * sizeof(float));
-            memcpy(vl + (size_t)q->pos0 * kvd, fb->v + r * kvd, (size_t)q->n * kvd * sizeof(float));
+            TRY(be->mem_copy(kc, kl + (size_t)q->pos0 * kvd, fb->k + r * kvd, (size_t)q->n * kvd * sizeof(float),
+                             KERN_D2D));
+            TRY(be->mem_copy(kc, vl + (size_t)q->pos0 * kvd, fb->v + r * kvd, (size_t)q->n * kvd * sizeof(float),
+                             KERN_D2D));
             TRY(be->attention(kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq, hkv, hd,
                               scale));
             r += q->n;

@@ -12,13 +12,17 @@
 #include "llama_weights.h"
 #include "model_config.h"
 
+/* Every buffer below lives in the memory of the backend `be` (device memory on CUDA), allocated and freed
+ * through be->mem_alloc / be->mem_free. */
 typedef struct {
+    const kern_backend *be;
     int32_t n_layer, n_ctx, kv_dim; /* kv_dim = num_key_value_heads * head_dim */
     float *k;                       /* (n_layer, n_ctx, kv_dim), keys after RoPE */
     float *v;                       /* (n_layer, n_ctx, kv_dim) */
 } kv_cache;
 
 typedef struct {
+    const kern_backend *be;
     int32_t n_batch;  /* most tokens (all sequences together) one call processes */
     float *x;         /* (n_batch, d) residual stream */
     float *xn;        /* (n_batch, d) normalised input of a sublayer */
@@ -28,13 +32,26 @@ typedef struct {
     float *att;       /* (n_batch, hq*hd) attention output */
     float *gate;      /* (n_batch, ff) gate projection, then silu(gate)*up */
     float *up;        /* (n_batch, ff) */
-    int32_t *pos;     /* (n_batch) absolute positions */
+    int32_t *pos;     /* (2*n_batch) backend memory: absolute positions of the step's rows, then (device
+                       * backends) their token ids; host backends read token ids straight from the caller */
+    int32_t *staging; /* (2*n_batch) host: positions and ids assembled here, uploaded in one copy; on host
+                       * backends this IS pos */
+    float *logits;    /* device backends: lm_head output before it is downloaded, logits_cap floats */
+    size_t logits_cap;
 } forward_buffers;
 
-int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx);   /* 0 or -1 (out of memory) */
+/* 0, or -1 when the backend is out of memory. */
+int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx, const kern_backend *be);
 void kv_cache_free(kv_cache *kv);
-int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch);
+int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch, const kern_backend *be);
 void forward_buffers_free(forward_buffers *fb);
+
+/* Device backends: copies every weight (in its stored dtype) into one backend allocation and points w at it;
+ * *block receives that allocation (free it with be->mem_free after the last forward). Tied embeddings are
+ * copied once. Host backends: nothing to do, *block = NULL. 0, or -1 when the device is out of memory (w is
+ * then unchanged). *bytes receives the size uploaded. */
+int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_backend *be, void **block,
+                         uint64_t *bytes);
 
 /* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
  * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
@@ -48,7 +65,10 @@ typedef struct {
 
 /* Run several sequences through the model together: every matmul sees the rows of all of them (weights are
  * read once per step, which is what makes batched decode fast), attention runs per sequence over its own cache.
- * The total row count must be <= fb->n_batch, each cache distinct. Returns a KERN_* code. */
+ * The total row count must be <= fb->n_batch, each cache distinct; caches, buffers, weights and the backend
+ * must agree (device memory on CUDA). Token ids and logits are host memory whatever the backend: logits are
+ * downloaded after lm_head, and on device backends the call returns only once they are on the host.
+ * Returns a KERN_* code. */
 int llama_forward_batch(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                         forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs);
 

@@ -1,0 +1,259 @@
+/*
+ * cuda_emu.h — a CPU emulator for the subset of CUDA that kernels/cuda uses, so the CUDA backend's own source
+ * runs (slowly) on a machine without a GPU: configure with -DMNEMO_CUDA_EMU=ON (a separate build directory; it
+ * replaces the CUDA runtime, so it never ships). It is a test tool, not a simulator of performance.
+ *
+ * What it models, and what it catches:
+ *   - Every thread of a block is a fiber (ucontext); blocks run one after another. __syncthreads and warp
+ *     operations (__shfl_*_sync, __syncwarp) are real barriers; threads between two barriers run in a fresh
+ *     pseudo-random order each time (MNEMO_EMU_SEED), so a missing barrier shows up as a wrong result. A block
+ *     whose threads wait at different barriers (divergent __syncthreads, a shuffle some lanes skip) is reported
+ *     as a launch failure instead of hanging.
+ *   - __shared__ variables are function statics (one block at a time, shared by its fibers); dynamic shared
+ *     memory is poisoned with NaN bytes before each block, guarded after its end, and limited to 48 KB unless
+ *     cudaFuncSetAttribute raised the kernel's limit (up to an A100-like 163 KB opt-in).
+ *   - Device memory (cudaMalloc) is mmap'ed with a guard page after each buffer and is PROT_NONE while host code
+ *     runs (MNEMO_EMU_PROTECT=0 turns this off): host code that dereferences a device pointer faults at once,
+ *     as it would on a GPU. Copies check that each side is in the memory its direction says, and kernel
+ *     launches and cuBLAS calls check that every pointer argument is device memory (or mapped pinned memory).
+ *   - Launch configuration limits (threads per block, grid sizes) as on sm_80/sm_90.
+ * What it does not model: timing, warp-synchronous execution without explicit sync, memory consistency
+ * between blocks of one launch, atomics (fibers are cooperative, so plain read-modify-write is atomic here).
+ * cuBLAS GemmEx/Sgemm are plain loops with fp32 accumulation over exact 16-bit products, as tensor cores do.
+ */
+#ifndef MNEMO_CUDA_EMU_H
+#define MNEMO_CUDA_EMU_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <functional>
+#include <type_traits>
+
+/* ---- language */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+
+using std::max;
+using std::min;
+
+/* ---- runtime types */
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorNoDevice = 100,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+typedef struct mnemu_stream *cudaStream_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    size_t sharedMemPerBlockOptin;
+    int multiProcessorCount;
+    int major, minor;
+    int l2CacheSize;
+};
+#define cudaStreamNonBlocking 0x01
+#define cudaHostAllocMapped 0x02
+
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
+cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+cudaError_t cudaFree(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemset(void *p, int v, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t mnemu_func_set_attr(const void *fn, cudaFuncAttribute a, int v);
+template <class F> cudaError_t cudaFuncSetAttribute(F *fn, cudaFuncAttribute a, int v) {
+    return mnemu_func_set_attr((const void *)fn, a, v);
+}
+
+/* ---- cuBLAS subset */
+typedef struct mnemu_blas *cublasHandle_t;
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasCreate(cublasHandle_t *h);
+cublasStatus_t cublasDestroy(cublasHandle_t h);
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp,
+                            cublasGemmAlgo_t algo);
+
+/* ---- execution model */
+namespace mnemu {
+struct fiber;
+extern const uint3 *g_tid;
+extern uint3 g_block_idx;
+extern dim3 g_block_dim, g_grid_dim;
+void syncthreads();
+void syncwarp();
+unsigned lane_id();
+void shuffle(const void *mine, void *out, size_t size, int src_lane);
+unsigned char *dyn_smem();
+/* 1 when p is inside a device allocation or mapped pinned memory (kernels may touch it). */
+bool device_accessible(const void *p);
+void bad_kernel_pointer(const char *what, int index, const void *p);
+void launch(dim3 grid, dim3 block, size_t smem, const void *fn, const std::function<void()> &body);
+
+template <class A> void check_arg(const A &a, int i, bool &ok) {
+    if constexpr (std::is_pointer<A>::value) {
+        if (a && !device_accessible((const void *)a)) {
+            bad_kernel_pointer("kernel launch", i, (const void *)a);
+            ok = false;
+        }
+    }
+}
+
+template <class F> struct bound_launch {
+    F *fn;
+    dim3 grid, block;
+    size_t smem;
+    template <class... A> void operator()(A... a) const {
+        bool ok = true;
+        int i = 0;
+        (check_arg(a, i++, ok), ...);
+        if (!ok) return;
+        F *f = fn;
+        launch(grid, block, smem, (const void *)fn, [=]() { f(a...); });
+    }
+};
+template <class F> bound_launch<F> make_launch(F *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t) {
+    return bound_launch<F>{fn, grid, block, smem};
+}
+} // namespace mnemu
+
+#define threadIdx (*::mnemu::g_tid)
+#define blockIdx (::mnemu::g_block_idx)
+#define blockDim (::mnemu::g_block_dim)
+#define gridDim (::mnemu::g_grid_dim)
+#define warpSize 32
+
+#define MN_LAUNCH(kernel, grid, block, smem, stream) ::mnemu::make_launch(kernel, (grid), (block), (smem), (stream))
+#define MN_DYN_SMEM(T, name) T *name = reinterpret_cast<T *>(::mnemu::dyn_smem())
+
+static inline void __syncthreads() { mnemu::syncthreads(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;
+    mnemu::syncwarp();
+}
+
+template <class T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    (void)mask;
+    int lane = (int)mnemu::lane_id(), base = lane & ~(width - 1);
+    T out;
+    mnemu::shuffle(&v, &out, sizeof(T), base + (src & (width - 1)));
+    return out;
+}
+template <class T> T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    (void)mask;
+    int lane = (int)mnemu::lane_id(), base = lane & ~(width - 1), s = lane ^ lane_mask;
+    if ((s & ~(width - 1)) != base) s = lane;
+    T out;
+    mnemu::shuffle(&v, &out, sizeof(T), s);
+    return out;
+}
+template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    (void)mask;
+    int lane = (int)mnemu::lane_id(), base = lane & ~(width - 1), s = lane + (int)delta;
+    if ((s & ~(width - 1)) != base) s = lane;
+    T out;
+    mnemu::shuffle(&v, &out, sizeof(T), s);
+    return out;
+}
+
+/* ---- device intrinsics */
+static inline float __int_as_float(int i) {
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline int __float_as_int(float f) {
+    int i;
+    memcpy(&i, &f, 4);
+    return i;
+}
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+#define __expf expf /* glibc already declares a __expf */
+static inline float __fdividef(float a, float b) { return a / b; }
+template <class T> static inline T __ldg(const T *p) { return *p; }
+
+#endif

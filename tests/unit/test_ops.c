@@ -1,0 +1,565 @@
+/*
+ * test_ops.c — every op of the kernel table on the CUDA backend against the CPU reference backend, in the spirit
+ * of llama.cpp's test-backend-ops.
+ *
+ *   test_ops [--perf] [--list] [op ...]      (op names: embed rmsnorm matmul rope attention swiglu add)
+ *
+ * Correctness mode (default): each op x shapes (odd sizes, head_dim 100 and generic ones, GQA, causal offsets,
+ * 2K-key caches) x weight dtypes runs on both backends from the same inputs. A case passes when
+ *   - both return KERN_OK (or, for the error cases, the same KERN_E* code, deferred ones read at the next sync),
+ *   - NaN and Inf appear at the same positions (same sign for Inf),
+ *   - the normalized MSE sum((cpu - cuda)^2) / sum(cpu^2) over the finite values is below the op's threshold,
+ *   - the GUARD sentinel floats on both sides of every CUDA output buffer are untouched (out-of-bounds writes).
+ * Thresholds (NMSE), with why:
+ *   embed, add                      0      gathers and single fp32 adds are exact on both backends
+ *   rmsnorm, swiglu                 1e-12  only summation order / expf ulps differ
+ *   rope                            1e-10  same fp32 frequencies and angles; cosf/sinf ulps at angles ~1e4
+ *   matmul fp32 paths               1e-9   f32 weights, the fp32 GEMV (m <= 8), and the SPLIT bf16/f16 GEMM: fp32
+ *                                          accuracy, summation order differs (~1e-13 expected; 1e-9 still catches
+ *                                          a lost lo half, which costs ~1e-6)
+ *   matmul FAST, bf16 weights       1e-5   activations rounded to bf16 once: ~1.3e-6 expected
+ *   matmul FAST, f16 weights        2e-7   activations rounded to f16 once: ~2e-8 expected
+ *   attention                       1e-9   fp32 online softmax against the CPU's exact one
+ * --perf: times each op on CUDA at LongLLaMA-3B's shapes and prints us/run, GB/s (bytes an ideal kernel moves)
+ * and GFLOP/s; no correctness checks.
+ * Exit status: 0 when every case passed; 1 on any failure; 0 with "SKIP" when there is no usable CUDA backend
+ * (not built, no driver, no device), so CI without a GPU stays green.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "test_util.h"
+
+#define GUARD 16
+static const uint32_t SENTINEL = 0x7fa5a5a5u; /* a NaN with a payload no op produces */
+
+static const kern_backend *CPU, *GPU;
+static kern_ctx *kc_cpu, *kc_gpu;
+static bool verbose = true;
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / (1 << 24))) * 2.f - 1.f;
+}
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "test_ops: out of host memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static float *rand_floats(size_t n, float scale) {
+    float *p = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = frand() * scale;
+    return p;
+}
+
+/* Random weights stored in dt. */
+static void *rand_weights(kern_dtype dt, size_t n, float scale) {
+    void *w = xmalloc(n * kern_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        float v = frand() * scale;
+        if (dt == KERN_F32) ((float *)w)[i] = v;
+        else if (dt == KERN_BF16) ((uint16_t *)w)[i] = kern_f32_to_bf16(v);
+        else ((uint16_t *)w)[i] = kern_f32_to_f16(v);
+    }
+    return w;
+}
+
+/* A device copy of host data (inputs). */
+static void *up(const void *host, size_t bytes) {
+    void *d = GPU->mem_alloc(bytes);
+    if (!d || GPU->mem_copy(kc_gpu, d, host, bytes, KERN_H2D) != KERN_OK) {
+        fprintf(stderr, "test_ops: device allocation/upload of %zu bytes failed\n", bytes);
+        exit(1);
+    }
+    return d;
+}
+
+/* An output buffer on the device: n floats with GUARD sentinels each side, the interior set from init. */
+typedef struct {
+    float *base, *p;
+    size_t n;
+} gbuf;
+
+static gbuf gout(size_t n, const float *init) {
+    size_t total = n + 2 * GUARD;
+    float *h = xmalloc(total * sizeof(float));
+    for (size_t i = 0; i < total; i++) memcpy(&h[i], &SENTINEL, 4);
+    if (init) memcpy(h + GUARD, init, n * sizeof(float));
+    gbuf g = {.base = up(h, total * sizeof(float)), .n = n};
+    g.p = g.base + GUARD;
+    free(h);
+    return g;
+}
+
+/* Downloads g's interior into host (n floats); *guards_ok tells whether the sentinels survived. Returns the
+ * download's status (a deferred KERN_ERANGE shows up here). */
+static int gfetch(gbuf *g, float *host, bool *guards_ok) {
+    size_t total = g->n + 2 * GUARD;
+    float *h = xmalloc(total * sizeof(float));
+    int rc = GPU->mem_copy(kc_gpu, h, g->base, total * sizeof(float), KERN_D2H);
+    *guards_ok = true;
+    for (size_t i = 0; i < GUARD; i++)
+        if (memcmp(&h[i], &SENTINEL, 4) || memcmp(&h[GUARD + g->n + i], &SENTINEL, 4)) *guards_ok = false;
+    memcpy(host, h + GUARD, g->n * sizeof(float));
+    free(h);
+    return rc;
+}
+
+static void gfree(gbuf *g) { GPU->mem_free(g->base); }
+
+typedef struct {
+    double nmse;
+    size_t nonfinite_mismatch; /* positions where NaN/Inf disagree */
+    size_t first_bad;
+} cmp_result;
+
+static cmp_result compare(const float *ref, const float *got, size_t n) {
+    cmp_result c = {0, 0, (size_t)-1};
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool rf = isfinite(ref[i]), gf = isfinite(got[i]);
+        if (!rf || !gf) {
+            bool same = (isnan(ref[i]) && isnan(got[i])) || (isinf(ref[i]) && isinf(got[i]) && (ref[i] > 0) == (got[i] > 0));
+            if (!same) {
+                if (!c.nonfinite_mismatch) c.first_bad = i;
+                c.nonfinite_mismatch++;
+            }
+            continue;
+        }
+        double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    c.nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+    return c;
+}
+
+/* Records one case. */
+static void verdict(const char *desc, int rc_cpu, int rc_gpu, bool guards, const float *ref, const float *got,
+                    size_t n, double thr) {
+    cmp_result c = compare(ref, got, n);
+    bool ok = rc_cpu == KERN_OK && rc_gpu == KERN_OK && guards && c.nonfinite_mismatch == 0 && c.nmse <= thr;
+    if (verbose || !ok)
+        printf("  %-72s nmse %.2e (max %.0e)  %s\n", desc, c.nmse, thr, ok ? "OK" : "FAIL");
+    CHECK(ok, "%s: rc cpu %d cuda %d, guards %s, NaN/Inf mismatches %zu (first at %zu: cpu %g cuda %g), nmse %.3e > %.1e?",
+          desc, rc_cpu, rc_gpu, guards ? "intact" : "OVERWRITTEN", c.nonfinite_mismatch, c.first_bad,
+          c.nonfinite_mismatch ? ref[c.first_bad] : 0.0, c.nonfinite_mismatch ? got[c.first_bad] : 0.0, c.nmse, thr);
+}
+
+/* Both backends must refuse a bad call with the same code (a device-side one read back by sync). */
+static void same_error(const char *desc, int rc_cpu, int rc_gpu) {
+    if (rc_gpu == KERN_OK) rc_gpu = GPU->sync(kc_gpu);
+    if (verbose || rc_cpu != rc_gpu || rc_cpu == KERN_OK)
+        printf("  %-72s cpu %d cuda %d  %s\n", desc, rc_cpu, rc_gpu, rc_cpu == rc_gpu && rc_cpu != KERN_OK ? "OK" : "FAIL");
+    CHECK(rc_cpu == rc_gpu && rc_cpu != KERN_OK, "%s: cpu returned %d, cuda %d", desc, rc_cpu, rc_gpu);
+}
+
+static const kern_dtype DTYPES[3] = {KERN_F32, KERN_BF16, KERN_F16};
+
+/* ---------------------------------------------------------------- per-op cases */
+
+static void test_embed(void) {
+    struct { int64_t vocab, d, n; } cases[] = {{100, 64, 7}, {50, 100, 1}, {1000, 3200, 33}, {32000, 128, 5}, {3, 1, 4}};
+    for (int t = 0; t < 3; t++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            int64_t V = cases[c].vocab, d = cases[c].d, n = cases[c].n;
+            kern_dtype dt = DTYPES[t];
+            void *tbl = rand_weights(dt, (size_t)(V * d), 1.f);
+            int32_t *ids = xmalloc((size_t)n * sizeof *ids);
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 3) % V);
+            ids[n - 1] = (int32_t)(V - 1); /* the last row of the table */
+            float *ref = xmalloc((size_t)(n * d) * 4), *got = xmalloc((size_t)(n * d) * 4);
+            void *dtbl = up(tbl, (size_t)(V * d) * kern_dtype_size(dt));
+            int32_t *dids = up(ids, (size_t)n * sizeof *ids);
+            gbuf o = gout((size_t)(n * d), NULL);
+            int rc_c = CPU->embed(kc_cpu, ref, tbl, dt, V, d, ids, n);
+            int rc_g = GPU->embed(kc_gpu, o.p, dtbl, dt, V, d, dids, n);
+            bool guards;
+            int rc_f = gfetch(&o, got, &guards);
+            char desc[160];
+            snprintf(desc, sizeof desc, "embed(%s, vocab=%ld, d=%ld, n=%ld)", kern_dtype_name(dt), (long)V, (long)d, (long)n);
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)(n * d), 0.0);
+            /* an id past the vocabulary: refused (CPU at once, CUDA at the next sync) */
+            ids[0] = (int32_t)V;
+            GPU->mem_copy(kc_gpu, dids, ids, sizeof *ids, KERN_H2D);
+            snprintf(desc, sizeof desc, "embed(%s) id %ld >= vocab %ld", kern_dtype_name(dt), (long)V, (long)V);
+            same_error(desc, CPU->embed(kc_cpu, ref, tbl, dt, V, d, ids, n), GPU->embed(kc_gpu, o.p, dtbl, dt, V, d, dids, n));
+            gfree(&o); GPU->mem_free(dtbl); GPU->mem_free(dids);
+            free(tbl); free(ids); free(ref); free(got);
+        }
+}
+
+static void test_rmsnorm(void) {
+    struct { int64_t n, d; } cases[] = {{1, 64}, {7, 100}, {33, 3200}, {5, 8640}, {3, 1}, {2, 4097}};
+    for (int t = 0; t < 3; t++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                int64_t n = cases[c].n, d = cases[c].d;
+                kern_dtype dt = DTYPES[t];
+                float *x = rand_floats((size_t)(n * d), 3.f), *ref = xmalloc((size_t)(n * d) * 4),
+                      *got = xmalloc((size_t)(n * d) * 4), rstd_c[64], rstd_g[64];
+                if (n > 1) x[d] = NAN; /* row 1 turns NaN on both backends */
+                void *w = rand_weights(dt, (size_t)d, 1.f), *dw = up(w, (size_t)d * kern_dtype_size(dt));
+                float *dx = inplace ? NULL : up(x, (size_t)(n * d) * 4);
+                gbuf o = gout((size_t)(n * d), inplace ? x : NULL), r = gout((size_t)n, NULL);
+                int rc_c = CPU->rmsnorm(kc_cpu, ref, rstd_c, x, w, dt, n, d, 1e-6f);
+                int rc_g = GPU->rmsnorm(kc_gpu, o.p, r.p, inplace ? o.p : dx, dw, dt, n, d, 1e-6f);
+                bool g1, g2;
+                int rc_f = gfetch(&o, got, &g1);
+                gfetch(&r, rstd_g, &g2);
+                char desc[160];
+                snprintf(desc, sizeof desc, "rmsnorm(%s, n=%ld, d=%ld%s)", kern_dtype_name(dt), (long)n, (long)d,
+                         inplace ? ", in place" : "");
+                verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, g1 && g2, ref, got, (size_t)(n * d), 1e-12);
+                snprintf(desc, sizeof desc, "rmsnorm(%s, n=%ld, d=%ld) rstd", kern_dtype_name(dt), (long)n, (long)d);
+                verdict(desc, rc_c, rc_g, g2, rstd_c, rstd_g, (size_t)n, 1e-12);
+                gfree(&o); gfree(&r); GPU->mem_free(dx); GPU->mem_free(dw);
+                free(x); free(ref); free(got); free(w);
+            }
+}
+
+static void test_matmul(void) {
+    const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 200};
+    struct { int64_t n, k; } nk[] = {{5, 7}, {64, 16}, {131, 100}, {333, 257}, {1000, 3200}, {130, 8640}};
+    for (int t = 0; t < 3; t++)
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof nk / sizeof *nk; b++)
+                for (int beta = 0; beta <= 1; beta++)
+                    for (int mode = 0; mode <= 1; mode++) {
+                        int64_t m = ms[a], n = nk[b].n, k = nk[b].k;
+                        kern_dtype dt = DTYPES[t];
+                        bool gemm16 = m > 8 && dt != KERN_F32; /* the only path the mode changes */
+                        if (mode == 1 && !gemm16) continue;
+                        float *x = rand_floats((size_t)(m * k), 1.f), *y0 = xmalloc((size_t)(m * n) * 4);
+                        for (int64_t i = 0; i < m * n; i++) y0[i] = beta ? frand() : NAN; /* beta 0 ignores y */
+                        if (m > 2 && b == 2) x[k + 3] = NAN;     /* row 1 of the output turns NaN */
+                        if (m > 2 && b == 3) x[2 * k] = INFINITY; /* row 2: Inf times mixed signs -> NaN or Inf */
+                        void *w = rand_weights(dt, (size_t)(n * k), 1.f);
+                        float *ref = xmalloc((size_t)(m * n) * 4), *got = xmalloc((size_t)(m * n) * 4);
+                        memcpy(ref, y0, (size_t)(m * n) * 4);
+                        void *dw = up(w, (size_t)(n * k) * kern_dtype_size(dt));
+                        float *dx = up(x, (size_t)(m * k) * 4);
+                        gbuf o = gout((size_t)(m * n), y0);
+                        kern_cuda_set_gemm(kc_gpu, mode ? KERN_CUDA_GEMM_FAST : KERN_CUDA_GEMM_SPLIT);
+                        int rc_c = CPU->matmul(kc_cpu, ref, x, w, dt, m, n, k, (float)beta);
+                        int rc_g = GPU->matmul(kc_gpu, o.p, dx, dw, dt, m, n, k, (float)beta);
+                        bool guards;
+                        int rc_f = gfetch(&o, got, &guards);
+                        double thr = !mode ? 1e-9 : dt == KERN_BF16 ? 1e-5 : 2e-7;
+                        char desc[160];
+                        snprintf(desc, sizeof desc, "matmul(%s, m=%ld, n=%ld, k=%ld, beta=%d, %s)", kern_dtype_name(dt),
+                                 (long)m, (long)n, (long)k, beta,
+                                 m <= 8 ? "gemv" : dt == KERN_F32 ? "sgemm" : mode ? "fast" : "split");
+                        verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)(m * n), thr);
+                        gfree(&o); GPU->mem_free(dw); GPU->mem_free(dx);
+                        free(x); free(y0); free(w); free(ref); free(got);
+                    }
+    kern_cuda_set_gemm(kc_gpu, KERN_CUDA_GEMM_SPLIT);
+    float b[8];
+    float *d = up(b, sizeof b);
+    same_error("matmul k=0", CPU->matmul(kc_cpu, b, b, b, KERN_F32, 1, 1, 0, 0.f),
+               GPU->matmul(kc_gpu, d, d, d, KERN_F32, 1, 1, 0, 0.f));
+    same_error("matmul beta=0.5", CPU->matmul(kc_cpu, b, b, b, KERN_F32, 1, 1, 1, 0.5f),
+               GPU->matmul(kc_gpu, d, d, d, KERN_F32, 1, 1, 1, 0.5f));
+    GPU->mem_free(d);
+}
+
+static void test_rope(void) {
+    struct { int64_t n, heads, hd; float theta, scale; int32_t maxpos; } cases[] = {
+        {7, 3, 12, 10000.f, 1.f, 4095}, {5, 4, 100, 10000.f, 1.f, 2047}, {9, 32, 128, 500000.f, 2.f, 16383},
+        {3, 2, 64, 10000.f, 8.f, 100000}, {1, 1, 2, 10000.f, 1.f, 7}, {40, 8, 256, 1e6f, 1.f, 32767},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t n = cases[c].n, heads = cases[c].heads, hd = cases[c].hd, len = n * heads * hd;
+        int32_t *pos = xmalloc((size_t)n * sizeof *pos);
+        for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(i == n - 1 ? cases[c].maxpos : (i * 37) % (cases[c].maxpos + 1));
+        float *x = rand_floats((size_t)len, 1.f), *got = xmalloc((size_t)len * 4);
+        int32_t *dpos = up(pos, (size_t)n * sizeof *pos);
+        gbuf o = gout((size_t)len, x);
+        int rc_c = CPU->rope(kc_cpu, x, n, heads, hd, pos, cases[c].theta, cases[c].scale);
+        int rc_g = GPU->rope(kc_gpu, o.p, n, heads, hd, dpos, cases[c].theta, cases[c].scale);
+        bool guards;
+        int rc_f = gfetch(&o, got, &guards);
+        char desc[160];
+        snprintf(desc, sizeof desc, "rope(n=%ld, heads=%ld, hd=%ld, theta=%g, scale=%g, max pos %d)", (long)n,
+                 (long)heads, (long)hd, cases[c].theta, cases[c].scale, cases[c].maxpos);
+        verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, x, got, (size_t)len, 1e-10);
+        pos[0] = -1;
+        GPU->mem_copy(kc_gpu, dpos, pos, sizeof *pos, KERN_H2D);
+        snprintf(desc, sizeof desc, "rope(hd=%ld) negative position", (long)hd);
+        same_error(desc, CPU->rope(kc_cpu, x, n, heads, hd, pos, 10000.f, 1.f),
+                   GPU->rope(kc_gpu, o.p, n, heads, hd, dpos, 10000.f, 1.f));
+        gfree(&o); GPU->mem_free(dpos);
+        free(pos); free(x); free(got);
+    }
+    float b[4];
+    float *d = up(b, sizeof b);
+    int32_t p0 = 0, *dp = up(&p0, sizeof p0);
+    same_error("rope odd head_dim", CPU->rope(kc_cpu, b, 1, 1, 3, &p0, 10000.f, 1.f),
+               GPU->rope(kc_gpu, d, 1, 1, 3, dp, 10000.f, 1.f));
+    GPU->mem_free(d); GPU->mem_free(dp);
+}
+
+static void test_attention(void) {
+    struct { int64_t nq, nkv, q0, hq, hkv, hd; } cases[] = {
+        /* split-KV decode (nq <= 8) */
+        {1, 1, 0, 4, 4, 64}, {1, 37, 36, 8, 2, 100}, {3, 50, 47, 4, 1, 128}, {8, 300, 292, 6, 3, 64},
+        {1, 1000, 999, 2, 2, 256}, {1, 20, 19, 2, 1, 6}, {2, 77, 75, 4, 2, 130}, {5, 5, 0, 8, 2, 12},
+        {1, 2048, 2047, 32, 32, 100}, {4, 2048, 2044, 8, 2, 128},
+        /* flash prefill (nq > 8) */
+        {9, 9, 0, 4, 2, 64}, {64, 64, 0, 2, 2, 128}, {100, 100, 0, 4, 1, 100}, {33, 133, 100, 8, 8, 100},
+        {70, 70, 0, 2, 1, 256}, {65, 65, 0, 2, 2, 18}, {17, 17, 0, 4, 1, 33}, {300, 2048, 1748, 2, 2, 128},
+        {2048, 2048, 0, 4, 2, 100}, {129, 1000, 500, 4, 4, 200},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
+                hd = cases[c].hd;
+        int64_t nqd = nq * hq * hd, nkd = nkv * hkv * hd;
+        float *q = rand_floats((size_t)nqd, 2.f), *k = rand_floats((size_t)nkd, 2.f), *v = rand_floats((size_t)nkd, 1.f);
+        if (c == 2 || c == 13) q[hd + 1] = NAN; /* query row 0, head 1 turns NaN on both backends */
+        float *ref = xmalloc((size_t)nqd * 4), *got = xmalloc((size_t)nqd * 4);
+        float *dq = up(q, (size_t)nqd * 4), *dk = up(k, (size_t)nkd * 4), *dv = up(v, (size_t)nkd * 4);
+        gbuf o = gout((size_t)nqd, NULL);
+        float scale = 1.f / sqrtf((float)hd);
+        int rc_c = CPU->attention(kc_cpu, ref, q, k, v, nq, nkv, q0, hq, hkv, hd, scale);
+        int rc_g = GPU->attention(kc_gpu, o.p, dq, dk, dv, nq, nkv, q0, hq, hkv, hd, scale);
+        bool guards;
+        int rc_f = gfetch(&o, got, &guards);
+        char desc[160];
+        snprintf(desc, sizeof desc, "attention(nq=%ld, nkv=%ld, q_pos0=%ld, hq=%ld, hkv=%ld, hd=%ld, %s)", (long)nq,
+                 (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, nq <= 8 ? "split-kv" : "flash");
+        verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)nqd, 1e-9);
+        gfree(&o); GPU->mem_free(dq); GPU->mem_free(dk); GPU->mem_free(dv);
+        free(q); free(k); free(v); free(ref); free(got);
+    }
+    float b[4];
+    float *d = up(b, sizeof b);
+    same_error("attention queries past the cache", CPU->attention(kc_cpu, b, b, b, b, 2, 1, 0, 4, 4, 1, 1.f),
+               GPU->attention(kc_gpu, d, d, d, d, 2, 1, 0, 4, 4, 1, 1.f));
+    same_error("attention hq not a multiple of hkv", CPU->attention(kc_cpu, b, b, b, b, 1, 1, 0, 3, 2, 1, 1.f),
+               GPU->attention(kc_gpu, d, d, d, d, 1, 1, 0, 3, 2, 1, 1.f));
+    /* CUDA-only limit, documented in kernels.h: head_dim > 256 is refused, never computed wrongly */
+    CHECK(GPU->attention(kc_gpu, d, d, d, d, 1, 1, 0, 1, 1, 320, 1.f) == KERN_ESHAPE, "cuda attention hd 320 refused");
+    GPU->mem_free(d);
+}
+
+static void test_swiglu_add(void) {
+    const int64_t ns[] = {1, 17, 1000003, 4096};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (int alias = 0; alias <= 1; alias++) {
+            int64_t n = ns[c];
+            float *g = rand_floats((size_t)n, 8.f), *u = rand_floats((size_t)n, 1.f), *ref = xmalloc((size_t)n * 4),
+                  *got = xmalloc((size_t)n * 4);
+            if (n > 3) { g[1] = NAN; u[2] = INFINITY; g[3] = -INFINITY; }
+            float *du = up(u, (size_t)n * 4), *dg = alias ? NULL : up(g, (size_t)n * 4);
+            gbuf o = gout((size_t)n, alias ? g : NULL);
+            int rc_c = CPU->swiglu(kc_cpu, ref, g, u, n);
+            int rc_g = GPU->swiglu(kc_gpu, o.p, alias ? o.p : dg, du, n);
+            bool guards;
+            int rc_f = gfetch(&o, got, &guards);
+            char desc[160];
+            snprintf(desc, sizeof desc, "swiglu(n=%ld%s)", (long)n, alias ? ", h aliases gate" : "");
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)n, 1e-12);
+            /* add: y (the swiglu output, NaN/Inf included) += u */
+            rc_c = CPU->add(kc_cpu, ref, u, n);
+            rc_g = GPU->add(kc_gpu, o.p, du, n);
+            rc_f = gfetch(&o, got, &guards);
+            snprintf(desc, sizeof desc, "add(n=%ld)", (long)n);
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)n, 0.0);
+            gfree(&o); GPU->mem_free(du); GPU->mem_free(dg);
+            free(g); free(u); free(ref); free(got);
+        }
+}
+
+/* ---------------------------------------------------------------- perf mode */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs fn reps times after a warm-up, returns seconds per run. */
+#define TIME_OP(secs, call)                                                                                     \
+    do {                                                                                                        \
+        call;                                                                                                   \
+        GPU->sync(kc_gpu);                                                                                      \
+        int reps_ = 1;                                                                                          \
+        double t_;                                                                                              \
+        for (;;) { /* grow the repetition count until a batch takes >= 0.2 s */                              \
+            t_ = now_s();                                                                                       \
+            for (int r_ = 0; r_ < reps_; r_++) call;                                                            \
+            GPU->sync(kc_gpu);                                                                                  \
+            t_ = now_s() - t_;                                                                                  \
+            if (t_ >= 0.2 || reps_ >= 1 << 16) break;                                                           \
+            reps_ *= 4;                                                                                         \
+        }                                                                                                       \
+        secs = t_ / reps_;                                                                                      \
+    } while (0)
+
+static void perf_line(const char *desc, double secs, double bytes, double flops) {
+    printf("  %-64s %10.1f us/run", desc, secs * 1e6);
+    if (bytes > 0) printf("  %8.1f GB/s", bytes / secs * 1e-9);
+    if (flops > 0) printf("  %9.1f GFLOP/s", flops / secs * 1e-9);
+    printf("\n");
+}
+
+static bool want(const char *op, int nops, char **ops);
+
+static void perf(int nops, char **ops) {
+    const int64_t d = 3200, ff = 8640, V = 32000, hq = 32, hd = 100;
+    const size_t big = (size_t)32 << 20; /* floats per activation buffer: 128 MB */
+    float *hbuf = rand_floats(big > (size_t)(512 * ff) ? big : (size_t)(512 * ff), 1.f);
+    float *A = up(hbuf, big * 4), *B = up(hbuf, big * 4), *C = up(hbuf, big * 4);
+    void *W = GPU->mem_alloc((size_t)V * d * 2); /* bf16 [32000, 3200] = 205 MB; contents irrelevant for timing */
+    GPU->mem_set(kc_gpu, W, 0, (size_t)V * d * 2);
+    int32_t ids[512], *dids;
+    for (int i = 0; i < 512; i++) ids[i] = (i * 7919) % (int32_t)V;
+    dids = up(ids, sizeof ids);
+    char desc[160];
+    double s;
+    if (want("embed", nops, ops)) {
+        TIME_OP(s, GPU->embed(kc_gpu, A, W, KERN_BF16, V, d, dids, 512));
+        perf_line("embed(bf16, n=512, d=3200)", s, 512.0 * d * 6, 0);
+    }
+    if (want("rmsnorm", nops, ops))
+        for (int64_t n = 1; n <= 512; n *= 512) {
+            TIME_OP(s, GPU->rmsnorm(kc_gpu, B, NULL, A, W, KERN_BF16, n, d, 1e-6f));
+            snprintf(desc, sizeof desc, "rmsnorm(bf16, n=%ld, d=3200)", (long)n);
+            perf_line(desc, s, (double)n * d * 8, 0);
+        }
+    if (want("rope", nops, ops)) {
+        TIME_OP(s, GPU->rope(kc_gpu, A, 512, hq, hd, dids, 10000.f, 1.f));
+        perf_line("rope(n=512, heads=32, hd=100)", s, 512.0 * hq * hd * 8, 0);
+    }
+    if (want("swiglu", nops, ops)) {
+        TIME_OP(s, GPU->swiglu(kc_gpu, A, B, C, 512 * ff));
+        perf_line("swiglu(n=512*8640)", s, 512.0 * ff * 12, 0);
+    }
+    if (want("add", nops, ops)) {
+        TIME_OP(s, GPU->add(kc_gpu, A, B, 512 * d));
+        perf_line("add(n=512*3200)", s, 512.0 * d * 12, 0);
+    }
+    if (want("matmul", nops, ops)) {
+        struct { int64_t m, n, k; } mm[] = {{1, ff, d}, {1, d, ff}, {1, V, d}, {4, ff, d}, {8, ff, d}, {64, ff, d},
+                                            {512, ff, d}, {512, d, ff}, {2048, ff, d}};
+        for (size_t i = 0; i < sizeof mm / sizeof *mm; i++)
+            for (int mode = 0; mode <= 1; mode++) {
+                int64_t m = mm[i].m, n = mm[i].n, k = mm[i].k;
+                if (mode && m <= 8) continue;
+                if ((size_t)(m * k) > big || (size_t)(m * n) > big || n * k > V * d) continue;
+                kern_cuda_set_gemm(kc_gpu, mode ? KERN_CUDA_GEMM_FAST : KERN_CUDA_GEMM_SPLIT);
+                TIME_OP(s, GPU->matmul(kc_gpu, B, A, W, KERN_BF16, m, n, k, 0.f));
+                snprintf(desc, sizeof desc, "matmul(bf16, m=%ld, n=%ld, k=%ld, %s)", (long)m, (long)n, (long)k,
+                         m <= 8 ? "gemv" : mode ? "fast" : "split");
+                perf_line(desc, s, (double)n * k * 2 + (double)m * (k + n) * 4, 2.0 * m * n * k);
+            }
+        kern_cuda_set_gemm(kc_gpu, KERN_CUDA_GEMM_SPLIT);
+    }
+    if (want("attention", nops, ops)) {
+        int64_t ctxs[] = {2048, 16384};
+        for (int i = 0; i < 2; i++) {
+            int64_t nkv = ctxs[i];
+            float *K = GPU->mem_alloc((size_t)nkv * hq * hd * 4), *Vv = GPU->mem_alloc((size_t)nkv * hq * hd * 4);
+            float *Q = GPU->mem_alloc((size_t)nkv * hq * hd * 4), *O = GPU->mem_alloc((size_t)nkv * hq * hd * 4);
+            if (!K || !Vv || !Q || !O) { printf("  attention nkv=%ld: out of device memory\n", (long)nkv); break; }
+            GPU->mem_set(kc_gpu, K, 0, (size_t)nkv * hq * hd * 4);
+            GPU->mem_set(kc_gpu, Vv, 0, (size_t)nkv * hq * hd * 4);
+            GPU->mem_set(kc_gpu, Q, 0, (size_t)nkv * hq * hd * 4);
+            float sc = 0.1f;
+            TIME_OP(s, GPU->attention(kc_gpu, O, Q, K, Vv, 1, nkv, nkv - 1, hq, hq, hd, sc));
+            snprintf(desc, sizeof desc, "attention(decode, nkv=%ld, 32 heads x 100)", (long)nkv);
+            perf_line(desc, s, 2.0 * nkv * hq * hd * 4, 4.0 * nkv * hq * hd);
+            int64_t nq = nkv < 4096 ? nkv : 4096; /* the last 4K rows of a nkv prefill */
+            TIME_OP(s, GPU->attention(kc_gpu, O, Q, K, Vv, nq, nkv, nkv - nq, hq, hq, hd, sc));
+            snprintf(desc, sizeof desc, "attention(prefill, last %ld of %ld rows, 32 heads x 100)", (long)nq, (long)nkv);
+            double pairs = (double)nq * (nkv - nq) + (double)nq * (nq + 1) / 2;
+            perf_line(desc, s, 0, 4.0 * pairs * hq * hd);
+            GPU->mem_free(K); GPU->mem_free(Vv); GPU->mem_free(Q); GPU->mem_free(O);
+        }
+    }
+    GPU->mem_free(A); GPU->mem_free(B); GPU->mem_free(C); GPU->mem_free(W); GPU->mem_free(dids);
+    free(hbuf);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static bool want(const char *op, int nops, char **ops) {
+    if (nops == 0) return true;
+    for (int i = 0; i < nops; i++)
+        if (!strcmp(ops[i], op)) return true;
+    return false;
+}
+
+int main(int argc, char **argv) {
+    bool perf_mode = false;
+    char *ops[32];
+    int nops = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--perf")) perf_mode = true;
+        else if (!strcmp(argv[i], "--quiet")) verbose = false;
+        else if (!strcmp(argv[i], "--list")) {
+            for (int o = 0; o < KERN_OP_COUNT; o++) printf("%-10s %s\n", kern_op_names[o], kern_op_docs[o]);
+            return 0;
+        } else {
+            bool known = false;
+            for (int o = 0; o < KERN_OP_COUNT; o++) known |= !strcmp(argv[i], kern_op_names[o]);
+            if (!known || nops == 32) {
+                fprintf(stderr, "usage: test_ops [--perf] [--quiet] [--list] [op ...]\nunknown op '%s'\n", argv[i]);
+                return 2;
+            }
+            ops[nops++] = argv[i];
+        }
+    }
+    char info[256];
+    if (!kern_cuda_available(info, sizeof info)) {
+        printf("SKIP: %s\n", info);
+        return 0;
+    }
+    CPU = kern_cpu_backend();
+    GPU = kern_cuda_backend();
+    kc_cpu = kern_cpu_ctx_new(0);
+    kc_gpu = kern_cuda_ctx_new();
+    if (!GPU || !kc_cpu || !kc_gpu) {
+        fprintf(stderr, "FAIL: CUDA reported available (%s) but its context could not be created\n", info);
+        return 1;
+    }
+    printf("test_ops: %s against cpu on %s\n", GPU->name, info);
+    if (perf_mode) {
+        perf(nops, ops);
+    } else {
+        struct { const char *op; void (*fn)(void); } tests[] = {
+            {"embed", test_embed},   {"rmsnorm", test_rmsnorm},     {"matmul", test_matmul},
+            {"rope", test_rope},     {"attention", test_attention}, {"swiglu", test_swiglu_add},
+            {"add", test_swiglu_add},
+        };
+        bool ran_swiglu = false;
+        for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+            if (!want(tests[i].op, nops, ops)) continue;
+            if (tests[i].fn == test_swiglu_add) { /* one function covers both */
+                if (ran_swiglu) continue;
+                ran_swiglu = true;
+            }
+            printf("%s:\n", tests[i].op);
+            tests[i].fn();
+        }
+    }
+    kern_cuda_ctx_free(kc_gpu);
+    kern_cpu_ctx_free(kc_cpu);
+    return test_summary();
+}
