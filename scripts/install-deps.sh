@@ -2,6 +2,8 @@
 # Installs what mnemo builds against, from Debian packages, when missing. Idempotent; needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libjansson-dev python3)
+# memstore: FAISS (static library + C API headers; its CMake config pulls in BLAS/LAPACK and OpenMP)
+pkgs+=(libfaiss-dev)
 # mnemo-server: HTTP library; its tests need a venv (pytest + openai from PyPI, see scripts/test.sh) and curl.
 pkgs+=(libmicrohttpd-dev python3-venv curl ca-certificates)
 [ "${MNEMO_FUZZ:-0}" = 1 ] && pkgs+=(clang libclang-rt-dev)

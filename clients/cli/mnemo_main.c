@@ -7,6 +7,7 @@
 
 int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_passkey(int argc, char **argv);
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -14,7 +15,8 @@ static void usage(FILE *f) {
             "usage: mnemo <command> [options]\n\n"
             "commands:\n"
             "  generate   stream a completion for a prompt\n"
-            "  tokenize   print the token ids of a text\n\n"
+            "  tokenize   print the token ids of a text\n"
+            "  passkey    passkey retrieval accuracy at chosen prompt lengths (long-context check)\n\n"
             "Run 'mnemo <command> --help' for its options.\n");
 }
 
@@ -26,6 +28,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "passkey")) return cli_passkey(argc - 1, argv + 1);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -111,10 +111,24 @@ MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_toke
                                             size_t *len_out);
 
 /* ---------------------------------------------------------------- context */
+/* kNN index over a LongLLaMA memory (mem_knn_k > 0): exact inner product (FAISS IndexFlatIP, the default), brute
+ * force in C, or approximate FAISS IVF / HNSW (faster at 100K+ rows, recall < 1). */
+typedef enum {
+    MNEMO_MEM_INDEX_FLAT = 0,
+    MNEMO_MEM_INDEX_BRUTE = 1,
+    MNEMO_MEM_INDEX_IVF = 2,
+    MNEMO_MEM_INDEX_HNSW = 3,
+} mnemo_mem_index;
+
 typedef struct {
-    int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings */
+    int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings. LongLLaMA: the local
+                        * window is always max_position_embeddings and the context has no length limit */
     int32_t n_batch;   /* most tokens one forward step processes; longer inputs are split; 0 = 512 */
     bool logits_all;   /* keep logits for every position of a mnemo_decode call (else only the last) */
+    /* LongLLaMA memory layers (ignored for other models) */
+    int32_t mem_knn_k;         /* 0: every memory row (dense, as released); k > 0: the top-k rows per query and head */
+    mnemo_mem_index mem_index; /* the kNN index (used when mem_knn_k > 0) */
+    uint64_t mem_max_bytes;    /* refuse to grow memory (keys + values + index) past this; 0 = no limit */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
@@ -128,6 +142,21 @@ MNEMO_API int32_t mnemo_context_n_past(const mnemo_context *ctx);
 MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
 /* Bytes of KV cache this context holds allocated (keys + values, all layers, n_ctx positions). */
 MNEMO_API uint64_t mnemo_context_kv_bytes(const mnemo_context *ctx);
+
+/* ---- LongLLaMA memory (models whose config.json has mem_layers; see shared/specs/longllama.md)
+ * mnemo_decode on such a context follows the reference's long-input handling: all but the last
+ * last_context_length tokens go through in windows of max_position_embeddings whose keys and values land in
+ * the memory layers' memory; the tail stays in the local window; decoding continues there, and a full window
+ * moves to memory. */
+/* Tokens of the next mnemo_decode calls kept local: 1 .. max_position_embeddings; 0 = config.json's value. */
+MNEMO_API mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx, int32_t n);
+typedef struct {
+    int32_t local_tokens;  /* tokens in the local window */
+    uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all) */
+    uint64_t local_kv_bytes, mem_key_bytes, mem_value_bytes, mem_index_bytes;
+} mnemo_memory_stats;
+/* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. */
+MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out);
 
 /* Run the model over n tokens that follow the context's current position, appending them to the KV cache.
  * On failure the context is left as it was before the call. */

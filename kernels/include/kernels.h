@@ -65,6 +65,12 @@ typedef struct kern_ctx kern_ctx;
       (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
        int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale),                                       \
       "causal GQA attention: out[nq,hq,hd]; query i sees keys 0..q_pos0+i of k,v[nkv,hkv,hd]; one fp32 softmax") \
+    X(attention_mem,                                                                                             \
+      (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
+       int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale, const void *const *mem_k,             \
+       const void *const *mem_v, kern_dtype mem_dt, int64_t n_mem, const int64_t *sel, int64_t n_sel),         \
+      "FoT memory attention: as attention, plus for KV head g the memory rows mem_k[g], mem_v[g] ([n_mem,hd] in " \
+      "mem_dt, no mask) - all (sel NULL) or sel[(i*hq+h)*n_sel+j] (-1: none) - in the same fp32 softmax")     \
     X(swiglu, (kern_ctx * kc, float *h, const float *gate, const float *up, int64_t n),                         \
       "h[n] = silu(gate) * up; h may alias gate")                                                              \
     X(add, (kern_ctx * kc, float *y, const float *x, int64_t n), "y[n] += x[n]")

@@ -188,6 +188,82 @@ static void test_attention(const kern_backend *be, kern_ctx *kc) {
     CHECK(be->attention(kc, b, b, b, b, 1, 1, 0, 3, 2, 1, 1.f) == KERN_ESHAPE, "attention: hq not a multiple of hkv");
 }
 
+/* attention_mem against a double-precision oracle: memory rows (stored in dt, widened exactly) join the causal
+ * local keys in one softmax; dense = every row, selected = the listed ids (-1 skipped, duplicates counted). */
+static void test_attention_mem(const kern_backend *be, kern_ctx *kc) {
+    struct { int64_t nq, nkv, q0, hq, hkv, hd, n_mem, n_sel; kern_dtype dt; } cases[] = {
+        {1, 1, 0, 4, 4, 16, 0, 0, KERN_BF16},       {5, 9, 4, 8, 2, 12, 300, 0, KERN_BF16},
+        {1, 37, 36, 4, 4, 100, 1000, 0, KERN_F16},  {20, 20, 0, 4, 2, 25, 37, 0, KERN_F32},
+        {3, 20, 17, 6, 3, 64, 200, 4, KERN_BF16},   {17, 17, 0, 4, 1, 33, 50, 128, KERN_F32},
+        {2, 2, 0, 2, 2, 16, 5, 7, KERN_F16},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
+                hd = cases[c].hd, nm = cases[c].n_mem, ns = cases[c].n_sel;
+        kern_dtype dt = cases[c].dt;
+        float *q = malloc((size_t)(nq * hq * hd) * 4), *k = malloc((size_t)(nkv * hkv * hd) * 4),
+              *v = malloc((size_t)(nkv * hkv * hd) * 4), *out = guarded((size_t)(nq * hq * hd));
+        float *mkx = malloc((size_t)(hkv * nm * hd + 1) * 4), *mvx = malloc((size_t)(hkv * nm * hd + 1) * 4);
+        const void *mk[8], *mv[8];
+        void *mkb = make_weights(dt, (size_t)(hkv * nm * hd), mkx), *mvb = make_weights(dt, (size_t)(hkv * nm * hd), mvx);
+        size_t es = kern_dtype_size(dt);
+        for (int64_t g = 0; g < hkv; g++) {
+            mk[g] = (const char *)mkb + (size_t)(g * nm * hd) * es;
+            mv[g] = (const char *)mvb + (size_t)(g * nm * hd) * es;
+        }
+        int64_t *sel = ns ? malloc((size_t)(nq * hq * ns) * sizeof(int64_t)) : NULL;
+        for (int64_t i = 0; ns && i < nq * hq * ns; i++) {
+            uint64_t r = (uint64_t)((frand() + 1.f) * 1e6f);
+            sel[i] = r % 5 == 0 ? -1 : (int64_t)(r % (uint64_t)nm);
+        }
+        double *ref = calloc((size_t)(nq * hq * hd), sizeof(double));
+        double *p = malloc((size_t)(nkv + nm + ns + 1) * sizeof(double));
+        const float **vrow = malloc((size_t)(nkv + nm + ns + 1) * sizeof *vrow);
+        for (int64_t i = 0; i < nq * hq * hd; i++) q[i] = frand() * 2.f;
+        for (int64_t i = 0; i < nkv * hkv * hd; i++) { k[i] = frand() * 2.f; v[i] = frand(); }
+        float scale = 1.f / sqrtf((float)hd);
+        for (int64_t i = 0; i < nq; i++)
+            for (int64_t h = 0; h < hq; h++) {
+                int64_t g = h / (hq / hkv), n = 0;
+                const float *qv = q + (i * hq + h) * hd;
+                double mx = -INFINITY, sum = 0;
+#define ADD_ROW(krow, vr)                                                                                       \
+    do {                                                                                                        \
+        double s_ = 0;                                                                                          \
+        for (int64_t d = 0; d < hd; d++) s_ += (double)qv[d] * (krow)[d];                                       \
+        p[n] = s_ * scale; vrow[n] = (vr); if (p[n] > mx) mx = p[n]; n++;                                       \
+    } while (0)
+                for (int64_t j = 0; j <= q0 + i; j++) ADD_ROW(k + (j * hkv + g) * hd, v + (j * hkv + g) * hd);
+                for (int64_t j = 0; j < (ns ? ns : nm); j++) {
+                    int64_t id = ns ? sel[(i * hq + h) * ns + j] : j;
+                    if (id >= 0) ADD_ROW(mkx + (g * nm + id) * hd, mvx + (g * nm + id) * hd);
+                }
+#undef ADD_ROW
+                for (int64_t j = 0; j < n; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int64_t j = 0; j < n; j++)
+                    for (int64_t d = 0; d < hd; d++) ref[(i * hq + h) * hd + d] += p[j] / sum * vrow[j][d];
+            }
+        int rc = be->attention_mem(kc, out, q, k, v, nq, nkv, q0, hq, hkv, hd, scale, mk, mv, dt, nm, sel, ns);
+        double e = rel_err(out, ref, (size_t)(nq * hq * hd));
+        CHECK(rc == KERN_OK && e < 1e-5 && guards_ok(out, (size_t)(nq * hq * hd)),
+              "attention_mem case %zu (nq %ld nkv %ld hq %ld hkv %ld hd %ld n_mem %ld n_sel %ld): rc %d rel err %.2e",
+              c, (long)nq, (long)nkv, (long)hq, (long)hkv, (long)hd, (long)nm, (long)ns, rc, e);
+        if (ns) { /* an id past the memory is refused before anything is written */
+            sel[0] = nm;
+            CHECK(be->attention_mem(kc, out, q, k, v, nq, nkv, q0, hq, hkv, hd, scale, mk, mv, dt, nm, sel, ns) ==
+                      KERN_ERANGE, "attention_mem case %zu: bad selected id refused", c);
+        }
+        free(q); free(k); free(v); free(ref); free(p); free(vrow); free(sel); free(mkx); free(mvx);
+        free(mkb); free(mvb); guarded_free(out);
+    }
+    float b[4];
+    const void *mp[1] = {b};
+    CHECK(be->attention_mem(kc, b, b, b, b, 2, 1, 0, 4, 4, 1, 1.f, mp, mp, KERN_F32, 1, NULL, 0) == KERN_ESHAPE,
+          "attention_mem: queries past the cache");
+    CHECK(be->attention_mem(kc, b, b, b, b, 1, 1, 0, 1, 1, 1, 1.f, NULL, NULL, KERN_F32, 3, NULL, 0) == KERN_ESHAPE,
+          "attention_mem: memory rows without memory");
+}
+
 static void test_swiglu_add(const kern_backend *be, kern_ctx *kc) {
     int64_t n = 1001;
     float *g = malloc((size_t)n * 4), *u = malloc((size_t)n * 4), *h = guarded((size_t)n);
@@ -225,6 +301,7 @@ int main(void) {
         test_rmsnorm_embed(be, kc);
         test_rope(be, kc);
         test_attention(be, kc);
+        test_attention_mem(be, kc);
         test_swiglu_add(be, kc);
         kern_cpu_ctx_free(kc);
     }

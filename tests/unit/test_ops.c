@@ -358,6 +358,62 @@ static void test_attention(void) {
     GPU->mem_free(d);
 }
 
+/* attention_mem: memory rows in f32/bf16/f16, dense or selected ids (-1 skipped), CUDA against the CPU. */
+static void test_attention_mem(void) {
+    struct { int64_t nq, nkv, q0, hq, hkv, hd, n_mem, n_sel; kern_dtype dt; } cases[] = {
+        {1, 1, 0, 4, 4, 16, 0, 0, KERN_BF16},     {1, 37, 36, 4, 2, 100, 1000, 0, KERN_BF16},
+        {70, 90, 20, 4, 2, 25, 37, 0, KERN_F32},  {3, 20, 17, 2, 1, 128, 500, 4, KERN_F16},
+        {9, 9, 0, 4, 2, 64, 300, 128, KERN_BF16}, {1, 5, 4, 2, 2, 16, 1, 1, KERN_F32},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
+                hd = cases[c].hd, nm = cases[c].n_mem, ns = cases[c].n_sel;
+        kern_dtype dt = cases[c].dt;
+        size_t es = kern_dtype_size(dt), mrows = (size_t)(nm * hd);
+        int64_t nqd = nq * hq * hd, nkd = nkv * hkv * hd;
+        float *q = rand_floats((size_t)nqd, 2.f), *k = rand_floats((size_t)nkd, 2.f), *v = rand_floats((size_t)nkd, 1.f);
+        float *mf = rand_floats(2 * (size_t)hkv * mrows + 1, 1.f);
+        uint16_t *mh = xmalloc((2 * (size_t)hkv * mrows + 1) * 2);
+        for (size_t i = 0; i < 2 * (size_t)hkv * mrows; i++)
+            mh[i] = dt == KERN_BF16 ? kern_f32_to_bf16(mf[i]) : kern_f32_to_f16(mf[i]);
+        const char *host_mem = dt == KERN_F32 ? (const char *)mf : (const char *)mh;
+        char *dmem = up(host_mem, 2 * (size_t)hkv * mrows * es + 4);
+        const void *hk[8], *hv[8], *dkp[8], *dvp[8];
+        for (int64_t g = 0; g < hkv; g++) {
+            hk[g] = host_mem + (size_t)g * mrows * es, hv[g] = host_mem + ((size_t)hkv + (size_t)g) * mrows * es;
+            dkp[g] = dmem + (size_t)g * mrows * es, dvp[g] = dmem + ((size_t)hkv + (size_t)g) * mrows * es;
+        }
+        int64_t *sel = NULL, *dsel = NULL;
+        if (ns) {
+            sel = xmalloc((size_t)(nq * hq * ns) * sizeof *sel);
+            for (int64_t i = 0; i < nq * hq * ns; i++) sel[i] = i % 7 == 3 ? -1 : (i * 7919) % nm;
+            dsel = up(sel, (size_t)(nq * hq * ns) * sizeof *sel);
+        }
+        float *ref = xmalloc((size_t)nqd * 4), *got = xmalloc((size_t)nqd * 4);
+        float *dq = up(q, (size_t)nqd * 4), *dk = up(k, (size_t)nkd * 4), *dv = up(v, (size_t)nkd * 4);
+        gbuf o = gout((size_t)nqd, NULL);
+        float scale = 1.f / sqrtf((float)hd);
+        int rc_c = CPU->attention_mem(kc_cpu, ref, q, k, v, nq, nkv, q0, hq, hkv, hd, scale, hk, hv, dt, nm, sel, ns);
+        int rc_g = GPU->attention_mem(kc_gpu, o.p, dq, dk, dv, nq, nkv, q0, hq, hkv, hd, scale, dkp, dvp, dt, nm, dsel, ns);
+        bool guards;
+        int rc_f = gfetch(&o, got, &guards);
+        char desc[200];
+        snprintf(desc, sizeof desc, "attention_mem(nq=%ld, nkv=%ld, q_pos0=%ld, hq=%ld, hkv=%ld, hd=%ld, n_mem=%ld, "
+                 "n_sel=%ld, %s)", (long)nq, (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, (long)nm, (long)ns,
+                 dt == KERN_F32 ? "f32" : dt == KERN_BF16 ? "bf16" : "f16");
+        verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)nqd, 1e-9);
+        gfree(&o); GPU->mem_free(dq); GPU->mem_free(dk); GPU->mem_free(dv); GPU->mem_free(dmem); GPU->mem_free(dsel);
+        free(q); free(k); free(v); free(mf); free(mh); free(sel); free(ref); free(got);
+    }
+    float b[4];
+    float *d = up(b, sizeof b);
+    const void *hp[1] = {b}, *dp[1] = {d};
+    same_error("attention_mem queries past the cache",
+               CPU->attention_mem(kc_cpu, b, b, b, b, 2, 1, 0, 4, 4, 1, 1.f, hp, hp, KERN_F32, 1, NULL, 0),
+               GPU->attention_mem(kc_gpu, d, d, d, d, 2, 1, 0, 4, 4, 1, 1.f, dp, dp, KERN_F32, 1, NULL, 0));
+    GPU->mem_free(d);
+}
+
 static void test_swiglu_add(void) {
     const int64_t ns[] = {1, 17, 1000003, 4096};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
@@ -545,7 +601,8 @@ int main(int argc, char **argv) {
     } else {
         struct { const char *op; void (*fn)(void); } tests[] = {
             {"embed", test_embed},   {"rmsnorm", test_rmsnorm},     {"matmul", test_matmul},
-            {"rope", test_rope},     {"attention", test_attention}, {"swiglu", test_swiglu_add},
+            {"rope", test_rope},     {"attention", test_attention}, {"attention_mem", test_attention_mem},
+            {"swiglu", test_swiglu_add},
             {"add", test_swiglu_add},
         };
         bool ran_swiglu = false;

@@ -34,10 +34,11 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
         return ctx_fail(ctx, MNEMO_ERR_MISUSE, "context needs a successfully loaded model");
     mnemo_context_params p = params ? *params : mnemo_context_default_params();
     int32_t n_ctx = p.n_ctx ? p.n_ctx : model->cfg.max_position_embeddings;
+    if (model->cfg.is_longllama) n_ctx = model->cfg.max_position_embeddings; /* the local window */
     int32_t n_batch = p.n_batch ? p.n_batch : 512;
     if (n_ctx < 1 || n_batch < 1)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "n_ctx (%d) and n_batch (%d) must be positive", p.n_ctx, p.n_batch);
-    if (n_ctx > model->cfg.max_position_embeddings)
+    if (!model->cfg.is_longllama && n_ctx > model->cfg.max_position_embeddings)
         mnemo_log(MNEMO_LOG_WARN, "n_ctx %d exceeds the model's max_position_embeddings %d: quality may drop",
                   n_ctx, model->cfg.max_position_embeddings);
     if (n_batch > n_ctx) n_batch = n_ctx;
@@ -54,12 +55,17 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
         return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of %s memory allocating a %d-token context (%zu MB of KV cache)",
                         be->host_memory ? "host" : "device", n_ctx, kv_bytes >> 20);
     }
+    if (model->cfg.is_longllama) {
+        mnemo_status st = context_longllama_init(ctx, &p);
+        if (st != MNEMO_OK) return st;
+    }
     ctx->failed = false;
     return MNEMO_OK;
 }
 
 void mnemo_context_free(mnemo_context *ctx) {
     if (!ctx) return;
+    context_longllama_free(ctx);
     kv_cache_free(&ctx->kv);
     forward_buffers_free(&ctx->fb);
     if (ctx->kc) ctx->model->be->ctx_free(ctx->kc);
@@ -74,6 +80,7 @@ void mnemo_context_reset(mnemo_context *ctx) {
     ctx->n_past = 0;
     ctx->last_token = -1;
     ctx->logits_rows = ctx->last_n = 0;
+    if (ctx->ll) longllama_clear(ctx->ll);
 }
 
 int32_t mnemo_context_n_past(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_past : 0; }
@@ -102,7 +109,7 @@ static mnemo_status check_entry(mnemo_context *ctx, const mnemo_token *tokens, i
         if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
             return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "token %d at index %d is outside the vocabulary [0, %d)",
                             tokens[i], i, m->cfg.vocab_size);
-    if ((int64_t)ctx->n_past + n > ctx->n_ctx)
+    if (!ctx->ll && (int64_t)ctx->n_past + n > ctx->n_ctx)
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "%d tokens do not fit: the context holds %d of %d positions (%d free)", n, ctx->n_past,
                         ctx->n_ctx, ctx->n_ctx - ctx->n_past);
@@ -123,8 +130,9 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     forward_seq seqs[n_entries];
     for (int32_t i = 0; i < n_entries; i++) {
         mnemo_context *c = e[i].ctx;
-        seqs[i] = (forward_seq){.kv = &c->kv, .tokens = e[i].tokens, .n = e[i].n, .pos0 = c->n_past,
-                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits};
+        seqs[i] = (forward_seq){.kv = &c->kv, .tokens = e[i].tokens, .n = e[i].n,
+                                .pos0 = c->ll ? c->ll->n_local : c->n_past,
+                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits, .ll = c->ll};
     }
     int rc = llama_forward_batch(&m->cfg, &m->w, m->be, lead->kc, &lead->fb, seqs, n_entries);
     if (rc != KERN_OK) {
@@ -135,6 +143,7 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     for (int32_t i = 0; i < n_entries; i++) {
         mnemo_context *c = e[i].ctx;
         c->n_past += e[i].n;
+        if (c->ll) c->ll->n_local += e[i].n;
         c->last_token = e[i].tokens[e[i].n - 1];
         c->last_n = e[i].n;
         c->logits_rows = c->logits_all ? e[i].n : 1;
@@ -153,8 +162,20 @@ mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int32_t n_entr
             if (entries[j].ctx == c) return ctx_fail(c, MNEMO_ERR_MISUSE, "a context appears twice in one batch");
         mnemo_status st = check_entry(c, entries[i].tokens, entries[i].n);
         if (st != MNEMO_OK) return st;
+        if (c->ll && entries[i].n > c->ll->last_context_length)
+            return ctx_fail(c, MNEMO_ERR_INVALID_ARG,
+                            "a LongLLaMA entry of %d tokens is longer than last_context_length %d: decode long "
+                            "inputs with mnemo_decode, which moves their prefix to memory",
+                            entries[i].n, c->ll->last_context_length);
         total += entries[i].n;
         if (total > (1 << 20)) return ctx_fail(c, MNEMO_ERR_INVALID_ARG, "batch of more than 2^20 tokens");
+    }
+    for (int32_t i = 0; i < n_entries; i++) { /* LongLLaMA: a full local window moves to memory first */
+        mnemo_context *c = entries[i].ctx;
+        if (c->ll && c->ll->n_local + entries[i].n > c->ll->window) {
+            mnemo_status st = context_longllama_flush(c);
+            if (st != MNEMO_OK) return st;
+        }
     }
     return forward_entries(entries, n_entries, (int32_t)total);
 }
@@ -163,6 +184,7 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
     if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
     mnemo_status st = check_entry(ctx, tokens, n);
     if (st != MNEMO_OK) return st;
+    if (ctx->ll) return context_longllama_decode(ctx, tokens, n);
     /* Long inputs go through in chunks of n_batch; with logits_all each chunk writes its own rows. */
     const size_t V = (size_t)ctx->model->cfg.vocab_size;
     float *all_logits = ctx->logits;

@@ -10,6 +10,7 @@
 #include "kernels.h"
 #include "llama_forward.h"
 #include "llama_weights.h"
+#include "longllama_memory.h"
 #include "model_config.h"
 #include "tensor_index.h"
 #include "tokenizer.h"
@@ -44,7 +45,15 @@ struct mnemo_context {
     int32_t logits_first;     /* position index (within the last decode call) of logits row 0 */
     int32_t logits_rows;      /* rows held */
     int32_t last_n;           /* tokens in the last decode call */
+    longllama_state *ll;      /* LongLLaMA memory state; NULL for plain LLaMA models */
+    uint64_t mem_max_bytes;   /* 0 = no limit */
 };
+
+/* LongLLaMA contexts (context_longllama.c) */
+mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_params *p);
+void context_longllama_free(mnemo_context *ctx);
+mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n);
+mnemo_status context_longllama_flush(mnemo_context *ctx); /* local window -> memory */
 
 /* Set a context's message (printf-style) and return status. */
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...)

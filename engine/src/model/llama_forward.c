@@ -14,6 +14,8 @@
  */
 #include "llama_forward.h"
 
+#include "longllama_memory.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,8 +243,18 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
         TRY(be->matmul(kc, fb->q, fb->xn, L->wq.data, L->wq.dt, n, qd, d, 0.f));
         TRY(be->matmul(kc, fb->k, fb->xn, L->wk.data, L->wk.dt, n, kvd, d, 0.f));
         TRY(be->matmul(kc, fb->v, fb->xn, L->wv.data, L->wv.dt, n, kvd, d, 0.f));
-        TRY(be->rope(kc, fb->q, n, hq, hd, fb->pos, theta, pos_scale));
-        TRY(be->rope(kc, fb->k, n, hkv, hd, fb->pos, theta, pos_scale));
+        bool mem_layer = cfg->is_longllama && longllama_is_mem_layer(cfg, l);
+        if (mem_layer) { /* keys before RoPE: what moves to memory when the local cache is flushed */
+            if (!be->host_memory) return KERN_ESHAPE; /* memory layers run on host backends */
+            for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++)
+                if (seqs[s].ll)
+                    memcpy(seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, fb->k + (size_t)r0 * kvd,
+                           (size_t)seqs[s].n * kvd * sizeof(float));
+        }
+        if (!mem_layer || cfg->mem_positionals) { /* mem_positionals false: no RoPE at all in memory layers */
+            TRY(be->rope(kc, fb->q, n, hq, hd, fb->pos, theta, pos_scale));
+            TRY(be->rope(kc, fb->k, n, hkv, hd, fb->pos, theta, pos_scale));
+        }
         int64_t r = 0;
         for (int32_t s = 0; s < n_seqs; s++) {
             const forward_seq *q = &seqs[s];
@@ -252,8 +264,12 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
                              KERN_D2D));
             TRY(be->mem_copy(kc, vl + (size_t)q->pos0 * kvd, fb->v + r * kvd, (size_t)q->n * kvd * sizeof(float),
                              KERN_D2D));
-            TRY(be->attention(kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq, hkv, hd,
-                              scale));
+            if (mem_layer && q->ll)
+                TRY(longllama_attention(q->ll, l, be, kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n,
+                                        q->pos0 + q->n, q->pos0, hq, hkv, hd, scale));
+            else
+                TRY(be->attention(kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq,
+                                  hkv, hd, scale));
             r += q->n;
         }
         TRY(be->matmul(kc, fb->x, fb->att, L->wo.data, L->wo.dt, n, d, qd, 1.f));

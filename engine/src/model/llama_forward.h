@@ -53,14 +53,18 @@ void forward_buffers_free(forward_buffers *fb);
 int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_backend *be, void **block,
                          uint64_t *bytes);
 
+struct longllama_state;
+
 /* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
  * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
- * none. */
+ * none. ll: a LongLLaMA context's memory state (host backends), NULL for plain LLaMA: its memory layers then
+ * keep their keys before RoPE and attend to memory as well (longllama_memory.h). */
 typedef struct {
     kv_cache *kv;
     const int32_t *tokens;
     int32_t n, pos0, logits_from;
     float *logits;
+    struct longllama_state *ll;
 } forward_seq;
 
 /* Run several sequences through the model together: every matmul sees the rows of all of them (weights are

@@ -1,0 +1,228 @@
+/*
+ * cli_passkey.c — `mnemo passkey`: the passkey retrieval test of Mohtashami & Jaggi as FoT/LongLLaMA and LongLoRA
+ * run it. A random 5-digit key hides at a chosen depth in filler text of a chosen token length; the model is
+ * asked for it and answers greedily. Prints accuracy per length (and per depth with --verbose / --json).
+ *
+ * Prompt (token counts include it all):
+ *   "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz
+ *    you about the important information there.\n" + filler... + "The pass key is N. Remember it. N is the pass
+ *    key.\n" + filler... + "What is the pass key? The pass key is"
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_args.h"
+#include "engine.h"
+
+#define MAX_LIST 64
+#define ANSWER_TOKENS 8
+
+static const char *HEAD = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
+                          "them. I will quiz you about the important information there.\n";
+static const char *FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back "
+                            "again.\n";
+static const char *QUESTION = "What is the pass key? The pass key is";
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mnemo passkey [--model DIR] [options]\n\n"
+            "  --model DIR          checkpoint directory (default: %s)\n"
+            "  --lengths L,L,...    prompt lengths in tokens (default 4096,8192,16384,32768)\n"
+            "  --depths D,D,...     key depth as a fraction of the filler, 0..1 (default 0,0.25,0.5,0.75,1)\n"
+            "  --trials N           random keys per (length, depth) (default 2)\n"
+            "  --seed S             key generator seed (default 1)\n"
+            "  --last-context-length N  LongLLaMA: tokens kept local (default: config.json's)\n"
+            "  --knn K              LongLLaMA: attend to the top-K memory rows per query (default 0 = dense)\n"
+            "  --threads N          CPU threads (default: all cores)\n"
+            "  --json               one JSON object per trial, then one per length\n"
+            "  -v, --verbose        print every trial\n",
+            cli_default_model());
+}
+
+static int parse_list(const char *cmd, const char *flag, const char *s, double min, double max, double *out) {
+    int n = 0;
+    char *copy = strdup(s), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        double v = strtod(t, &end);
+        if (*t == '\0' || *end != '\0' || v < min || v > max || n == MAX_LIST) {
+            fprintf(stderr, "mnemo %s: %s expects up to %d comma-separated numbers in [%g, %g], got '%s'\n", cmd, flag,
+                    MAX_LIST, min, max, s);
+            free(copy);
+            return -1;
+        }
+        out[n++] = v;
+    }
+    free(copy);
+    if (n == 0) fprintf(stderr, "mnemo %s: %s expects a list, got '%s'\n", cmd, flag, s);
+    return n ? n : -1;
+}
+
+static int32_t count_tokens(const mnemo_model *m, const char *text) {
+    int32_t n = 0;
+    mnemo_tokenize(m, text, strlen(text), false, NULL, 0, &n);
+    return n;
+}
+
+/* The prompt text with `reps` filler lines, the key line after round(depth * reps) of them. */
+static char *build_prompt(int reps, double depth, unsigned key) {
+    char keyline[128];
+    snprintf(keyline, sizeof keyline, "The pass key is %u. Remember it. %u is the pass key.\n", key, key);
+    size_t fl = strlen(FILLER), len = strlen(HEAD) + (size_t)reps * fl + strlen(keyline) + strlen(QUESTION) + 1;
+    char *p = malloc(len), *w = p;
+    if (!p) return NULL;
+    int before = (int)(depth * reps + 0.5);
+    w += sprintf(w, "%s", HEAD);
+    for (int i = 0; i < reps; i++) {
+        if (i == before) w += sprintf(w, "%s", keyline);
+        memcpy(w, FILLER, fl);
+        w += fl;
+    }
+    if (before >= reps) w += sprintf(w, "%s", keyline);
+    sprintf(w, "%s", QUESTION);
+    return p;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* One trial: 1 when the greedy answer contains the key. -1 on an engine error (message printed). */
+static int trial(mnemo_model *m, mnemo_context *ctx, const char *prompt, unsigned key, int32_t *n_tokens,
+                 double *prefill_s, char *answer, size_t answer_cap) {
+    int32_t n = 0;
+    mnemo_tokenize(m, prompt, strlen(prompt), true, NULL, 0, &n);
+    mnemo_token *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids || mnemo_tokenize(m, prompt, strlen(prompt), true, ids, n, &n) != MNEMO_OK) {
+        free(ids);
+        fprintf(stderr, "mnemo passkey: tokenization failed\n");
+        return -1;
+    }
+    *n_tokens = n;
+    mnemo_context_reset(ctx);
+    double t0 = now_s();
+    mnemo_status st = mnemo_decode(ctx, ids, n);
+    *prefill_s = now_s() - t0;
+    free(ids);
+    if (st != MNEMO_OK) {
+        fprintf(stderr, "mnemo passkey: %d-token prompt: %s\n", n, mnemo_context_error(ctx));
+        return -1;
+    }
+    mnemo_token out[ANSWER_TOKENS];
+    int32_t n_out = 0;
+    for (; n_out < ANSWER_TOKENS; n_out++) {
+        const float *lg = mnemo_get_logits(ctx, -1);
+        int32_t V = mnemo_model_n_vocab(m), best = 0;
+        for (int32_t v = 1; v < V; v++)
+            if (lg[v] > lg[best]) best = v;
+        if (mnemo_model_is_eog(m, best)) break;
+        out[n_out] = best;
+        if (mnemo_decode(ctx, &out[n_out], 1) != MNEMO_OK) {
+            fprintf(stderr, "mnemo passkey: decode: %s\n", mnemo_context_error(ctx));
+            return -1;
+        }
+    }
+    size_t len = 0;
+    if (mnemo_detokenize(m, out, n_out, answer, answer_cap, &len) != MNEMO_OK) answer[0] = '\0';
+    char want[16];
+    snprintf(want, sizeof want, "%u", key);
+    return strstr(answer, want) != NULL;
+}
+
+int cli_passkey(int argc, char **argv) {
+    const char *cmd = "passkey", *model_dir = cli_default_model(), *v;
+    double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
+    int n_lengths = 4, n_depths = 5;
+    int32_t trials = 2, lcl = 0, knn = 0, threads = 0;
+    uint64_t seed = 1;
+    bool json = false, verbose = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
+        else if (!strcmp(a, "--lengths")) { VALUE(); if ((n_lengths = parse_list(cmd, a, v, 64, 1 << 24, lengths)) < 0) return 2; }
+        else if (!strcmp(a, "--depths")) { VALUE(); if ((n_depths = parse_list(cmd, a, v, 0, 1, depths)) < 0) return 2; }
+        else if (!strcmp(a, "--trials")) { VALUE(); if (!cli_int(cmd, a, v, 1, 10000, &trials)) return 2; }
+        else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(cmd, a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--last-context-length")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &lcl)) return 2; }
+        else if (!strcmp(a, "--knn")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 20, &knn)) return 2; }
+        else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
+        else { fprintf(stderr, "mnemo passkey: unknown option '%s' (try --help)\n", a); return 2; }
+#undef VALUE
+    }
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.n_threads = threads;
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(model_dir, &mp, &m) != MNEMO_OK) {
+        fprintf(stderr, "mnemo passkey: cannot load model: %s\n", mnemo_model_error(m));
+        mnemo_model_free(m);
+        return 1;
+    }
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.mem_knn_k = knn;
+    mnemo_context *ctx = NULL;
+    if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK ||
+        (lcl && mnemo_context_set_last_context_length(ctx, lcl) != MNEMO_OK)) {
+        fprintf(stderr, "mnemo passkey: %s\n", mnemo_context_error(ctx));
+        mnemo_context_free(ctx);
+        mnemo_model_free(m);
+        return 1;
+    }
+    int32_t per_filler = count_tokens(m, FILLER);
+    int32_t fixed = count_tokens(m, HEAD) + count_tokens(m, QUESTION) +
+                    count_tokens(m, "The pass key is 12345. Remember it. 12345 is the pass key.\n") + 1;
+    uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    int rc = 0;
+    if (!json) printf("%10s %8s %9s %12s\n", "length", "trials", "accuracy", "prefill tok/s");
+    for (int li = 0; li < n_lengths && rc == 0; li++) {
+        int reps = (int)((lengths[li] - fixed) / (per_filler > 0 ? per_filler : 1));
+        if (reps < 1) reps = 1;
+        int ok = 0, total = 0;
+        double tok = 0, secs = 0;
+        for (int di = 0; di < n_depths && rc == 0; di++) {
+            for (int t = 0; t < trials; t++) {
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                unsigned key = 10000u + (unsigned)(rng % 90000u);
+                char *prompt = build_prompt(reps, depths[di], key), answer[256];
+                int32_t n = 0;
+                double ps = 0;
+                int r = prompt ? trial(m, ctx, prompt, key, &n, &ps, answer, sizeof answer) : -1;
+                free(prompt);
+                if (r < 0) { rc = 1; break; }
+                ok += r;
+                total++;
+                tok += n;
+                secs += ps;
+                if (json) {
+                    json_t *o = json_pack("{s:i, s:f, s:i, s:s, s:b, s:f}", "tokens", n, "depth", depths[di], "key",
+                                          key, "answer", answer, "correct", r, "prefill_s", ps);
+                    char *s = json_dumps(o, JSON_COMPACT);
+                    puts(s);
+                    free(s);
+                    json_decref(o);
+                } else if (verbose) {
+                    printf("  %d tokens, depth %.2f, key %u: %s (answer '%s', prefill %.2f s)\n", n, depths[di], key,
+                           r ? "correct" : "wrong", answer, ps);
+                }
+            }
+        }
+        if (rc) break;
+        if (json)
+            printf("{\"length\":%.0f,\"trials\":%d,\"accuracy\":%.4f,\"prefill_tok_per_s\":%.1f}\n", lengths[li],
+                   total, (double)ok / total, tok / secs);
+        else
+            printf("%10.0f %8d %8.1f%% %12.1f\n", lengths[li], total, 100.0 * ok / total, tok / secs);
+        fflush(stdout);
+    }
+    mnemo_context_free(ctx);
+    mnemo_model_free(m);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/*
+ * longllama_memory.c — LongLLaMA memory layers: moving the local cache into memory, and memory attention
+ * (dense, or the top-k rows a memstore search returns). See longllama_memory.h for the semantics.
+ */
+#include "longllama_memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool longllama_is_mem_layer(const model_config *cfg, int32_t l) {
+    for (int32_t i = 0; i < cfg->n_mem_layers; i++)
+        if (cfg->mem_layers[i] == l) return true;
+    return false;
+}
+
+int longllama_init(longllama_state *s, const model_config *cfg, const mem_params *mp, int32_t knn_k, char *err,
+                   size_t errlen) {
+    memset(s, 0, sizeof *s);
+    s->n_layer = cfg->num_hidden_layers;
+    s->window = cfg->max_position_embeddings;
+    s->last_context_length = cfg->last_context_length < s->window ? cfg->last_context_length : s->window;
+    s->knn_k = knn_k;
+    s->kv_dim = cfg->num_key_value_heads * cfg->head_dim;
+    s->mem_dt = cfg->mem_dtype; /* memory is rounded to the checkpoint's mem_dtype, whatever the caller asks */
+    mem_params p = *mp;
+    p.dtype = cfg->mem_dtype == KERN_BF16 ? MEM_DTYPE_BF16 : cfg->mem_dtype == KERN_F16 ? MEM_DTYPE_F16 : MEM_DTYPE_F32;
+    s->mem = calloc((size_t)s->n_layer, sizeof *s->mem);
+    s->raw_k = calloc((size_t)s->n_layer, sizeof *s->raw_k);
+    if (!s->mem || !s->raw_k) goto oom;
+    for (int32_t l = 0; l < s->n_layer; l++) {
+        if (!longllama_is_mem_layer(cfg, l)) continue;
+        s->mem[l] = mem_store_new(cfg->num_key_value_heads, cfg->head_dim, &p, err, errlen);
+        if (!s->mem[l]) {
+            longllama_free(s);
+            return -1;
+        }
+        s->raw_k[l] = malloc((size_t)s->window * (size_t)s->kv_dim * sizeof(float));
+        if (!s->raw_k[l]) goto oom;
+    }
+    return 0;
+oom:
+    longllama_free(s);
+    snprintf(err, errlen, "out of memory for the LongLLaMA memory state");
+    return -1;
+}
+
+void longllama_free(longllama_state *s) {
+    for (int32_t l = 0; l < s->n_layer; l++) {
+        if (s->mem) mem_store_free(s->mem[l]);
+        if (s->raw_k) free(s->raw_k[l]);
+    }
+    free(s->mem);
+    free(s->raw_k);
+    free(s->sel);
+    free(s->ids);
+    free(s->scores);
+    memset(s, 0, sizeof *s);
+}
+
+void longllama_clear(longllama_state *s) {
+    for (int32_t l = 0; l < s->n_layer; l++)
+        if (s->mem[l]) mem_store_clear(s->mem[l]);
+    s->n_local = 0;
+}
+
+int longllama_flush(longllama_state *s, const float *v_cache, int32_t cache_ctx) {
+    for (int32_t l = 0; l < s->n_layer && s->n_local > 0; l++) {
+        if (!s->mem[l]) continue;
+        const float *v = v_cache + (size_t)l * (size_t)cache_ctx * (size_t)s->kv_dim;
+        if (mem_store_append(s->mem[l], (size_t)s->n_local, s->raw_k[l], v, (size_t)s->kv_dim) != 0) {
+            snprintf(s->err, sizeof s->err, "memory of layer %d: %s", l, mem_store_error(s->mem[l]));
+            return -1;
+        }
+    }
+    s->n_local = 0;
+    return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    void *n = realloc(*p, need * elem);
+    if (!n) return -1;
+    *p = n;
+    *cap = need;
+    return 0;
+}
+
+/* sel[(i*hq + h)*k + j]: the k best memory rows of query i, head h (one search per query head; GQA heads of
+ * a group search the same KV-head store). */
+static int knn_select(longllama_state *s, mem_store *ms, const float *q, int64_t nq, int64_t hq, int64_t hkv,
+                      int64_t hd, int64_t k) {
+    size_t ids_cap = s->ids_cap;
+    if (grow((void **)&s->sel, &s->sel_cap, (size_t)(nq * hq * k), sizeof *s->sel) ||
+        grow((void **)&s->ids, &s->ids_cap, (size_t)(nq * k), sizeof *s->ids) ||
+        grow((void **)&s->scores, &ids_cap, (size_t)(nq * k), sizeof *s->scores))
+        return KERN_ENOMEM;
+    for (int64_t h = 0; h < hq; h++) {
+        if (mem_store_search(ms, (int)(h / (hq / hkv)), (size_t)nq, q + h * hd, (size_t)(hq * hd), (int)k, s->ids,
+                             s->scores) != 0)
+            return KERN_EBACKEND;
+        for (int64_t i = 0; i < nq; i++)
+            memcpy(s->sel + (i * hq + h) * k, s->ids + i * k, (size_t)k * sizeof *s->sel);
+    }
+    return KERN_OK;
+}
+
+int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, kern_ctx *kc, float *out,
+                        const float *q, const float *k, const float *v, int64_t nq, int64_t nkv, int64_t q_pos0,
+                        int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    mem_store *ms = s->mem[l];
+    int64_t n_mem = (int64_t)mem_store_size(ms);
+    const void *mk[hkv], *mv[hkv];
+    for (int64_t g = 0; g < hkv; g++) {
+        mk[g] = mem_store_raw_keys(ms, (int)g);
+        mv[g] = mem_store_raw_values(ms, (int)g);
+    }
+    kern_dtype dt = s->mem_dt;
+    if (s->knn_k > 0 && n_mem > 0) {
+        int rc = knn_select(s, ms, q, nq, hq, hkv, hd, s->knn_k);
+        if (rc != KERN_OK) return rc;
+        return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, s->sel,
+                                 s->knn_k);
+    }
+    return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, NULL, 0);
+}
+
+uint64_t longllama_mem_tokens(const longllama_state *s) {
+    for (int32_t l = 0; l < s->n_layer; l++)
+        if (s->mem[l]) return mem_store_size(s->mem[l]);
+    return 0;
+}
+
+mem_bytes longllama_mem_bytes(const longllama_state *s) {
+    mem_bytes t = {0, 0, 0};
+    for (int32_t l = 0; l < s->n_layer; l++) {
+        if (!s->mem[l]) continue;
+        mem_bytes b = mem_store_bytes(s->mem[l]);
+        t.keys += b.keys;
+        t.values += b.values;
+        t.index += b.index;
+    }
+    return t;
+}

@@ -1,0 +1,64 @@
+/*
+ * longllama_memory.h — the per-context state of a LongLLaMA (Focused Transformer) model: the local cache
+ * window and the memory of each memory layer, following shared/specs/longllama.md §4 (checked against the
+ * reference modeling_longllama.py):
+ *   - The local cache holds at most W = max_position_embeddings tokens; RoPE positions are relative to its
+ *     first token (0 .. n_local-1), so the ordinary kv_cache with pos0 = n_local serves as the local cache.
+ *   - A call whose tokens do not fit next to the local cache first flushes it: memory layers append its keys
+ *     (before RoPE: memory keys sit "at position 0") and values, rounded to mem_dtype, to their memory;
+ *     ordinary layers drop it.
+ *   - Memory layers attend to the local keys (causal) and to their memory in one softmax: every memory row
+ *     (dense, as released) or, per query and head, the top-k rows by inner product (FoT kNN, memstore search).
+ */
+#ifndef MNEMO_LONGLLAMA_MEMORY_H
+#define MNEMO_LONGLLAMA_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "memstore.h"
+#include "model_config.h"
+
+typedef struct longllama_state {
+    int32_t n_layer, window;     /* window W: local cache capacity */
+    int32_t n_local;             /* tokens in the local cache */
+    int32_t last_context_length; /* tail of a long input that stays local (per-call override in the API) */
+    int32_t knn_k;               /* 0: dense memory attention; else top-k rows per query and head */
+    int32_t kv_dim;
+    kern_dtype mem_dt;           /* the stores' dtype (config mem_dtype) */
+    mem_store **mem;             /* [n_layer]: a store for memory layers, NULL for ordinary ones */
+    float **raw_k;               /* [n_layer]: memory layers' local keys before RoPE, [W][kv_dim] */
+    int64_t *sel;                /* kNN ids, [rows][hq][k] */
+    int64_t *ids;                /* one head's search result, [rows][k] */
+    float *scores;
+    size_t sel_cap, ids_cap;     /* elements */
+    char err[256];
+} longllama_state;
+
+/* 1 when layer l of this config is a memory layer. */
+bool longllama_is_mem_layer(const model_config *cfg, int32_t l);
+
+/* 0, or -1 with a message in err (bad parameters, out of memory). */
+int longllama_init(longllama_state *s, const model_config *cfg, const mem_params *mp, int32_t knn_k, char *err,
+                   size_t errlen);
+void longllama_free(longllama_state *s);
+/* Empties the local cache and every memory. */
+void longllama_clear(longllama_state *s);
+
+/* Moves the local cache to the memory layers' stores and empties it. v_cache: the context's value cache (host
+ * memory), layer l at v_cache + l * cache_ctx * kv_dim. 0, or -1 with s->err set (memory store failure). */
+int longllama_flush(longllama_state *s, const float *v_cache, int32_t cache_ctx);
+
+/* Memory-layer attention for one sequence of a forward step (host backends): local keys k, v as for
+ * kern attention, plus layer l's memory, dense or kNN. Returns a KERN_* code. */
+int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, kern_ctx *kc, float *out,
+                        const float *q, const float *k, const float *v, int64_t nq, int64_t nkv, int64_t q_pos0,
+                        int64_t hq, int64_t hkv, int64_t hd, float scale);
+
+/* Memory totals over all memory layers. */
+uint64_t longllama_mem_tokens(const longllama_state *s); /* rows in one layer's memory */
+mem_bytes longllama_mem_bytes(const longllama_state *s);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * cpu_attention_mem.c — Focused Transformer memory attention: each query attends, in ONE softmax, to its causal
+ * local keys (as kern_cpu_attention) and to memory rows of its KV head: all of them (dense, what the released
+ * LongLLaMA checkpoints do) or a per-query selection (kNN: the top-k ids a memstore search returned).
+ *
+ * Memory rows stay in their stored dtype (bf16 by default) and are widened tile by tile. Dense memory can be
+ * hundreds of thousands of rows per head, so queries of one head are processed in blocks of QB against tiles of
+ * TILE rows that stay in L1/L2: memory traffic is n_mem * hd * 2 bytes per block of queries, not per query.
+ * The softmax is computed online (running max, running sum, rescaled accumulator), which equals the two-pass
+ * softmax up to fp32 rounding.
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+#define QB 16    /* queries of one head per work item */
+#define TILE 128 /* memory rows widened at once */
+
+typedef struct {
+    float m, l;   /* running max and sum of exp(score - m) */
+    float *acc;   /* hd: sum of exp(score - m) * v */
+} online_row;
+
+/* Folds scores s[0..n) with value rows v (row stride ldv) into r. */
+static void fold(online_row *r, const float *s, int64_t n, const float *v, int64_t ldv, int64_t hd) {
+    float mx = r->m;
+    for (int64_t j = 0; j < n; j++)
+        if (s[j] > mx) mx = s[j];
+    if (mx == -INFINITY) return; /* nothing visible yet */
+    if (mx > r->m) {
+        float c = r->m == -INFINITY ? 0.f : expf(r->m - mx);
+        r->l *= c;
+        for (int64_t d = 0; d < hd; d++) r->acc[d] *= c;
+        r->m = mx;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        float p = expf(s[j] - r->m);
+        r->l += p;
+        kern_axpy_f32(r->acc, p, v + j * ldv, hd);
+    }
+}
+
+int kern_cpu_attention_mem(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int64_t nq,
+                           int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale,
+                           const void *const *mem_k, const void *const *mem_v, kern_dtype mem_dt, int64_t n_mem,
+                           const int64_t *sel, int64_t n_sel) {
+    if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv || n_mem < 0 ||
+        n_sel < 0 || (n_mem > 0 && (!mem_k || !mem_v)) || (sel && n_sel == 0 && n_mem > 0))
+        return KERN_ESHAPE;
+    if (mem_dt != KERN_F32 && mem_dt != KERN_BF16 && mem_dt != KERN_F16) return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    if (sel) /* ids must be -1 or valid rows: check up front, no partial output on error */
+        for (int64_t i = 0; i < nq * hq * n_sel; i++)
+            if (sel[i] < -1 || sel[i] >= n_mem) return KERN_ERANGE;
+    int nt = kc->n_threads;
+    int64_t tile_rows = TILE > nkv ? TILE : nkv; /* a thread's score row: the local keys or one memory tile */
+    size_t per_thread = (size_t)QB * (size_t)tile_rows + (size_t)QB * (size_t)hd + 2 * (size_t)TILE * (size_t)hd;
+    float *scratch = kern_cpu_scratch(kc, (size_t)nt * per_thread);
+    if (!scratch) return KERN_ENOMEM;
+    int64_t group = hq / hkv, kv_stride = hkv * hd, nblk = (nq + QB - 1) / QB;
+    size_t esz = kern_dtype_size(mem_dt);
+
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
+    for (int64_t h = 0; h < hq; h++) {
+        for (int64_t b = 0; b < nblk; b++) {
+            float *ws = scratch + (size_t)omp_get_thread_num() * per_thread;
+            float *s = ws, *accs = s + (size_t)QB * (size_t)tile_rows, *kt = accs + (size_t)QB * (size_t)hd;
+            float *vt = kt + (size_t)TILE * (size_t)hd;
+            int64_t g = h / group, i0 = b * QB, nb = nq - i0 < QB ? nq - i0 : QB;
+            online_row rows[QB];
+            for (int64_t r = 0; r < nb; r++) {
+                rows[r] = (online_row){.m = -INFINITY, .l = 0.f, .acc = accs + r * hd};
+                memset(rows[r].acc, 0, (size_t)hd * sizeof(float));
+            }
+            /* local keys, causal */
+            const float *kh = k + g * hd, *vh = v + g * hd;
+            for (int64_t r = 0; r < nb; r++) {
+                const float *qv = q + ((i0 + r) * hq + h) * hd;
+                int64_t lim = q_pos0 + i0 + r + 1;
+                float *sr = s + r * tile_rows;
+                for (int64_t j = 0; j < lim; j++) sr[j] = kern_dot_f32(qv, kh + j * kv_stride, hd) * scale;
+                fold(&rows[r], sr, lim, vh, kv_stride, hd);
+            }
+            if (n_mem > 0 && !sel) { /* dense memory: every row, tile by tile, shared by the block's queries */
+                const char *mk = mem_k[g], *mv = mem_v[g];
+                for (int64_t t0 = 0; t0 < n_mem; t0 += TILE) {
+                    int64_t nt_rows = n_mem - t0 < TILE ? n_mem - t0 : TILE;
+                    kern_cpu_widen(kt, mk + (size_t)t0 * (size_t)hd * esz, mem_dt, nt_rows * hd);
+                    kern_cpu_widen(vt, mv + (size_t)t0 * (size_t)hd * esz, mem_dt, nt_rows * hd);
+                    for (int64_t r = 0; r < nb; r++) {
+                        const float *qv = q + ((i0 + r) * hq + h) * hd;
+                        float *sr = s + r * tile_rows;
+                        for (int64_t j = 0; j < nt_rows; j++) sr[j] = kern_dot_f32(qv, kt + j * hd, hd) * scale;
+                        fold(&rows[r], sr, nt_rows, vt, hd, hd);
+                    }
+                }
+            } else if (n_mem > 0) { /* selected rows, per query */
+                const char *mk = mem_k[g], *mv = mem_v[g];
+                for (int64_t r = 0; r < nb; r++) {
+                    const float *qv = q + ((i0 + r) * hq + h) * hd;
+                    const int64_t *ids = sel + ((i0 + r) * hq + h) * n_sel;
+                    for (int64_t t0 = 0; t0 < n_sel; t0 += TILE) {
+                        int64_t cnt = 0, lim = n_sel - t0 < TILE ? n_sel - t0 : TILE;
+                        for (int64_t j = 0; j < lim; j++) {
+                            int64_t id = ids[t0 + j];
+                            if (id < 0) continue;
+                            kern_cpu_widen(kt + cnt * hd, mk + (size_t)id * (size_t)hd * esz, mem_dt, hd);
+                            kern_cpu_widen(vt + cnt * hd, mv + (size_t)id * (size_t)hd * esz, mem_dt, hd);
+                            cnt++;
+                        }
+                        float *sr = s + r * tile_rows;
+                        for (int64_t j = 0; j < cnt; j++) sr[j] = kern_dot_f32(qv, kt + j * hd, hd) * scale;
+                        fold(&rows[r], sr, cnt, vt, hd, hd);
+                    }
+                }
+            }
+            for (int64_t r = 0; r < nb; r++) {
+                float *o = out + ((i0 + r) * hq + h) * hd, inv = 1.0f / rows[r].l;
+                for (int64_t d = 0; d < hd; d++) o[d] = rows[r].acc[d] * inv;
+            }
+        }
+    }
+    return KERN_OK;
+}

@@ -1,0 +1,92 @@
+/*
+ * memstore.h — long-context memory for Focused Transformer / LongLLaMA memory layers.
+ *
+ * A mem_store is one memory layer of one session: for each KV head an append-only list of (key, value) rows of
+ * head_dim floats, kept in a storage dtype (bf16 by default, as the released checkpoints round their memory).
+ * The engine appends whole token rows (all heads), then either reads every row back (dense memory attention)
+ * or asks for the top-k rows by inner product for a batch of queries (kNN memory attention). Keys are compared
+ * after rounding to the storage dtype, so dense and kNN attention see the same keys.
+ *
+ * kNN goes through the FAISS C API (an exact inner-product flat index by default; IVF and HNSW selectable) or
+ * a brute-force top-k in C (MEM_INDEX_NONE), which is also the tests' oracle.
+ * Thread safety: one writer; searches of different heads may run concurrently.
+ */
+#ifndef MNEMO_MEMSTORE_H
+#define MNEMO_MEMSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MEM_DTYPE_F32 = 0, MEM_DTYPE_F16 = 1, MEM_DTYPE_BF16 = 2 } mem_dtype;
+typedef enum {
+    MEM_INDEX_NONE = 0, /* brute force in C (no index memory) */
+    MEM_INDEX_FLAT,     /* FAISS IndexFlatIP: exact */
+    MEM_INDEX_IVF,      /* FAISS IVF<nlist>,Flat, inner product: approximate, trained once enough rows exist */
+    MEM_INDEX_HNSW,     /* FAISS HNSW<m>,Flat, inner product: approximate */
+} mem_index_kind;
+
+typedef struct {
+    mem_dtype dtype;
+    mem_index_kind index;
+    int ivf_nlist, ivf_nprobe;   /* IVF: cells, cells visited per query */
+    int hnsw_m, hnsw_ef_search;  /* HNSW: graph degree, search beam */
+} mem_params;
+
+mem_params mem_default_params(void); /* bf16, MEM_INDEX_FLAT, IVF 256/16, HNSW 32/128 */
+
+typedef struct mem_store mem_store;
+
+/* NULL with a message in err for bad arguments or no memory. */
+mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *err, size_t errlen);
+void mem_store_free(mem_store *s); /* NULL is a no-op */
+void mem_store_clear(mem_store *s);
+
+/* Append n token rows: k and v are [n][n_heads*head_dim] fp32 with row stride ld floats. Rows are rounded to
+ * the storage dtype; the index (if any) receives the rounded keys. 0, or -1 with mem_store_error() set. */
+int mem_store_append(mem_store *s, size_t n, const float *k, const float *v, size_t ld);
+size_t mem_store_size(const mem_store *s);
+int mem_store_n_heads(const mem_store *s);
+int mem_store_head_dim(const mem_store *s);
+mem_dtype mem_store_dtype(const mem_store *s);
+mem_index_kind mem_store_index_kind(const mem_store *s);
+
+/* Rows [first, first+n) of one head widened to fp32 into out[n][head_dim]. */
+void mem_store_read_keys(const mem_store *s, int head, size_t first, size_t n, float *out);
+void mem_store_read_values(const mem_store *s, int head, size_t first, size_t n, float *out);
+/* A head's rows in the storage dtype, contiguous [size][head_dim]; valid until the next append or clear. */
+const void *mem_store_raw_keys(const mem_store *s, int head);
+const void *mem_store_raw_values(const mem_store *s, int head);
+
+/* For nq queries q[nq][head_dim] (row stride ldq) against one head: the k largest inner products, best first:
+ * ids[nq][k], scores[nq][k]; when fewer than k rows exist the tail is id -1, score -INFINITY.
+ * 0, or -1 with mem_store_error() set. */
+int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t ldq, int k, int64_t *ids,
+                     float *scores);
+
+typedef struct {
+    size_t keys, values, index;
+} mem_bytes;
+mem_bytes mem_store_bytes(const mem_store *s); /* bytes held (capacity), by kind */
+const char *mem_store_error(const mem_store *s);
+
+/* Exact top-k by inner product (ties to the lower id), keys [n][d] fp32: the reference search. */
+void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, size_t nq, size_t ldq, int k,
+                         int64_t *ids, float *scores);
+
+/* Serialization (params, shape, rows in the storage dtype; indexes are rebuilt on load): one snapshot section
+ * with the given tag. 0, or -1 (the writer holds the message). */
+struct snap_writer;
+int mem_store_save(const mem_store *s, struct snap_writer *w, uint32_t tag);
+/* A new store from a section's bytes; NULL with a message in err when they do not describe a valid store. */
+mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

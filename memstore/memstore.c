@@ -1,0 +1,437 @@
+/*
+ * memstore.c — per-head append-only (key, value) rows in a storage dtype, with kNN by inner product through
+ * the FAISS C API or a brute-force top-k in C. See include/memstore.h.
+ */
+#include "memstore.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <faiss/c_api/AutoTune_c.h>
+#include <faiss/c_api/Index_c.h>
+#include <faiss/c_api/error_c.h>
+#include <faiss/c_api/index_factory_c.h>
+
+#include "kernels.h" /* fp16/bf16 conversions (round to nearest even, as torch) */
+#include "snapshot.h"
+
+struct mem_store {
+    int n_heads, hd;
+    mem_params p;
+    size_t size, cap, esz;
+    void **k, **v;          /* [n_heads] -> [cap][hd] in dtype */
+    FaissIndex **index;     /* [n_heads], NULL for MEM_INDEX_NONE */
+    int trained;            /* IVF: trained (before that, searches are exact brute force) */
+    char err[256];
+};
+
+mem_params mem_default_params(void) {
+    mem_params p = {.dtype = MEM_DTYPE_BF16, .index = MEM_INDEX_FLAT, .ivf_nlist = 256, .ivf_nprobe = 16,
+                    .hnsw_m = 32, .hnsw_ef_search = 128};
+    return p;
+}
+
+static void set_err(mem_store *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+}
+
+static size_t dtype_size(mem_dtype dt) { return dt == MEM_DTYPE_F32 ? 4 : 2; }
+
+static void store_row(void *dst, const float *src, mem_dtype dt, int n) {
+    if (dt == MEM_DTYPE_F32) memcpy(dst, src, (size_t)n * 4);
+    else if (dt == MEM_DTYPE_BF16) for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = kern_f32_to_bf16(src[i]);
+    else for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = kern_f32_to_f16(src[i]);
+}
+
+static void widen(float *dst, const void *src, mem_dtype dt, size_t n) {
+    if (dt == MEM_DTYPE_F32) memcpy(dst, src, n * 4);
+    else if (dt == MEM_DTYPE_BF16) for (size_t i = 0; i < n; i++) dst[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (size_t i = 0; i < n; i++) dst[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
+}
+
+static int make_index(mem_store *s, int h) {
+    char desc[64];
+    switch (s->p.index) {
+    case MEM_INDEX_FLAT: snprintf(desc, sizeof desc, "Flat"); break;
+    case MEM_INDEX_IVF: snprintf(desc, sizeof desc, "IVF%d,Flat", s->p.ivf_nlist); break;
+    case MEM_INDEX_HNSW: snprintf(desc, sizeof desc, "HNSW%d,Flat", s->p.hnsw_m); break;
+    default: return 0;
+    }
+    if (faiss_index_factory(&s->index[h], s->hd, desc, METRIC_INNER_PRODUCT) != 0) {
+        set_err(s, "faiss index_factory(\"%s\"): %s", desc, faiss_get_last_error());
+        return -1;
+    }
+    const char *param = s->p.index == MEM_INDEX_IVF ? "nprobe" : s->p.index == MEM_INDEX_HNSW ? "efSearch" : NULL;
+    if (param) {
+        FaissParameterSpace *ps = NULL;
+        int rc = faiss_ParameterSpace_new(&ps);
+        if (rc == 0)
+            rc = faiss_ParameterSpace_set_index_parameter(ps, s->index[h], param, s->p.index == MEM_INDEX_IVF
+                                                                                      ? s->p.ivf_nprobe
+                                                                                      : s->p.hnsw_ef_search);
+        faiss_ParameterSpace_free(ps);
+        if (rc != 0) {
+            set_err(s, "faiss set %s: %s", param, faiss_get_last_error());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *err, size_t errlen) {
+    mem_params mp = p ? *p : mem_default_params();
+    const char *bad = n_heads <= 0 || n_heads > 4096 ? "n_heads must be in 1..4096"
+                      : head_dim <= 0 || head_dim > 4096 ? "head_dim must be in 1..4096"
+                      : mp.dtype != MEM_DTYPE_F32 && mp.dtype != MEM_DTYPE_F16 && mp.dtype != MEM_DTYPE_BF16
+                          ? "unknown dtype"
+                      : mp.index < MEM_INDEX_NONE || mp.index > MEM_INDEX_HNSW ? "unknown index kind"
+                      : mp.index == MEM_INDEX_IVF && (mp.ivf_nlist < 1 || mp.ivf_nprobe < 1)
+                          ? "IVF needs nlist >= 1 and nprobe >= 1"
+                      : mp.index == MEM_INDEX_HNSW && (mp.hnsw_m < 2 || mp.hnsw_ef_search < 1)
+                          ? "HNSW needs m >= 2 and ef_search >= 1"
+                          : NULL;
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "memstore: %s", bad);
+        return NULL;
+    }
+    mem_store *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->n_heads = n_heads;
+    s->hd = head_dim;
+    s->p = mp;
+    s->esz = dtype_size(mp.dtype);
+    s->k = calloc((size_t)n_heads, sizeof *s->k);
+    s->v = calloc((size_t)n_heads, sizeof *s->v);
+    s->index = calloc((size_t)n_heads, sizeof *s->index);
+    if (!s->k || !s->v || !s->index) goto oom;
+    for (int h = 0; h < n_heads; h++)
+        if (make_index(s, h) != 0) {
+            if (err && errlen) snprintf(err, errlen, "memstore: %s", s->err);
+            mem_store_free(s);
+            return NULL;
+        }
+    return s;
+oom:
+    if (err && errlen) snprintf(err, errlen, "memstore: out of memory");
+    mem_store_free(s);
+    return NULL;
+}
+
+void mem_store_free(mem_store *s) {
+    if (!s) return;
+    for (int h = 0; h < s->n_heads; h++) {
+        if (s->k) free(s->k[h]);
+        if (s->v) free(s->v[h]);
+        if (s->index && s->index[h]) faiss_Index_free(s->index[h]);
+    }
+    free(s->k);
+    free(s->v);
+    free(s->index);
+    free(s);
+}
+
+void mem_store_clear(mem_store *s) {
+    s->size = 0;
+    s->trained = 0;
+    for (int h = 0; h < s->n_heads; h++)
+        if (s->index[h]) { /* a fresh index: IVF must forget its training too */
+            faiss_Index_free(s->index[h]);
+            s->index[h] = NULL;
+            if (make_index(s, h) != 0) s->p.index = MEM_INDEX_NONE; /* cannot happen twice; stay usable */
+        }
+}
+
+static int reserve(mem_store *s, size_t need) {
+    if (need <= s->cap) return 0;
+    size_t cap = s->cap ? s->cap + s->cap / 2 : 256;
+    if (cap < need) cap = need;
+    size_t row = (size_t)s->hd * s->esz;
+    for (int h = 0; h < s->n_heads; h++) {
+        void *nk = realloc(s->k[h], cap * row);
+        if (nk) s->k[h] = nk;
+        void *nv = nk ? realloc(s->v[h], cap * row) : NULL;
+        if (nv) s->v[h] = nv;
+        if (!nk || !nv) {
+            set_err(s, "out of memory growing memory to %zu rows", cap);
+            return -1;
+        }
+    }
+    s->cap = cap;
+    return 0;
+}
+
+/* Adds rows [first, first+n) of every head to the indexes (rounded keys, widened). IVF trains once it has
+ * 39 * nlist rows (FAISS's own minimum for a stable k-means), on everything stored so far. */
+static int index_rows(mem_store *s, size_t first, size_t n) {
+    if (s->p.index == MEM_INDEX_NONE) return 0;
+    if (s->p.index == MEM_INDEX_IVF && !s->trained) {
+        if (s->size < (size_t)39 * (size_t)s->p.ivf_nlist) return 0;
+        first = 0, n = s->size; /* train on all rows, then add them all */
+    }
+    float *buf = malloc(n * (size_t)s->hd * sizeof(float));
+    if (!buf) {
+        set_err(s, "out of memory indexing %zu rows", n);
+        return -1;
+    }
+    int rc = 0;
+    for (int h = 0; h < s->n_heads && rc == 0; h++) {
+        widen(buf, (const char *)s->k[h] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+        if (s->p.index == MEM_INDEX_IVF && !s->trained && faiss_Index_train(s->index[h], (int64_t)n, buf) != 0) {
+            set_err(s, "faiss train (head %d): %s", h, faiss_get_last_error());
+            rc = -1;
+        } else if (faiss_Index_add(s->index[h], (int64_t)n, buf) != 0) {
+            set_err(s, "faiss add (head %d): %s", h, faiss_get_last_error());
+            rc = -1;
+        }
+    }
+    if (rc == 0 && s->p.index == MEM_INDEX_IVF) s->trained = 1;
+    free(buf);
+    return rc;
+}
+
+int mem_store_append(mem_store *s, size_t n, const float *k, const float *v, size_t ld) {
+    if (n == 0) return 0;
+    if (!k || !v || ld < (size_t)s->n_heads * (size_t)s->hd) {
+        set_err(s, "append: bad arguments (row stride %zu < %d heads x %d)", ld, s->n_heads, s->hd);
+        return -1;
+    }
+    if (reserve(s, s->size + n) != 0) return -1;
+    size_t row = (size_t)s->hd * s->esz;
+    for (int h = 0; h < s->n_heads; h++)
+        for (size_t i = 0; i < n; i++) {
+            store_row((char *)s->k[h] + (s->size + i) * row, k + i * ld + (size_t)h * s->hd, s->p.dtype, s->hd);
+            store_row((char *)s->v[h] + (s->size + i) * row, v + i * ld + (size_t)h * s->hd, s->p.dtype, s->hd);
+        }
+    size_t first = s->size;
+    s->size += n;
+    if (index_rows(s, first, n) != 0) { /* keep rows and index in step: forget the rows */
+        s->size = first;
+        return -1;
+    }
+    return 0;
+}
+
+size_t mem_store_size(const mem_store *s) { return s->size; }
+int mem_store_n_heads(const mem_store *s) { return s->n_heads; }
+int mem_store_head_dim(const mem_store *s) { return s->hd; }
+mem_dtype mem_store_dtype(const mem_store *s) { return s->p.dtype; }
+mem_index_kind mem_store_index_kind(const mem_store *s) { return s->p.index; }
+const char *mem_store_error(const mem_store *s) { return s ? s->err : "no store"; }
+
+void mem_store_read_keys(const mem_store *s, int head, size_t first, size_t n, float *out) {
+    widen(out, (const char *)s->k[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+}
+
+void mem_store_read_values(const mem_store *s, int head, size_t first, size_t n, float *out) {
+    widen(out, (const char *)s->v[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+}
+
+const void *mem_store_raw_keys(const mem_store *s, int head) { return s->k[head]; }
+const void *mem_store_raw_values(const mem_store *s, int head) { return s->v[head]; }
+
+/* ---------------------------------------------------------------- brute force */
+
+/* "a better than b": higher score, or the same score and a lower id. */
+static int better(float sa, int64_t ia, float sb, int64_t ib) { return sa > sb || (sa == sb && ia < ib); }
+
+/* Keeps the k best (score, id) in a min-heap (root = the worst kept). */
+static void heap_push(float *hs, int64_t *hi, int *n, int k, float s, int64_t id) {
+    if (*n < k) {
+        int i = (*n)++;
+        while (i > 0) {
+            int p = (i - 1) / 2;
+            if (!better(hs[p], hi[p], s, id)) break;
+            hs[i] = hs[p], hi[i] = hi[p], i = p;
+        }
+        hs[i] = s, hi[i] = id;
+        return;
+    }
+    if (!better(s, id, hs[0], hi[0])) return;
+    int i = 0;
+    for (;;) { /* sift the new element down from the root */
+        int l = 2 * i + 1, r = l + 1, w = i;
+        float ws = s;
+        int64_t wi = id;
+        if (l < k && better(ws, wi, hs[l], hi[l])) w = l, ws = hs[l], wi = hi[l];
+        if (r < k && better(ws, wi, hs[r], hi[r])) w = r;
+        if (w == i) break;
+        hs[i] = hs[w], hi[i] = hi[w], i = w;
+    }
+    hs[i] = s, hi[i] = id;
+}
+
+/* Heap -> ids/scores best first, padded with -1 / -inf. */
+static void heap_out(float *hs, int64_t *hi, int n, int k, int64_t *ids, float *scores) {
+    for (int i = 0; i < k; i++) ids[i] = -1, scores[i] = -INFINITY;
+    for (int m = n; m > 0; m--) { /* pop the worst into the last free slot */
+        ids[m - 1] = hi[0], scores[m - 1] = hs[0];
+        float ls = hs[m - 1];
+        int64_t li = hi[m - 1];
+        int j = 0, sz = m - 1;
+        for (;;) {
+            int l = 2 * j + 1, r = l + 1, w = j;
+            float ws = ls;
+            int64_t wi = li;
+            if (l < sz && better(ws, wi, hs[l], hi[l])) w = l, ws = hs[l], wi = hi[l];
+            if (r < sz && better(ws, wi, hs[r], hi[r])) w = r;
+            if (w == j) break;
+            hs[j] = hs[w], hi[j] = hi[w], j = w;
+        }
+        if (sz > 0) hs[j] = ls, hi[j] = li;
+    }
+}
+
+static float dot(const float *a, const float *b, int d) {
+    float s = 0.f;
+    for (int i = 0; i < d; i++) s += a[i] * b[i];
+    return s;
+}
+
+void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, size_t nq, size_t ldq, int k,
+                         int64_t *ids, float *scores) {
+    float *hs = malloc((size_t)k * sizeof *hs);
+    int64_t *hi = malloc((size_t)k * sizeof *hi);
+    for (size_t i = 0; i < nq && hs && hi; i++) {
+        int cnt = 0;
+        for (size_t j = 0; j < n; j++) heap_push(hs, hi, &cnt, k, dot(q + i * ldq, keys + j * (size_t)d, d), (int64_t)j);
+        heap_out(hs, hi, cnt, k, ids + i * (size_t)k, scores + i * (size_t)k);
+    }
+    free(hs);
+    free(hi);
+}
+
+#define BF_TILE 1024
+
+/* Brute force over a head's stored rows, widened a tile at a time. */
+static int search_brute(mem_store *s, int head, size_t nq, const float *q, size_t ldq, int k, int64_t *ids,
+                        float *scores) {
+    float *tile = malloc((size_t)BF_TILE * (size_t)s->hd * sizeof(float)), *hs = malloc(nq * (size_t)k * 4);
+    int64_t *hi = malloc(nq * (size_t)k * 8);
+    int *cnt = calloc(nq, sizeof *cnt);
+    if (!tile || !hs || !hi || !cnt) {
+        free(tile), free(hs), free(hi), free(cnt);
+        set_err(s, "out of memory in search");
+        return -1;
+    }
+    for (size_t t0 = 0; t0 < s->size; t0 += BF_TILE) {
+        size_t nt = s->size - t0 < BF_TILE ? s->size - t0 : BF_TILE;
+        mem_store_read_keys(s, head, t0, nt, tile);
+        for (size_t i = 0; i < nq; i++)
+            for (size_t j = 0; j < nt; j++)
+                heap_push(hs + i * (size_t)k, hi + i * (size_t)k, &cnt[i], k,
+                          dot(q + i * ldq, tile + j * (size_t)s->hd, s->hd), (int64_t)(t0 + j));
+    }
+    for (size_t i = 0; i < nq; i++)
+        heap_out(hs + i * (size_t)k, hi + i * (size_t)k, cnt[i], k, ids + i * (size_t)k, scores + i * (size_t)k);
+    free(tile), free(hs), free(hi), free(cnt);
+    return 0;
+}
+
+int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t ldq, int k, int64_t *ids,
+                     float *scores) {
+    if (head < 0 || head >= s->n_heads || k <= 0 || (nq && !q) || ldq < (size_t)s->hd) {
+        set_err(s, "search: bad arguments (head %d of %d, k %d, query stride %zu)", head, s->n_heads, k, ldq);
+        return -1;
+    }
+    if (nq == 0) return 0;
+    if (s->p.index == MEM_INDEX_NONE || (s->p.index == MEM_INDEX_IVF && !s->trained) || s->size == 0)
+        return search_brute(s, head, nq, q, ldq, k, ids, scores);
+    const float *qc = q;
+    float *packed = NULL;
+    if (ldq != (size_t)s->hd) { /* FAISS takes packed queries */
+        packed = malloc(nq * (size_t)s->hd * sizeof(float));
+        if (!packed) {
+            set_err(s, "out of memory in search");
+            return -1;
+        }
+        for (size_t i = 0; i < nq; i++) memcpy(packed + i * (size_t)s->hd, q + i * ldq, (size_t)s->hd * 4);
+        qc = packed;
+    }
+    int rc = faiss_Index_search(s->index[head], (int64_t)nq, qc, k, scores, ids);
+    free(packed);
+    if (rc != 0) {
+        set_err(s, "faiss search (head %d): %s", head, faiss_get_last_error());
+        return -1;
+    }
+    for (size_t i = 0; i < nq * (size_t)k; i++) /* FAISS pads with -1 ids and -FLT_MAX-like scores */
+        if (ids[i] < 0) scores[i] = -INFINITY;
+    return 0;
+}
+
+mem_bytes mem_store_bytes(const mem_store *s) {
+    size_t per_head = s->cap * (size_t)s->hd * s->esz;
+    mem_bytes b = {per_head * (size_t)s->n_heads, per_head * (size_t)s->n_heads, 0};
+    if (s->p.index != MEM_INDEX_NONE) {
+        size_t vec = (size_t)s->hd * sizeof(float) + (s->p.index == MEM_INDEX_HNSW ? 2u * (size_t)s->p.hnsw_m * 4u : 0u) +
+                     (s->p.index == MEM_INDEX_IVF ? 8u : 0u); /* codes (+ graph links / ids) per row */
+        size_t rows = 0;
+        for (int h = 0; h < s->n_heads; h++) rows += (size_t)faiss_Index_ntotal(s->index[h]);
+        b.index = rows * vec;
+    }
+    return b;
+}
+
+/* ---------------------------------------------------------------- serialization */
+
+typedef struct {
+    uint32_t version, n_heads, head_dim, dtype, index, ivf_nlist, ivf_nprobe, hnsw_m, hnsw_ef_search, pad;
+    uint64_t rows;
+} store_header;
+
+int mem_store_save(const mem_store *s, snap_writer *w, uint32_t tag) {
+    store_header h = {1, (uint32_t)s->n_heads, (uint32_t)s->hd, (uint32_t)s->p.dtype, (uint32_t)s->p.index,
+                      (uint32_t)s->p.ivf_nlist, (uint32_t)s->p.ivf_nprobe, (uint32_t)s->p.hnsw_m,
+                      (uint32_t)s->p.hnsw_ef_search, 0, s->size};
+    if (snap_section_begin(w, tag) != 0 || snap_write(w, &h, sizeof h) != 0) return -1;
+    size_t bytes = s->size * (size_t)s->hd * s->esz;
+    for (int i = 0; i < s->n_heads; i++)
+        if (snap_write(w, s->k[i], bytes) != 0 || snap_write(w, s->v[i], bytes) != 0) return -1;
+    return snap_section_end(w);
+}
+
+mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errlen) {
+    store_header h;
+    if (len < sizeof h) {
+        if (err && errlen) snprintf(err, errlen, "memory section too short (%llu bytes)", (unsigned long long)len);
+        return NULL;
+    }
+    memcpy(&h, data, sizeof h);
+    if (h.version != 1 || h.dtype > MEM_DTYPE_BF16 || h.index > MEM_INDEX_HNSW) {
+        if (err && errlen) snprintf(err, errlen, "memory section: unknown version, dtype or index kind");
+        return NULL;
+    }
+    mem_params p = {(mem_dtype)h.dtype, (mem_index_kind)h.index, (int)h.ivf_nlist, (int)h.ivf_nprobe, (int)h.hnsw_m,
+                    (int)h.hnsw_ef_search};
+    mem_store *s = mem_store_new((int)h.n_heads, (int)h.head_dim, &p, err, errlen);
+    if (!s) return NULL;
+    uint64_t row = (uint64_t)h.head_dim * s->esz, per = h.rows * row;
+    if (h.rows > (len - sizeof h) / (row ? row : 1) || per * 2 * h.n_heads != len - sizeof h) {
+        if (err && errlen)
+            snprintf(err, errlen, "memory section: %llu rows of %u heads x %u do not match its %llu bytes",
+                     (unsigned long long)h.rows, h.n_heads, h.head_dim, (unsigned long long)len);
+        mem_store_free(s);
+        return NULL;
+    }
+    if (reserve(s, (size_t)h.rows) != 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", s->err);
+        mem_store_free(s);
+        return NULL;
+    }
+    const char *p8 = (const char *)data + sizeof h;
+    for (uint32_t i = 0; i < h.n_heads; i++) {
+        memcpy(s->k[i], p8 + (2 * (uint64_t)i) * per, (size_t)per);
+        memcpy(s->v[i], p8 + (2 * (uint64_t)i + 1) * per, (size_t)per);
+    }
+    s->size = (size_t)h.rows;
+    if (index_rows(s, 0, s->size) != 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", s->err);
+        mem_store_free(s);
+        return NULL;
+    }
+    return s;
+}

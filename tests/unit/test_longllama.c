@@ -1,0 +1,253 @@
+/*
+ * test_longllama.c — LongLLaMA memory layers against the public reference implementation (modeling_longllama.py
+ * of CStanKonrad/long_llama, run by tests/reference/make_longllama_fixtures.py on tiny random models with inputs
+ * ~10x the window). Each case replays the reference's calls on a fresh session: long inputs whose prefix goes to
+ * memory window by window, last_context_length overrides, a session continued with a second long input, then
+ * single-token decoding across a local-window overflow. Checked:
+ *   - logits of the stored positions and of every decode step: max |dlogit| within the tolerance below
+ *     (fp32 compute; memory rounded to the config's mem_dtype on both sides), in several execution modes:
+ *     dense memory (as released), forward steps of 7 rows, and kNN with k >= |memory| through FAISS's exact
+ *     index and through brute force — kNN that sees every row must equal dense;
+ *   - memory accounting: tokens in memory after each call equal what the reference algorithm moves there.
+ */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "test_util.h"
+
+/* fp32 memory: 1e-4 (measured <= 6e-6). bf16 memory: a key that fp32 rounding puts 1 ulp away from torch's can
+ * round to the neighbouring bf16 value (relative 2^-8 on that element), so a looser bound (measured <= 5.1e-4). */
+#define LOGIT_TOL_F32_MEM 1e-4f
+#define LOGIT_TOL_BF16_MEM 2e-3f
+#define MAX_CASES 16
+
+typedef struct {
+    int32_t n_rows, n_vocab;
+    float *data;
+} logit_block;
+
+static int read_logits(const char *path, logit_block *blocks, int max_blocks) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char magic[8];
+    uint32_t ver = 0, n = 0;
+    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, "MNFXLGT1", 8) && fread(&ver, 4, 1, f) == 1 && ver == 1 &&
+             fread(&n, 4, 1, f) == 1 && n <= (uint32_t)max_blocks;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        uint32_t nr, nv;
+        ok = fread(&nr, 4, 1, f) == 1 && fread(&nv, 4, 1, f) == 1 && nr < 100000 && nv < 1000000;
+        if (!ok) break;
+        blocks[i].n_rows = (int32_t)nr;
+        blocks[i].n_vocab = (int32_t)nv;
+        blocks[i].data = malloc((size_t)nr * nv * sizeof(float));
+        ok = blocks[i].data && fread(blocks[i].data, sizeof(float), (size_t)nr * nv, f) == (size_t)nr * nv;
+    }
+    fclose(f);
+    return ok ? (int)n : -1;
+}
+
+static float max_diff(const float *a, const float *b, int32_t n) {
+    float m = 0.f;
+    for (int32_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+static mnemo_token *ids_of(json_t *arr, int32_t *n) {
+    *n = (int32_t)json_array_size(arr);
+    mnemo_token *ids = malloc((size_t)(*n ? *n : 1) * sizeof *ids);
+    for (int32_t i = 0; i < *n; i++) ids[i] = (mnemo_token)json_integer_value(json_array_get(arr, (size_t)i));
+    return ids;
+}
+
+typedef struct {
+    const char *name;
+    int32_t n_batch, knn_k;
+    mnemo_mem_index index;
+} mode;
+
+/* One case in one mode; returns the worst |dlogit| (or INFINITY on an engine error). */
+static float run_case(mnemo_model *m, json_t *c, const logit_block *blk, const mode *md, int32_t window) {
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.logits_all = true;
+    cp.n_batch = md->n_batch;
+    cp.mem_knn_k = md->knn_k;
+    cp.mem_index = md->index;
+    mnemo_context *ctx = NULL;
+    float worst = 0.f;
+    const int32_t V = blk->n_vocab;
+    int32_t row = 0;
+    uint64_t expect_mem = 0, local = 0;
+    if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK) {
+        fprintf(stderr, "context: %s\n", mnemo_context_error(ctx));
+        mnemo_context_free(ctx);
+        return INFINITY;
+    }
+    json_t *calls = json_object_get(c, "calls");
+    for (size_t k = 0; k < json_array_size(calls); k++) {
+        json_t *call = json_array_get(calls, k);
+        int32_t n, lcl = (int32_t)json_integer_value(json_object_get(call, "last_context_length"));
+        mnemo_token *ids = ids_of(json_object_get(call, "ids"), &n);
+        CHECK(mnemo_context_set_last_context_length(ctx, lcl) == MNEMO_OK, "set lcl %d: %s", lcl,
+              mnemo_context_error(ctx));
+        mnemo_status st = mnemo_decode(ctx, ids, n);
+        CHECK(st == MNEMO_OK, "decode of %d tokens: %s", n, mnemo_context_error(ctx));
+        free(ids);
+        if (st != MNEMO_OK) {
+            worst = INFINITY;
+            goto out;
+        }
+        /* what the reference moves to memory: a fresh session sends its prefix windows; a session with a local
+         * window keeps each window local until the next one overflows it */
+        int32_t prefix = n > lcl ? n - lcl : 0;
+        if (local == 0) {
+            expect_mem += (uint64_t)prefix;
+            local = (uint64_t)(n - prefix);
+        } else {
+            for (int32_t b = 0; b < prefix; b += window) {
+                int32_t w = prefix - b < window ? prefix - b : window;
+                if (local + (uint64_t)w > (uint64_t)window) expect_mem += local, local = 0;
+                local += (uint64_t)w;
+            }
+            if (local + (uint64_t)(n - prefix) > (uint64_t)window) expect_mem += local, local = 0;
+            local += (uint64_t)(n - prefix);
+        }
+        json_t *rows = json_object_get(call, "rows");
+        for (size_t r = 0; r < json_array_size(rows); r++, row++) {
+            int32_t pos = (int32_t)json_integer_value(json_array_get(rows, r));
+            const float *lg = mnemo_get_logits(ctx, pos);
+            float d = lg ? max_diff(lg, blk->data + (size_t)row * V, V) : INFINITY;
+            if (!(d <= worst)) worst = d;
+        }
+    }
+    json_t *dec = json_object_get(c, "decode");
+    for (size_t t = 0; t < json_array_size(dec); t++, row++) {
+        mnemo_token tok = (mnemo_token)json_integer_value(json_array_get(dec, t));
+        if (local + 1 > (uint64_t)window) expect_mem += local, local = 0;
+        local++;
+        if (mnemo_decode(ctx, &tok, 1) != MNEMO_OK) {
+            CHECK(0, "decode step %zu: %s", t, mnemo_context_error(ctx));
+            worst = INFINITY;
+            goto out;
+        }
+        float d = max_diff(mnemo_get_logits(ctx, -1), blk->data + (size_t)row * V, V);
+        if (!(d <= worst)) worst = d;
+    }
+    CHECK(row == blk->n_rows, "rows replayed %d, stored %d", row, blk->n_rows);
+    mnemo_memory_stats ms;
+    CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens == expect_mem && ms.local_tokens == (int32_t)local,
+          "memory holds %llu tokens (local %d), the reference algorithm %llu (local %llu)",
+          (unsigned long long)ms.mem_tokens, ms.local_tokens, (unsigned long long)expect_mem, (unsigned long long)local);
+out:
+    mnemo_context_free(ctx);
+    return worst;
+}
+
+static void check_model(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/reference.json", dir);
+    json_error_t jerr;
+    json_t *ref = json_load_file(path, 0, &jerr);
+    CHECK(ref != NULL, "%s: %s", path, jerr.text);
+    if (!ref) return;
+    logit_block blocks[MAX_CASES] = {0};
+    snprintf(path, sizeof path, "%s/logits.bin", dir);
+    json_t *cases = json_object_get(ref, "cases");
+    int nb = read_logits(path, blocks, MAX_CASES);
+    CHECK(nb > 0 && (size_t)nb == json_array_size(cases), "%s: logits.bin unreadable or count mismatch", name);
+    mnemo_model *m = NULL;
+    mnemo_model_params mp = mnemo_model_default_params();
+    mnemo_status st = mnemo_model_load(dir, &mp, &m);
+    CHECK(st == MNEMO_OK, "%s: load: %s", name, mnemo_model_error(m));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *cfgj = json_load_file(path, 0, &jerr);
+    const char *mdt = cfgj ? json_string_value(json_object_get(cfgj, "mem_dtype")) : NULL;
+    const float tol = mdt && !strcmp(mdt, "float32") ? LOGIT_TOL_F32_MEM : LOGIT_TOL_BF16_MEM;
+    json_decref(cfgj);
+    const mode modes[] = {
+        {"dense", 0, 0, MNEMO_MEM_INDEX_FLAT},
+        {"dense, 7-row steps", 7, 0, MNEMO_MEM_INDEX_FLAT},
+        {"kNN k>=|mem| faiss flat", 0, 4096, MNEMO_MEM_INDEX_FLAT},
+        {"kNN k>=|mem| brute force", 0, 4096, MNEMO_MEM_INDEX_BRUTE},
+    };
+    for (int i = 0; st == MNEMO_OK && i < nb; i++) {
+        json_t *c = json_array_get(cases, (size_t)i);
+        const char *cname = json_string_value(json_object_get(c, "name"));
+        for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+            float d = run_case(m, c, &blocks[i], &modes[k], mnemo_model_n_ctx_train(m));
+            printf("%-6s %-13s %-26s max|dlogit| %.2e over %d rows\n", name, cname, modes[k].name, d,
+                   blocks[i].n_rows);
+            CHECK(d <= tol, "%s/%s (%s): max|dlogit| %.3e > %.1e", name, cname, modes[k].name, d, tol);
+        }
+    }
+    for (int i = 0; i < MAX_CASES; i++) free(blocks[i].data);
+    mnemo_model_free(m);
+    json_decref(ref);
+}
+
+/* A LongLLaMA context has no length limit and reports its memory; plain-LLaMA-only calls are refused. */
+static void check_api(const char *dir) {
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(dir, NULL, &m) != MNEMO_OK) return;
+    mnemo_context *ctx = NULL;
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.mem_knn_k = -1;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_ERR_INVALID_ARG, "negative mem_knn_k refused");
+    mnemo_context_free(ctx);
+    cp.mem_knn_k = 0;
+    cp.mem_max_bytes = 4096;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "context");
+    int32_t W = mnemo_model_n_ctx_train(m);
+    CHECK(mnemo_context_set_last_context_length(ctx, W + 1) == MNEMO_ERR_INVALID_ARG, "lcl > window refused");
+    CHECK(mnemo_context_set_last_context_length(ctx, -1) == MNEMO_ERR_INVALID_ARG, "negative lcl refused");
+    int32_t n = 40 * W;
+    mnemo_token *ids = malloc((size_t)n * sizeof *ids);
+    for (int32_t i = 0; i < n; i++) ids[i] = 3 + (i * 7919) % 500;
+    mnemo_status st = mnemo_decode(ctx, ids, n);
+    CHECK(st == MNEMO_ERR_CONTEXT_FULL && strstr(mnemo_context_error(ctx), "memory limit"),
+          "memory limit reached: %d %s", st, mnemo_context_error(ctx));
+    mnemo_memory_stats ms;
+    CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens == 0 && mnemo_context_n_past(ctx) == 0,
+          "a failed long decode leaves an empty session");
+    mnemo_context_free(ctx);
+    cp.mem_max_bytes = 0;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK && mnemo_decode(ctx, ids, n) == MNEMO_OK,
+          "%d tokens (40 windows) decode without a length limit", n);
+    CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens > 0 && ms.mem_key_bytes > 0 &&
+              ms.mem_value_bytes == ms.mem_key_bytes && mnemo_context_n_past(ctx) == n,
+          "memory stats after %d tokens: %llu in memory, %llu key bytes", n, (unsigned long long)ms.mem_tokens,
+          (unsigned long long)ms.mem_key_bytes);
+    mnemo_context_reset(ctx);
+    CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens == 0 && ms.local_tokens == 0,
+          "reset empties memory");
+    free(ids);
+    mnemo_context_free(ctx);
+    mnemo_model_free(m);
+}
+
+int main(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/longllama", test_fixtures());
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "no LongLLaMA fixtures under %s", dir);
+    int models = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char md[4200];
+        snprintf(md, sizeof md, "%s/%s", dir, e->d_name);
+        check_model(md, e->d_name);
+        if (!strcmp(e->d_name, "basic")) check_api(md);
+        models++;
+    }
+    if (d) closedir(d);
+    CHECK(models >= 2, "expected at least 2 LongLLaMA fixture models, found %d", models);
+    return test_summary();
+}
