@@ -90,10 +90,12 @@ mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *e
                       : mp.dtype != MEM_DTYPE_F32 && mp.dtype != MEM_DTYPE_F16 && mp.dtype != MEM_DTYPE_BF16
                           ? "unknown dtype"
                       : mp.index < MEM_INDEX_NONE || mp.index > MEM_INDEX_HNSW ? "unknown index kind"
-                      : mp.index == MEM_INDEX_IVF && (mp.ivf_nlist < 1 || mp.ivf_nprobe < 1)
-                          ? "IVF needs nlist >= 1 and nprobe >= 1"
-                      : mp.index == MEM_INDEX_HNSW && (mp.hnsw_m < 2 || mp.hnsw_ef_search < 1)
-                          ? "HNSW needs m >= 2 and ef_search >= 1"
+                      : mp.index == MEM_INDEX_IVF && (mp.ivf_nlist < 1 || mp.ivf_nlist > 65536 ||
+                                                      mp.ivf_nprobe < 1 || mp.ivf_nprobe > mp.ivf_nlist)
+                          ? "IVF needs 1 <= nlist <= 65536 and 1 <= nprobe <= nlist"
+                      : mp.index == MEM_INDEX_HNSW && (mp.hnsw_m < 2 || mp.hnsw_m > 256 || mp.hnsw_ef_search < 1 ||
+                                                       mp.hnsw_ef_search > 65536)
+                          ? "HNSW needs 2 <= m <= 256 and 1 <= ef_search <= 65536"
                           : NULL;
     if (bad) {
         if (err && errlen) snprintf(err, errlen, "memstore: %s", bad);
@@ -407,16 +409,17 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
     }
     mem_params p = {(mem_dtype)h.dtype, (mem_index_kind)h.index, (int)h.ivf_nlist, (int)h.ivf_nprobe, (int)h.hnsw_m,
                     (int)h.hnsw_ef_search};
-    mem_store *s = mem_store_new((int)h.n_heads, (int)h.head_dim, &p, err, errlen);
-    if (!s) return NULL;
-    uint64_t row = (uint64_t)h.head_dim * s->esz, per = h.rows * row;
-    if (h.rows > (len - sizeof h) / (row ? row : 1) || per * 2 * h.n_heads != len - sizeof h) {
+    /* sizes first, before anything is allocated for them */
+    uint64_t row = (uint64_t)(h.head_dim ? h.head_dim : 1) * dtype_size(p.dtype), per = h.rows * row;
+    if (h.n_heads == 0 || h.n_heads > 4096 || h.head_dim > 4096 || h.rows > (len - sizeof h) / row ||
+        per * 2 * h.n_heads != len - sizeof h) {
         if (err && errlen)
             snprintf(err, errlen, "memory section: %llu rows of %u heads x %u do not match its %llu bytes",
                      (unsigned long long)h.rows, h.n_heads, h.head_dim, (unsigned long long)len);
-        mem_store_free(s);
         return NULL;
     }
+    mem_store *s = mem_store_new((int)h.n_heads, (int)h.head_dim, &p, err, errlen);
+    if (!s) return NULL;
     if (reserve(s, (size_t)h.rows) != 0) {
         if (err && errlen) snprintf(err, errlen, "%s", s->err);
         mem_store_free(s);
