@@ -29,7 +29,7 @@ struct mem_store {
 
 mem_params mem_default_params(void) {
     mem_params p = {.dtype = MEM_DTYPE_BF16, .index = MEM_INDEX_FLAT, .ivf_nlist = 256, .ivf_nprobe = 16,
-                    .hnsw_m = 32, .hnsw_ef_search = 128};
+                    .hnsw_m = 32, .hnsw_ef_search = 512};
     return p;
 }
 
@@ -49,6 +49,7 @@ static void store_row(void *dst, const float *src, mem_dtype dt, int n) {
 }
 
 static void widen(float *dst, const void *src, mem_dtype dt, size_t n) {
+    if (n == 0) return; /* src may be NULL (nothing stored yet) */
     if (dt == MEM_DTYPE_F32) memcpy(dst, src, n * 4);
     else if (dt == MEM_DTYPE_BF16) for (size_t i = 0; i < n; i++) dst[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
     else for (size_t i = 0; i < n; i++) dst[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
@@ -63,6 +64,7 @@ static int make_index(mem_store *s, int h) {
     default: return 0;
     }
     if (faiss_index_factory(&s->index[h], s->hd, desc, METRIC_INNER_PRODUCT) != 0) {
+        s->index[h] = NULL;
         set_err(s, "faiss index_factory(\"%s\"): %s", desc, faiss_get_last_error());
         return -1;
     }
@@ -138,11 +140,12 @@ void mem_store_free(mem_store *s) {
 }
 
 void mem_store_clear(mem_store *s) {
+    if (!s) return;
     s->size = 0;
     s->trained = 0;
     for (int h = 0; h < s->n_heads; h++)
-        if (s->index[h]) { /* a fresh index: IVF must forget its training too */
-            faiss_Index_free(s->index[h]);
+        if (s->p.index != MEM_INDEX_NONE) { /* a fresh index: IVF must forget its training too */
+            if (s->index[h]) faiss_Index_free(s->index[h]);
             s->index[h] = NULL;
             if (make_index(s, h) != 0) s->p.index = MEM_INDEX_NONE; /* cannot happen twice; stay usable */
         }
@@ -170,7 +173,7 @@ static int reserve(mem_store *s, size_t need) {
 /* Adds rows [first, first+n) of every head to the indexes (rounded keys, widened). IVF trains once it has
  * 39 * nlist rows (FAISS's own minimum for a stable k-means), on everything stored so far. */
 static int index_rows(mem_store *s, size_t first, size_t n) {
-    if (s->p.index == MEM_INDEX_NONE) return 0;
+    if (s->p.index == MEM_INDEX_NONE || n == 0) return 0;
     if (s->p.index == MEM_INDEX_IVF && !s->trained) {
         if (s->size < (size_t)39 * (size_t)s->p.ivf_nlist) return 0;
         first = 0, n = s->size; /* train on all rows, then add them all */
@@ -226,10 +229,12 @@ mem_index_kind mem_store_index_kind(const mem_store *s) { return s->p.index; }
 const char *mem_store_error(const mem_store *s) { return s ? s->err : "no store"; }
 
 void mem_store_read_keys(const mem_store *s, int head, size_t first, size_t n, float *out) {
+    if (n == 0) return; /* (no buffer before the first append) */
     widen(out, (const char *)s->k[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
 }
 
 void mem_store_read_values(const mem_store *s, int head, size_t first, size_t n, float *out) {
+    if (n == 0) return;
     widen(out, (const char *)s->v[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
 }
 
@@ -341,7 +346,8 @@ int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t l
         return -1;
     }
     if (nq == 0) return 0;
-    if (s->p.index == MEM_INDEX_NONE || (s->p.index == MEM_INDEX_IVF && !s->trained) || s->size == 0)
+    if (s->p.index == MEM_INDEX_NONE || (s->p.index == MEM_INDEX_IVF && !s->trained) || s->size == 0 ||
+        !s->index[head]) /* (no index only after a failed re-creation in mem_store_clear: stay correct) */
         return search_brute(s, head, nq, q, ldq, k, ids, scores);
     const float *qc = q;
     float *packed = NULL;
@@ -372,7 +378,7 @@ mem_bytes mem_store_bytes(const mem_store *s) {
         size_t vec = (size_t)s->hd * sizeof(float) + (s->p.index == MEM_INDEX_HNSW ? 2u * (size_t)s->p.hnsw_m * 4u : 0u) +
                      (s->p.index == MEM_INDEX_IVF ? 8u : 0u); /* codes (+ graph links / ids) per row */
         size_t rows = 0;
-        for (int h = 0; h < s->n_heads; h++) rows += (size_t)faiss_Index_ntotal(s->index[h]);
+        for (int h = 0; h < s->n_heads; h++) rows += s->index[h] ? (size_t)faiss_Index_ntotal(s->index[h]) : 0;
         b.index = rows * vec;
     }
     return b;
@@ -426,7 +432,7 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
         return NULL;
     }
     const char *p8 = (const char *)data + sizeof h;
-    for (uint32_t i = 0; i < h.n_heads; i++) {
+    for (uint32_t i = 0; i < h.n_heads && per > 0; i++) { /* (an empty store has no buffers) */
         memcpy(s->k[i], p8 + (2 * (uint64_t)i) * per, (size_t)per);
         memcpy(s->v[i], p8 + (2 * (uint64_t)i + 1) * per, (size_t)per);
     }

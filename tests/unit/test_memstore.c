@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,46 @@ static void test_rounding(void) {
             }
         mem_store_read_keys(s, 0, 0, 1, back);
         CHECK(ok && (dt != MEM_DTYPE_BF16 || back[0] == 1.0f), "dtype %d: stored keys are the RNE rounding", dt);
+        mem_store_free(s);
+    }
+}
+
+/* Edge values against hand-computed round-to-nearest-even results (independent of the kernels' converters):
+ * ties to even, overflow to inf, subnormals, signed zero, NaN. Bits compared exactly. */
+static uint32_t bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+static void test_rounding_edges(void) {
+    const float inf = INFINITY;
+    /* bf16: 8 exponent bits, 7 mantissa bits (ulp at 1 is 2^-7) */
+    const float bf_in[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 3.4028235e38f, -3.4028235e38f,
+                           3.3895314e38f, 1e-40f, from_bits(0x00008000u), from_bits(0x00018000u), -0.0f, inf, -inf,
+                           0.1f};
+    const float bf_want[] = {1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, inf, -inf, 3.3895314e38f, from_bits(0x00010000u),
+                             0.0f, from_bits(0x00020000u), -0.0f, inf, -inf, from_bits(0x3DCD0000u)};
+    /* f16: 5 exponent bits, 10 mantissa bits (ulp at 1 is 2^-10; max 65504; smallest subnormal 2^-24) */
+    const float h_in[] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.f, 65519.f, 65520.f, 1e6f, -1e6f, 0x1p-24f,
+                          0x1p-25f, 1.5f * 0x1p-25f, 3 * 0x1p-25f, 1e-8f, -0.0f, 0x1p-14f, 0.1f};
+    const float h_want[] = {1.0f, 1.0f + 0x1p-9f, 65504.f, 65504.f, inf, inf, -inf, 0x1p-24f,
+                            0.0f, 0x1p-24f, 0x1p-23f, 0.0f, -0.0f, 0x1p-14f, 0.0999755859375f};
+    for (int pass = 0; pass < 2; pass++) {
+        const float *in = pass ? h_in : bf_in, *want = pass ? h_want : bf_want;
+        int n = pass ? (int)(sizeof h_in / 4) : (int)(sizeof bf_in / 4);
+        mem_params p = mem_default_params();
+        p.dtype = pass ? MEM_DTYPE_F16 : MEM_DTYPE_BF16;
+        p.index = MEM_INDEX_NONE;
+        mem_store *s = mem_store_new(1, n + 1, &p, NULL, 0);
+        float row[32], back[32];
+        memcpy(row, in, (size_t)n * 4);
+        row[n] = NAN;
+        CHECK(mem_store_append(s, 1, row, row, (size_t)(n + 1)) == 0, "append edges");
+        for (int kv = 0; kv < 2; kv++) {
+            (kv ? mem_store_read_values : mem_store_read_keys)(s, 0, 0, 1, back);
+            for (int i = 0; i < n; i++)
+                CHECK(bits(back[i]) == bits(want[i]), "%s %s: %a -> %a, want %a", pass ? "f16" : "bf16",
+                      kv ? "value" : "key", (double)in[i], (double)back[i], (double)want[i]);
+            CHECK(isnan(back[n]), "%s: NaN stays NaN", pass ? "f16" : "bf16");
+        }
         mem_store_free(s);
     }
 }
@@ -137,14 +178,18 @@ static void test_faiss_flat(void) {
     mem_store_free(f), mem_store_free(b);
 }
 
-static double recall(mem_index_kind kind, size_t n, double *ms) {
+/* recall@32 of an index against brute force over the same stored keys. in_dist: queries drawn from the keys'
+ * own clusters (held out), as ANN benchmarks do; otherwise from other random centres, far from every cluster:
+ * the top-k are then each cluster's extreme rows along the query, the hard case for graph walks. */
+static double recall(mem_index_kind kind, size_t n, int in_dist, double *ms) {
     const int d = 64, k = 32;
     const size_t nq = 100;
     mem_params p = mem_default_params(), pb = p;
     p.index = kind;
     pb.index = MEM_INDEX_NONE;
     mem_store *a = mem_store_new(1, d, &p, NULL, 0), *b = mem_store_new(1, d, &pb, NULL, 0);
-    float *x = clustered(n, d, 200), *q = clustered(nq, d, 50);
+    float *x = clustered(n + nq, d, 200), *qf = in_dist ? NULL : clustered(nq, d, 50);
+    const float *q = in_dist ? x + n * (size_t)d : qf;
     mem_store_append(a, n, x, x, (size_t)d);
     mem_store_append(b, n, x, x, (size_t)d);
     int64_t *ia = malloc(nq * k * 8), *ib = malloc(nq * k * 8);
@@ -159,22 +204,28 @@ static double recall(mem_index_kind kind, size_t n, double *ms) {
     for (size_t i = 0; i < nq; i++)
         for (int j = 0; j < k; j++)
             for (int t = 0; t < k; t++) hit += ia[i * k + (size_t)j] == ib[i * k + (size_t)t];
-    free(x), free(q), free(ia), free(ib), free(sa), free(sb);
+    free(x), free(qf), free(ia), free(ib), free(sa), free(sb);
     mem_store_free(a), mem_store_free(b);
     return (double)hit / (double)(nq * k);
 }
 
 static void test_approximate(void) {
     double ms;
-    double r_ivf = recall(MEM_INDEX_IVF, 50000, &ms);
-    printf("IVF256,Flat nprobe 16: recall@32 %.3f on 50000 clustered rows (d 64), 100 queries in %.1f ms\n", r_ivf, ms);
-    CHECK(r_ivf >= 0.8, "IVF recall@32 %.3f >= 0.8", r_ivf);
-    double r_hnsw = recall(MEM_INDEX_HNSW, 20000, &ms);
-    printf("HNSW32 efSearch 128: recall@32 %.3f on 20000 clustered rows (d 64), 100 queries in %.1f ms\n", r_hnsw, ms);
-    /* Inner product is not a metric: HNSW's greedy graph walk over raw keys misses many true neighbours (measured
-     * ~0.49 here). IVF is the approximate index to use; this floor only guards against a broken HNSW wiring. */
-    CHECK(r_hnsw >= 0.3, "HNSW recall@32 %.3f >= 0.3", r_hnsw);
-    double r_small = recall(MEM_INDEX_IVF, 1000, &ms); /* below 39*nlist rows: not trained yet, exact */
+    static const char *dist[] = {"far queries", "in-distribution queries"};
+    for (int in = 1; in >= 0; in--) {
+        double r_ivf = recall(MEM_INDEX_IVF, 50000, in, &ms);
+        printf("IVF256,Flat nprobe 16: recall@32 %.3f on 50000 clustered rows (d 64), %s, 100 queries in %.1f ms\n",
+               r_ivf, dist[in], ms);
+        CHECK(r_ivf >= 0.8, "IVF recall@32 %.3f >= 0.8 (%s)", r_ivf, dist[in]);
+        double r_hnsw = recall(MEM_INDEX_HNSW, 20000, in, &ms);
+        printf("HNSW32 efSearch 512: recall@32 %.3f on 20000 clustered rows (d 64), %s, 100 queries in %.1f ms\n",
+               r_hnsw, dist[in], ms);
+        /* Inner product is not a metric: for far queries HNSW's greedy walk misses true neighbours (efSearch 128
+         * gave ~0.5, 512 gives ~0.78-0.84 run to run, as FAISS builds the graph in parallel; ~0.36 at 100K rows).
+         * IVF is the approximate index to use for long memories; the far-query floor guards the wiring. */
+        CHECK(r_hnsw >= (in ? 0.8 : 0.6), "HNSW recall@32 %.3f >= %.1f (%s)", r_hnsw, in ? 0.8 : 0.6, dist[in]);
+    }
+    double r_small = recall(MEM_INDEX_IVF, 1000, 0, &ms); /* below 39*nlist rows: not trained yet, exact */
     CHECK(r_small == 1.0, "untrained IVF searches exactly (recall %.3f)", r_small);
 }
 
@@ -192,8 +243,71 @@ static void test_errors(void) {
     CHECK(mem_store_append(s, 1, x, x, 4) == -1 && strstr(mem_store_error(s), "stride"), "short stride refused");
     CHECK(mem_store_search(s, 2, 1, x, 4, 1, &id, &sc) == -1, "bad head refused");
     CHECK(mem_store_search(s, 0, 1, x, 4, 0, &id, &sc) == -1, "k 0 refused");
+    CHECK(mem_store_append(s, 1, NULL, x, 8) == -1 && mem_store_append(s, 1, x, NULL, 8) == -1, "NULL rows refused");
+    CHECK(mem_store_search(s, 0, 1, NULL, 4, 1, &id, &sc) == -1, "NULL queries refused");
+    CHECK(mem_store_search(s, -1, 1, x, 4, 1, &id, &sc) == -1 && mem_store_search(s, 0, 1, x, 3, 1, &id, &sc) == -1,
+          "negative head and short query stride refused");
+    CHECK(mem_store_size(s) == 0 && mem_store_bytes(s).keys == 0, "nothing stored after refusals");
+    float none[4];
+    mem_store_read_keys(s, 0, 0, 0, none); /* zero rows of an empty store: a no-op */
+    p = mem_default_params();
+    p.index = MEM_INDEX_IVF, p.ivf_nprobe = p.ivf_nlist + 1;
+    CHECK(!mem_store_new(2, 4, &p, err, sizeof err) && strstr(err, "nprobe"), "nprobe > nlist refused: %s", err);
+    p = mem_default_params();
+    p.index = MEM_INDEX_HNSW, p.hnsw_m = 1;
+    CHECK(!mem_store_new(2, 4, &p, err, sizeof err) && strstr(err, "HNSW"), "HNSW m 1 refused: %s", err);
+    p.index = (mem_index_kind)9;
+    CHECK(!mem_store_new(2, 4, &p, err, sizeof err) && strstr(err, "index"), "bad index kind refused: %s", err);
+    CHECK(!mem_store_new(-3, 4, NULL, NULL, 0), "NULL err buffer is fine");
     mem_store_free(s);
     mem_store_free(NULL);
+}
+
+/* Concurrent searches on different heads (the engine searches heads from several threads) equal serial ones. */
+typedef struct {
+    mem_store *s;
+    int head, k;
+    const float *q;
+    size_t nq, ldq;
+    int64_t *ids;
+    float *sc;
+    int rc;
+} search_job;
+
+static void *run_search(void *arg) {
+    search_job *j = arg;
+    j->rc = mem_store_search(j->s, j->head, j->nq, j->q, j->ldq, j->k, j->ids, j->sc);
+    return NULL;
+}
+
+static void test_concurrent(void) {
+    enum { H = 4, D = 32, K = 16, NQ = 20 };
+    const size_t n = 3000;
+    for (int kind = MEM_INDEX_NONE; kind <= MEM_INDEX_HNSW; kind++) {
+        mem_params p = mem_default_params();
+        p.index = (mem_index_kind)kind;
+        p.ivf_nlist = 16, p.ivf_nprobe = 4; /* trained at 624 rows */
+        mem_store *s = mem_store_new(H, D, &p, NULL, 0);
+        float *kv = clustered(n, H * D, 32), *q = clustered(NQ, H * D, 4);
+        CHECK(mem_store_append(s, n, kv, kv, H * D) == 0, "append: %s", mem_store_error(s));
+        static int64_t ids[2][H][NQ * K];
+        static float sc[2][H][NQ * K];
+        pthread_t th[H];
+        search_job jobs[H];
+        for (int h = 0; h < H; h++) {
+            jobs[h] = (search_job){s, h, K, q + h * D, NQ, H * D, ids[0][h], sc[0][h], -1};
+            pthread_create(&th[h], NULL, run_search, &jobs[h]);
+        }
+        for (int h = 0; h < H; h++) pthread_join(th[h], NULL);
+        bool ok = true;
+        for (int h = 0; h < H; h++) {
+            ok &= jobs[h].rc == 0 && mem_store_search(s, h, NQ, q + h * D, H * D, K, ids[1][h], sc[1][h]) == 0;
+            ok &= !memcmp(ids[0][h], ids[1][h], sizeof ids[0][h]) && !memcmp(sc[0][h], sc[1][h], sizeof sc[0][h]);
+        }
+        CHECK(ok, "index %d: concurrent searches of %d heads equal serial ones", kind, H);
+        free(kv), free(q);
+        mem_store_free(s);
+    }
 }
 
 static void test_snapshot(void) {
@@ -260,10 +374,12 @@ static void test_snapshot(void) {
 
 int main(void) {
     test_rounding();
+    test_rounding_edges();
     test_bruteforce();
     test_faiss_flat();
     test_approximate();
     test_errors();
+    test_concurrent();
     test_snapshot();
     return test_summary();
 }

@@ -2,7 +2,7 @@
  * test_ops.c — every op of the kernel table on the CUDA backend against the CPU reference backend, in the spirit
  * of llama.cpp's test-backend-ops.
  *
- *   test_ops [--perf] [--list] [op ...]      (op names: embed rmsnorm matmul rope attention swiglu add)
+ *   test_ops [--perf] [--list] [op ...]      (op names: embed rmsnorm matmul rope attention attention_mem swiglu add)
  *
  * Correctness mode (default): each op x shapes (odd sizes, head_dim 100 and generic ones, GQA, causal offsets,
  * 2K-key caches) x weight dtypes runs on both backends from the same inputs. A case passes when
@@ -20,6 +20,7 @@
  *   matmul FAST, bf16 weights       1e-5   activations rounded to bf16 once: ~1.3e-6 expected
  *   matmul FAST, f16 weights        2e-7   activations rounded to f16 once: ~2e-8 expected
  *   attention                       1e-9   fp32 online softmax against the CPU's exact one
+ *   attention_mem                   1e-9   same, memory rows widened exactly from f32/bf16/f16
  * --perf: times each op on CUDA at LongLLaMA-3B's shapes and prints us/run, GB/s (bytes an ideal kernel moves)
  * and GFLOP/s; no correctness checks.
  * Exit status: 0 when every case passed; 1 on any failure; 0 with "SKIP" when there is no usable CUDA backend
@@ -358,12 +359,21 @@ static void test_attention(void) {
     GPU->mem_free(d);
 }
 
-/* attention_mem: memory rows in f32/bf16/f16, dense or selected ids (-1 skipped), CUDA against the CPU. */
+/* attention_mem: memory rows in f32/bf16/f16, dense or selected ids (-1 skipped), CUDA against the CPU.
+ * pat: 0 = every 7th id -1, the rest spread over the memory; 1 = ids past the first third of each list are -1,
+ * so with several splits some splits see only skipped ids. The big dense decode case (8000 rows) runs on
+ * several splits even with few SMs, so the partial/combine path is checked, not only the single-split one. */
 static void test_attention_mem(void) {
-    struct { int64_t nq, nkv, q0, hq, hkv, hd, n_mem, n_sel; kern_dtype dt; } cases[] = {
-        {1, 1, 0, 4, 4, 16, 0, 0, KERN_BF16},     {1, 37, 36, 4, 2, 100, 1000, 0, KERN_BF16},
-        {70, 90, 20, 4, 2, 25, 37, 0, KERN_F32},  {3, 20, 17, 2, 1, 128, 500, 4, KERN_F16},
-        {9, 9, 0, 4, 2, 64, 300, 128, KERN_BF16}, {1, 5, 4, 2, 2, 16, 1, 1, KERN_F32},
+    struct { int64_t nq, nkv, q0, hq, hkv, hd, n_mem, n_sel; kern_dtype dt; int pat; } cases[] = {
+        {1, 1, 0, 4, 4, 16, 0, 0, KERN_BF16, 0},      {1, 37, 36, 4, 2, 100, 1000, 0, KERN_BF16, 0},
+        {70, 90, 20, 4, 2, 25, 37, 0, KERN_F32, 0},   {3, 20, 17, 2, 1, 128, 500, 4, KERN_F16, 0},
+        {9, 9, 0, 4, 2, 64, 300, 128, KERN_BF16, 0},  {1, 5, 4, 2, 2, 16, 1, 1, KERN_F32, 0},
+        {1, 64, 63, 4, 2, 128, 1000, 0, KERN_F16, 0}, {1, 3, 2, 4, 2, 128, 0, 0, KERN_F32, 0},
+        {70, 100, 30, 2, 1, 100, 1000, 0, KERN_BF16, 0}, {70, 80, 10, 4, 2, 16, 37, 4, KERN_F32, 0},
+        {1, 10, 9, 4, 2, 25, 1000, 128, KERN_F16, 0}, {70, 75, 5, 4, 2, 128, 1, 1, KERN_BF16, 0},
+        {2, 4, 2, 4, 2, 16, 0, 4, KERN_F32, 0},       {70, 71, 1, 4, 2, 100, 1000, 128, KERN_F16, 0},
+        {1, 8, 7, 2, 1, 16, 8000, 0, KERN_BF16, 0},   {1, 4, 3, 4, 2, 25, 3000, 2000, KERN_F32, 1},
+        {1, 6, 5, 4, 2, 100, 37, 1, KERN_F16, 0},     {1, 2, 1, 4, 2, 16, 1, 0, KERN_F16, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
@@ -386,7 +396,10 @@ static void test_attention_mem(void) {
         int64_t *sel = NULL, *dsel = NULL;
         if (ns) {
             sel = xmalloc((size_t)(nq * hq * ns) * sizeof *sel);
-            for (int64_t i = 0; i < nq * hq * ns; i++) sel[i] = i % 7 == 3 ? -1 : (i * 7919) % nm;
+            for (int64_t i = 0; i < nq * hq * ns; i++) {
+                bool skip = cases[c].pat ? i % ns >= ns / 3 : i % 7 == 3;
+                sel[i] = skip || nm == 0 ? -1 : (i * 7919) % nm;
+            }
             dsel = up(sel, (size_t)(nq * hq * ns) * sizeof *sel);
         }
         float *ref = xmalloc((size_t)nqd * 4), *got = xmalloc((size_t)nqd * 4);
@@ -399,18 +412,61 @@ static void test_attention_mem(void) {
         int rc_f = gfetch(&o, got, &guards);
         char desc[200];
         snprintf(desc, sizeof desc, "attention_mem(nq=%ld, nkv=%ld, q_pos0=%ld, hq=%ld, hkv=%ld, hd=%ld, n_mem=%ld, "
-                 "n_sel=%ld, %s)", (long)nq, (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, (long)nm, (long)ns,
-                 dt == KERN_F32 ? "f32" : dt == KERN_BF16 ? "bf16" : "f16");
+                 "n_sel=%ld%s, %s)", (long)nq, (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, (long)nm, (long)ns,
+                 cases[c].pat ? " tail -1" : "", dt == KERN_F32 ? "f32" : dt == KERN_BF16 ? "bf16" : "f16");
         verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)nqd, 1e-9);
         gfree(&o); GPU->mem_free(dq); GPU->mem_free(dk); GPU->mem_free(dv); GPU->mem_free(dmem); GPU->mem_free(dsel);
         free(q); free(k); free(v); free(mf); free(mh); free(sel); free(ref); free(got);
     }
-    float b[4];
+    /* refusals: shapes on both sides, bad selected ids (CPU up front, CUDA deferred to the next sync) */
+    float b[64] = {0};
     float *d = up(b, sizeof b);
-    const void *hp[1] = {b}, *dp[1] = {d};
+    const void *hp[2] = {b, b}, *dp[2] = {d, d};
     same_error("attention_mem queries past the cache",
                CPU->attention_mem(kc_cpu, b, b, b, b, 2, 1, 0, 4, 4, 1, 1.f, hp, hp, KERN_F32, 1, NULL, 0),
                GPU->attention_mem(kc_gpu, d, d, d, d, 2, 1, 0, 4, 4, 1, 1.f, dp, dp, KERN_F32, 1, NULL, 0));
+    same_error("attention_mem hq not a multiple of hkv",
+               CPU->attention_mem(kc_cpu, b, b, b, b, 1, 1, 0, 3, 2, 1, 1.f, hp, hp, KERN_F32, 1, NULL, 0),
+               GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 3, 2, 1, 1.f, dp, dp, KERN_F32, 1, NULL, 0));
+    same_error("attention_mem memory without row pointers",
+               CPU->attention_mem(kc_cpu, b, b, b, b, 1, 1, 0, 1, 1, 1, 1.f, NULL, NULL, KERN_F32, 1, NULL, 0),
+               GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 1, 1, 1, 1.f, NULL, NULL, KERN_F32, 1, NULL, 0));
+    same_error("attention_mem bad memory dtype",
+               CPU->attention_mem(kc_cpu, b, b, b, b, 1, 1, 0, 1, 1, 1, 1.f, hp, hp, (kern_dtype)7, 1, NULL, 0),
+               GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 1, 1, 1, 1.f, dp, dp, (kern_dtype)7, 1, NULL, 0));
+    {
+        const int64_t hs_empty[1] = {0};
+        int64_t *ds = up(hs_empty, sizeof hs_empty);
+        same_error("attention_mem sel with n_sel 0",
+                   CPU->attention_mem(kc_cpu, b, b, b, b, 1, 1, 0, 1, 1, 1, 1.f, hp, hp, KERN_F32, 1, hs_empty, 0),
+                   GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 1, 1, 1, 1.f, dp, dp, KERN_F32, 1, ds, 0));
+        GPU->mem_free(ds);
+    }
+    /* bad ids: n_mem 4, 2 queries x 2 heads x 3 ids; one id == n_mem, then one id == -2 */
+    for (int bad = 0; bad < 2; bad++) {
+        int64_t hs[12] = {0, 1, -1, 3, 2, 1, 0, 0, 3, -1, 2, 1};
+        hs[bad ? 9 : 4] = bad ? -2 : 4;
+        int64_t *ds = up(hs, sizeof hs);
+        char desc[96];
+        snprintf(desc, sizeof desc, "attention_mem selected id %s", bad ? "-2" : "== n_mem");
+        same_error(desc,
+                   CPU->attention_mem(kc_cpu, b, b, b, b, 2, 2, 0, 2, 1, 4, 1.f, hp, hp, KERN_F32, 4, hs, 3),
+                   GPU->attention_mem(kc_gpu, d, d, d, d, 2, 2, 0, 2, 1, 4, 1.f, dp, dp, KERN_F32, 4, ds, 3));
+        GPU->mem_free(ds);
+    }
+    {   /* the error word was consumed: a valid call right after succeeds */
+        int64_t hs[12] = {0, 1, -1, 3, 2, 1, 0, 0, 3, -1, 2, 1};
+        int64_t *ds = up(hs, sizeof hs);
+        int rc = GPU->attention_mem(kc_gpu, d, d, d, d, 2, 2, 0, 2, 1, 4, 1.f, dp, dp, KERN_F32, 4, ds, 3);
+        if (rc == KERN_OK) rc = GPU->sync(kc_gpu);
+        CHECK(rc == KERN_OK, "attention_mem valid call after a bad-id one: %d", rc);
+        GPU->mem_free(ds);
+    }
+    /* CUDA-only limits, documented in cuda_attention_mem.cu: refused, never computed wrongly */
+    CHECK(GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 1, 1, 320, 1.f, dp, dp, KERN_F32, 0, NULL, 0) ==
+              KERN_ESHAPE, "cuda attention_mem hd 320 refused");
+    CHECK(GPU->attention_mem(kc_gpu, d, d, d, d, 1, 1, 0, 200, 200, 1, 1.f, dp, dp, KERN_F32, 0, NULL, 0) ==
+              KERN_ESHAPE, "cuda attention_mem hkv 200 refused");
     GPU->mem_free(d);
 }
 
