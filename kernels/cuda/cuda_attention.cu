@@ -30,6 +30,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <stdlib.h>
+
 #include "cuda_common.cuh"
 
 #define DEC_MAX_Q 8     /* query rows at or below which the split-KV kernel runs */
@@ -147,7 +149,15 @@ __global__ void __launch_bounds__(DEC_THREADS)
     float acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
-    for (int jj = k0 + warp; jj < k1; jj += DEC_WARPS) {
+    int jj = k0 + warp;
+    for (; jj + DEC_WARPS < k1; jj += 2 * DEC_WARPS) { /* two value rows in flight per warp, as for the keys */
+        float p0 = sc[jj - k0], p1 = sc[jj + DEC_WARPS - k0], va[E], vb2[E];
+        dec_load<VPL, VEC>(va, vb + (int64_t)jj * ks, lane, hd);
+        dec_load<VPL, VEC>(vb2, vb + (int64_t)(jj + DEC_WARPS) * ks, lane, hd);
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = fmaf(p1, vb2[e], fmaf(p0, va[e], acc[e]));
+    }
+    if (jj < k1) {
         float p = sc[jj - k0], vr[E];
         dec_load<VPL, VEC>(vr, vb + (int64_t)jj * ks, lane, hd);
 #pragma unroll
@@ -178,6 +188,7 @@ __global__ void decode_combine_kernel(float *__restrict__ out, const float *__re
     float M = -INFINITY;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, P[(int64_t)s * (hd + 2) + hd]);
     M = mn_block_max(M, red); /* finite: split 0 always holds key 0 */
+    for (int s = nsplit + threadIdx.x; s < ((nsplit + 3) & ~3) + 4; s += blockDim.x) wgt[s] = 0.f; /* mn_combine_smem */
     float L = 0.f;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) {
         float m = P[(int64_t)s * (hd + 2) + hd];
@@ -354,11 +365,25 @@ __global__ void __launch_bounds__(FA_THREADS)
 
 /* ---- launchers */
 
+/* Split-KV blocks aimed at per SM (q rows x heads x splits): enough 4-warp blocks that the key and value loads
+ * in flight cover the memory latency. 8 measured best on an H100 (2026-11-22, 32 heads x 100: 30 us at 2K keys,
+ * 162 us at 16K, vs 34 / 200 us with 4; 16 and 32 were no better). MNEMO_DEC_BLOCKS_PER_SM overrides it (tuning
+ * with test_ops --perf). */
+static int dec_blocks_per_sm(void) {
+    static int v = 0;
+    if (!v) {
+        const char *e = getenv("MNEMO_DEC_BLOCKS_PER_SM");
+        int f = e ? atoi(e) : 0;
+        v = f >= 1 && f <= 64 ? f : 8;
+    }
+    return v;
+}
+
 static int attention_decode(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,
                             int q_pos0, int hq, int hkv, int hd, float scale) {
     const int64_t max_lim = (int64_t)q_pos0 + nq; /* keys the last row sees */
     const int64_t base = (int64_t)hq * nq;
-    int64_t want = mn_cdiv((int64_t)kc->sm_count * 4, base);
+    int64_t want = mn_cdiv((int64_t)kc->sm_count * dec_blocks_per_sm(), base);
     int64_t chunk = mn_cdiv(max_lim, want < 1 ? 1 : want);
     chunk = mn_cdiv(chunk, DEC_MIN_CHUNK) * DEC_MIN_CHUNK;
     if (chunk < mn_cdiv(max_lim, DEC_MAX_SPLITS)) chunk = mn_cdiv(mn_cdiv(max_lim, DEC_MAX_SPLITS), 32) * 32;
@@ -382,7 +407,7 @@ static int attention_decode(kern_ctx *kc, float *out, const float *q, const floa
     MN_LAUNCH(kp, grid, DEC_THREADS, smem, kc->stream)(part, q, k, v, q_pos0, hq, hkv, hd, scale, (int)chunk, nsplit);
     int rc = kc_check_launch("attention (decode partials)");
     if (rc != KERN_OK) return rc;
-    MN_LAUNCH(decode_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, (size_t)nsplit * sizeof(float),
+    MN_LAUNCH(decode_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
               kc->stream)(out, part, hq, hd, nsplit);
     return kc_check_launch("attention (decode combine)");
 }

@@ -198,6 +198,7 @@ __global__ void mem_combine_kernel(float *__restrict__ out, const float *__restr
     float M = -INFINITY;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, P[(int64_t)s * (hd + 2) + hd]);
     M = mn_block_max(M, red);
+    for (int s = nsplit + threadIdx.x; s < ((nsplit + 3) & ~3) + 4; s += blockDim.x) wgt[s] = 0.f; /* mn_combine_smem */
     float L = 0.f;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) {
         float m = P[(int64_t)s * (hd + 2) + hd];
@@ -257,7 +258,7 @@ int kern_cuda_attention_mem(kern_ctx *kc, float *out, const float *q, const floa
         kc->err_dev);
     int rc = kc_check_launch("attention_mem (partials)");
     if (rc != KERN_OK || nsplit == 1) return rc;
-    MN_LAUNCH(mem_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, (size_t)nsplit * sizeof(float),
+    MN_LAUNCH(mem_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
               kc->stream)(out, part, (int)hq, (int)hd, nsplit);
     return kc_check_launch("attention_mem (combine)");
 }

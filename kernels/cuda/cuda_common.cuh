@@ -124,4 +124,9 @@ __device__ __forceinline__ float mn_block_max(float v, float *red) {
 
 static inline int64_t mn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Dynamic shared memory of a split-combine kernel: nsplit weights, rounded up to whole 16-byte words plus one
+ * spare word, because compute-sanitizer saw the combine loop read 12 bytes past an nsplit-float array on sm_90
+ * (nsplit 1); the spare words are zeroed by the kernel, so such a read never meets garbage. */
+static inline size_t mn_combine_smem(int64_t nsplit) { return (size_t)(mn_cdiv(nsplit, 4) * 4 + 4) * sizeof(float); }
+
 #endif

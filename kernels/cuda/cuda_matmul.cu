@@ -6,8 +6,9 @@
  *   - m <= 8 (decode, small batched decode): memory-bound. gemv_kernel streams each weight row once with
  *     16-byte loads, widens it in registers (bf16 -> f32 is an exact shift) and dots it with all m activation
  *     rows in fp32. One warp owns R = 1, 2 or 4 weight rows (more rows per warp as m grows, so each activation
- *     value loaded from L1 serves R rows). Its speed is what tests/bench/bench_cuda.c compares with the copy
- *     bandwidth.
+ *     value loaded from L1 serves R rows); for m >= 6, two warps share a row group and split k, so enough
+ *     loads are in flight. tests/bench/bench_cuda.c compares its speed
+ *     with the copy bandwidth.
  *   - m > 8 (prefill): compute-bound, cuBLAS.
  *       f32 weights: cublasGemmEx in CUBLAS_COMPUTE_32F (true fp32, no TF32).
  *       bf16/f16 weights, kern_cuda_gemm SPLIT (default): the activations are split x = x0 + x1 (+ x2) into
@@ -23,6 +24,7 @@
  *     kernel reports it as a deferred KERN_ERANGE instead of computing a silently wrong product.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda_common.cuh"
 
@@ -58,27 +60,33 @@ template <int M> struct gemv_shape {
     static constexpr int R = M >= 4 ? 4 : M >= 2 ? 2 : 1; /* weight rows per warp */
 };
 
-/* y[r, j] (+)= sum_i x[r, i] * w[j, i] for r < M. Warp w of block b owns rows j0 .. j0+R-1,
- * j0 = (b * GEMV_WARPS + w) * R; lanes split k. vec: k % 8 == 0 and w, x 16-byte aligned. */
-template <int DT, int M>
+/* y[r, j] (+)= sum_i x[r, i] * w[j, i] for r < M. A block's GEMV_WARPS warps form GEMV_WARPS / S groups; group g
+ * of block b owns rows j0 .. j0+R-1, j0 = (b * GEMV_WARPS / S + g) * R, and its S warps split k (interleaved in
+ * 256-element steps), their partial sums added in shared memory in a fixed order (deterministic). S > 1 puts more
+ * warps, hence more loads, in flight when n is small (d x d and d x ff projections: 3200 rows on 132 SMs).
+ * Lanes split k inside a warp. vec: k % 8 == 0 and w, x 16-byte aligned. */
+template <int DT, int M, int S>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const void *__restrict__ w, int64_t n, int64_t k,
                 int beta1, int vec) {
     constexpr int R = gemv_shape<M>::R;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t j0 = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * R;
-    if (j0 >= n) return; /* whole warp: j0 does not depend on the lane */
+    __shared__ float red[S > 1 ? GEMV_WARPS * R * M : 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % S;
+    const int64_t j0 = ((int64_t)blockIdx.x * (GEMV_WARPS / S) + warp / S) * R;
+    if (S == 1 && j0 >= n) return; /* whole warp: j0 does not depend on the lane (S > 1: the barrier below) */
     float acc[R][M];
 #pragma unroll
     for (int q = 0; q < R; q++)
 #pragma unroll
         for (int r = 0; r < M; r++) acc[q][r] = 0.f;
 
-    if (vec) {
-        /* two iterations in flight where registers allow (small m); for m > 2 the R*M accumulators and the
+    if (j0 >= n) {
+        /* S > 1: rows past the end, nothing to load; still reaches the barrier */
+    } else if (vec) {
+        /* several iterations in flight where registers allow (small m); for m > 2 the R*M accumulators and the
          * M*8 activation values already take ~100 registers */
-#pragma unroll(M <= 2 ? 2 : 1)
-        for (int64_t i = (int64_t)lane * 8; i < k; i += 256) {
+#pragma unroll(M == 1 ? 4 : M == 2 ? 2 : 1)
+        for (int64_t i = ((int64_t)part * 32 + lane) * 8; i < k; i += 256 * S) {
             float xv[M][8];
 #pragma unroll
             for (int r = 0; r < M; r++) {
@@ -99,7 +107,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
             }
         }
     } else {
-        for (int64_t i = lane; i < k; i += 32) {
+        for (int64_t i = (int64_t)part * 32 + lane; i < k; i += 32 * S) {
             float xv[M];
 #pragma unroll
             for (int r = 0; r < M; r++) xv[r] = x[r * k + i];
@@ -116,6 +124,21 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     for (int q = 0; q < R; q++)
 #pragma unroll
         for (int r = 0; r < M; r++) acc[q][r] = mn_warp_sum(acc[q][r]);
+    if (S > 1) { /* every lane holds the warp's sums; part 0 adds the other parts' */
+        if (lane == 0)
+#pragma unroll
+            for (int q = 0; q < R; q++)
+#pragma unroll
+                for (int r = 0; r < M; r++) red[(warp * R + q) * M + r] = acc[q][r];
+        __syncthreads();
+        if (part != 0 || j0 >= n) return;
+#pragma unroll
+        for (int q = 0; q < R; q++)
+#pragma unroll
+            for (int r = 0; r < M; r++)
+#pragma unroll
+                for (int t = 1; t < S; t++) acc[q][r] += red[((warp + t) * R + q) * M + r];
+    }
     /* lane q*M + r writes y[r, j0+q] (R*M <= 32) */
 #pragma unroll
     for (int q = 0; q < R; q++)
@@ -149,27 +172,47 @@ __global__ void split16_kernel(uint16_t *__restrict__ parts, int np, int64_t str
 
 typedef void (*gemv_fn)(float *, const float *, const void *, int64_t, int64_t, int, int);
 
-template <int DT> static gemv_fn pick_gemv(int64_t m) {
+template <int DT, int S> static gemv_fn pick_gemv_s(int64_t m) {
     switch (m) {
-    case 1: return gemv_kernel<DT, 1>;
-    case 2: return gemv_kernel<DT, 2>;
-    case 3: return gemv_kernel<DT, 3>;
-    case 4: return gemv_kernel<DT, 4>;
-    case 5: return gemv_kernel<DT, 5>;
-    case 6: return gemv_kernel<DT, 6>;
-    case 7: return gemv_kernel<DT, 7>;
-    default: return gemv_kernel<DT, 8>;
+    case 1: return gemv_kernel<DT, 1, S>;
+    case 2: return gemv_kernel<DT, 2, S>;
+    case 3: return gemv_kernel<DT, 3, S>;
+    case 4: return gemv_kernel<DT, 4, S>;
+    case 5: return gemv_kernel<DT, 5, S>;
+    case 6: return gemv_kernel<DT, 6, S>;
+    case 7: return gemv_kernel<DT, 7, S>;
+    default: return gemv_kernel<DT, 8, S>;
     }
+}
+
+template <int DT> static gemv_fn pick_gemv(int64_t m, int s) {
+    return s == 4 ? pick_gemv_s<DT, 4>(m) : s == 2 ? pick_gemv_s<DT, 2>(m) : pick_gemv_s<DT, 1>(m);
 }
 
 static int rows_per_warp(int64_t m) { return m >= 4 ? 4 : m >= 2 ? 2 : 1; }
 
+/* Warps per row group (k split S ways). Measured on an H100 (test_ops --perf, 2026-11-22): for m <= 4 one warp
+ * per row group streaming four 16-byte loads ahead is best on every LLaMA-3B shape (splitting k cost 3-25%);
+ * for m = 8, two warps per group (more loads in flight for the R*M accumulators) were 15% faster.
+ * MNEMO_GEMV_SPLIT=1|2|4 forces it (for tuning with test_ops --perf). */
+static int gemv_split(int64_t m) {
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("MNEMO_GEMV_SPLIT");
+        int f = e ? atoi(e) : 0;
+        forced = f == 1 || f == 2 || f == 4 ? f : 0;
+    }
+    if (forced) return forced;
+    return m >= 6 ? 2 : 1;
+}
+
 static int matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
-    gemv_fn f = dt == KERN_F32 ? pick_gemv<KERN_F32>(m) : dt == KERN_BF16 ? pick_gemv<KERN_BF16>(m)
-                                                                          : pick_gemv<KERN_F16>(m);
+    int s = gemv_split(m);
+    gemv_fn f = dt == KERN_F32 ? pick_gemv<KERN_F32>(m, s) : dt == KERN_BF16 ? pick_gemv<KERN_BF16>(m, s)
+                                                                             : pick_gemv<KERN_F16>(m, s);
     int vec = k % 8 == 0 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0;
-    int64_t blocks = mn_cdiv(n, (int64_t)GEMV_WARPS * rows_per_warp(m));
+    int64_t blocks = mn_cdiv(n, (int64_t)(GEMV_WARPS / s) * rows_per_warp(m));
     MN_LAUNCH(f, (unsigned)blocks, GEMV_WARPS * 32, 0, kc->stream)(y, x, w, n, k, beta != 0.f, vec);
     return kc_check_launch("matmul (gemv)");
 }

@@ -487,7 +487,12 @@ static void test_swiglu_add(void) {
             char desc[160];
             snprintf(desc, sizeof desc, "swiglu(n=%ld%s)", (long)n, alias ? ", h aliases gate" : "");
             verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, ref, got, (size_t)n, 1e-12);
-            /* add: y (the swiglu output, NaN/Inf included) += u */
+            /* add: y (the CPU's swiglu output, NaN/Inf included, on both sides: the GPU's expf may differ by an
+             * ulp, and add itself must be exact) += u */
+            if (GPU->mem_copy(kc_gpu, o.p, ref, (size_t)n * 4, KERN_H2D) != KERN_OK) {
+                fprintf(stderr, "test_ops: upload of the add input failed\n");
+                exit(1);
+            }
             rc_c = CPU->add(kc_cpu, ref, u, n);
             rc_g = GPU->add(kc_gpu, o.p, du, n);
             rc_f = gfetch(&o, got, &guards);
@@ -568,7 +573,9 @@ static void perf(int nops, char **ops) {
         perf_line("add(n=512*3200)", s, 512.0 * d * 12, 0);
     }
     if (want("matmul", nops, ops)) {
-        struct { int64_t m, n, k; } mm[] = {{1, ff, d}, {1, d, ff}, {1, V, d}, {4, ff, d}, {8, ff, d}, {64, ff, d},
+        /* m = 1: decode's shapes (d x d: wo; 3d x d: fused q|k|v; 2ff x d: fused gate|up; d x ff: down; lm_head) */
+        struct { int64_t m, n, k; } mm[] = {{1, d, d}, {1, 3 * d, d}, {1, 2 * ff, d}, {1, ff, d}, {1, d, ff},
+                                            {1, V, d}, {4, ff, d}, {8, ff, d}, {64, ff, d},
                                             {512, ff, d}, {512, d, ff}, {2048, ff, d}};
         for (size_t i = 0; i < sizeof mm / sizeof *mm; i++)
             for (int mode = 0; mode <= 1; mode++) {

@@ -52,11 +52,12 @@ int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n
     fb->n_batch = n_batch;
     fb->x = be->mem_alloc(nb * d * sizeof(float));
     fb->xn = be->mem_alloc(nb * d * sizeof(float));
-    fb->q = be->mem_alloc(nb * qd * sizeof(float));
+    /* q and gate also hold a one-row step's fused q|k|v and gate|up outputs (see llama_forward_batch) */
+    fb->q = be->mem_alloc((nb * qd > qd + 2 * kvd ? nb * qd : qd + 2 * kvd) * sizeof(float));
     fb->k = be->mem_alloc(nb * kvd * sizeof(float));
     fb->v = be->mem_alloc(nb * kvd * sizeof(float));
     fb->att = be->mem_alloc(nb * qd * sizeof(float));
-    fb->gate = be->mem_alloc(nb * ff * sizeof(float));
+    fb->gate = be->mem_alloc((nb > 2 ? nb : 2) * ff * sizeof(float));
     fb->up = be->mem_alloc(nb * ff * sizeof(float));
     fb->pos = be->mem_alloc(2 * nb * sizeof(int32_t));
     fb->staging = be->host_memory ? fb->pos : malloc(2 * nb * sizeof(int32_t));
@@ -206,6 +207,13 @@ static int forward_logits(const model_config *cfg, const llama_weights *w, const
     return rc;
 }
 
+/* Whether weight b starts right where a (a_elems elements) ends, in the same dtype: then a and b can be read as one
+ * matrix. The device upload lays a layer's wq|wk|wv and w_gate|w_up out back to back (256-byte aligned, which
+ * LLaMA shapes already are); host checkpoints usually are not. */
+static bool adjacent(const weight_ref *a, int64_t a_elems, const weight_ref *b) {
+    return a->dt == b->dt && (const char *)a->data + (size_t)a_elems * kern_dtype_size(a->dt) == (const char *)b->data;
+}
+
 int llama_forward_batch(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                         forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs) {
     const int64_t d = cfg->hidden_size, ff = cfg->intermediate_size, hd = cfg->head_dim;
@@ -240,35 +248,49 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
 
         /* attention sublayer: projections over all rows, attention per sequence over its own cache */
         TRY(be->rmsnorm(kc, fb->xn, NULL, fb->x, L->attn_norm.data, L->attn_norm.dt, n, d, eps));
-        TRY(be->matmul(kc, fb->q, fb->xn, L->wq.data, L->wq.dt, n, qd, d, 0.f));
-        TRY(be->matmul(kc, fb->k, fb->xn, L->wk.data, L->wk.dt, n, kvd, d, 0.f));
-        TRY(be->matmul(kc, fb->v, fb->xn, L->wv.data, L->wv.dt, n, kvd, d, 0.f));
+        /* A one-row step (batch-1 decode) reads wq|wk|wv as one matrix when they are adjacent: one GEMV streaming
+         * a longer matrix instead of three short ones, and q|k (contiguous then) get RoPE in one call. */
+        float *qb = fb->q, *kb = fb->k, *vb = fb->v;
+        const bool fused_qkv = n == 1 && adjacent(&L->wq, qd * d, &L->wk) && adjacent(&L->wk, kvd * d, &L->wv);
+        if (fused_qkv) {
+            kb = qb + qd;
+            vb = kb + kvd;
+            TRY(be->matmul(kc, qb, fb->xn, L->wq.data, L->wq.dt, 1, qd + 2 * kvd, d, 0.f));
+        } else {
+            TRY(be->matmul(kc, qb, fb->xn, L->wq.data, L->wq.dt, n, qd, d, 0.f));
+            TRY(be->matmul(kc, kb, fb->xn, L->wk.data, L->wk.dt, n, kvd, d, 0.f));
+            TRY(be->matmul(kc, vb, fb->xn, L->wv.data, L->wv.dt, n, kvd, d, 0.f));
+        }
         bool mem_layer = cfg->is_longllama && longllama_is_mem_layer(cfg, l);
         if (mem_layer) { /* keys before RoPE: what moves to memory when the local cache is flushed */
             if (!be->host_memory) return KERN_ESHAPE; /* memory layers run on host backends */
             for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++)
                 if (seqs[s].ll)
-                    memcpy(seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, fb->k + (size_t)r0 * kvd,
+                    memcpy(seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, kb + (size_t)r0 * kvd,
                            (size_t)seqs[s].n * kvd * sizeof(float));
         }
         if (!mem_layer || cfg->mem_positionals) { /* mem_positionals false: no RoPE at all in memory layers */
-            TRY(be->rope(kc, fb->q, n, hq, hd, fb->pos, theta, pos_scale));
-            TRY(be->rope(kc, fb->k, n, hkv, hd, fb->pos, theta, pos_scale));
+            if (fused_qkv) {
+                TRY(be->rope(kc, qb, 1, hq + hkv, hd, fb->pos, theta, pos_scale));
+            } else {
+                TRY(be->rope(kc, qb, n, hq, hd, fb->pos, theta, pos_scale));
+                TRY(be->rope(kc, kb, n, hkv, hd, fb->pos, theta, pos_scale));
+            }
         }
         int64_t r = 0;
         for (int32_t s = 0; s < n_seqs; s++) {
             const forward_seq *q = &seqs[s];
             size_t layer_off = (size_t)l * (size_t)q->kv->n_ctx * (size_t)kvd; /* cache is (n_ctx, kvd) per layer */
             float *kl = q->kv->k + layer_off, *vl = q->kv->v + layer_off;
-            TRY(be->mem_copy(kc, kl + (size_t)q->pos0 * kvd, fb->k + r * kvd, (size_t)q->n * kvd * sizeof(float),
+            TRY(be->mem_copy(kc, kl + (size_t)q->pos0 * kvd, kb + r * kvd, (size_t)q->n * kvd * sizeof(float),
                              KERN_D2D));
-            TRY(be->mem_copy(kc, vl + (size_t)q->pos0 * kvd, fb->v + r * kvd, (size_t)q->n * kvd * sizeof(float),
+            TRY(be->mem_copy(kc, vl + (size_t)q->pos0 * kvd, vb + r * kvd, (size_t)q->n * kvd * sizeof(float),
                              KERN_D2D));
             if (mem_layer && q->ll)
-                TRY(longllama_attention(q->ll, l, be, kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n,
+                TRY(longllama_attention(q->ll, l, be, kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n,
                                         q->pos0 + q->n, q->pos0, hq, hkv, hd, scale));
             else
-                TRY(be->attention(kc, fb->att + r * qd, fb->q + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq,
+                TRY(be->attention(kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq,
                                   hkv, hd, scale));
             r += q->n;
         }
@@ -276,9 +298,14 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
 
         /* MLP sublayer */
         TRY(be->rmsnorm(kc, fb->xn, NULL, fb->x, L->ffn_norm.data, L->ffn_norm.dt, n, d, eps));
-        TRY(be->matmul(kc, fb->gate, fb->xn, L->w_gate.data, L->w_gate.dt, n, ff, d, 0.f));
-        TRY(be->matmul(kc, fb->up, fb->xn, L->w_up.data, L->w_up.dt, n, ff, d, 0.f));
-        TRY(be->swiglu(kc, fb->gate, fb->gate, fb->up, n * ff));
+        if (n == 1 && adjacent(&L->w_gate, ff * d, &L->w_up)) { /* gate|up as one GEMV, as q|k|v above */
+            TRY(be->matmul(kc, fb->gate, fb->xn, L->w_gate.data, L->w_gate.dt, 1, 2 * ff, d, 0.f));
+            TRY(be->swiglu(kc, fb->gate, fb->gate, fb->gate + ff, ff));
+        } else {
+            TRY(be->matmul(kc, fb->gate, fb->xn, L->w_gate.data, L->w_gate.dt, n, ff, d, 0.f));
+            TRY(be->matmul(kc, fb->up, fb->xn, L->w_up.data, L->w_up.dt, n, ff, d, 0.f));
+            TRY(be->swiglu(kc, fb->gate, fb->gate, fb->up, n * ff));
+        }
         TRY(be->matmul(kc, fb->x, fb->gate, L->w_down.data, L->w_down.dt, n, d, ff, 1.f));
     }
     return forward_logits(cfg, w, be, kc, fb, seqs, n_seqs);

@@ -1,0 +1,107 @@
+/*
+ * random_model.h — a model with LongLLaMA-3B's layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab
+ * 32000) and random weights, built in host memory for the benchmarks (no checkpoint file, no disk).
+ * Header-only: each benchmark is one executable.
+ */
+#ifndef MNEMO_BENCH_RANDOM_MODEL_H
+#define MNEMO_BENCH_RANDOM_MODEL_H
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "llama_weights.h"
+#include "model_config.h"
+
+static double bench_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *bench_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0) {
+        fprintf(stderr, "bench: out of memory (%zu MB)\n", bytes >> 20);
+        exit(1);
+    }
+    return p;
+}
+
+/* Random weights in [-0.05, 0.05), filled in parallel (a xorshift per thread). */
+static weight_ref bench_random_weight(size_t n, kern_dtype dt) {
+    void *p = bench_alloc(n * kern_dtype_size(dt));
+#pragma omp parallel
+    {
+        uint64_t s = 0x9E3779B97F4A7C15ull ^ ((uint64_t)omp_get_thread_num() * 0x2545F4914F6CDD1Dull) ^ n;
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            float v = (float)((s >> 40) * (1.0 / (1 << 24))) * 0.1f - 0.05f;
+            if (dt == KERN_F32) ((float *)p)[i] = v;
+            else if (dt == KERN_BF16) ((uint16_t *)p)[i] = kern_f32_to_bf16(v);
+            else ((uint16_t *)p)[i] = kern_f32_to_f16(v);
+        }
+    }
+    return (weight_ref){p, dt};
+}
+
+typedef struct {
+    model_config cfg;
+    llama_weights w;
+} bench_model;
+
+static void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {
+    memset(bm, 0, sizeof *bm);
+    model_config *c = &bm->cfg;
+    strcpy(c->architecture, "LlamaForCausalLM");
+    c->hidden_size = 3200; c->intermediate_size = 8640; c->num_hidden_layers = layers;
+    c->num_attention_heads = 32; c->num_key_value_heads = 32; c->head_dim = 100;
+    c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
+    c->max_position_embeddings = max_pos; c->vocab_size = 32000;
+    size_t d = 3200, ff = 8640, V = 32000;
+    bm->w.tok_embd = bench_random_weight(V * d, dt);
+    bm->w.out_norm = bench_random_weight(d, dt);
+    bm->w.lm_head = bench_random_weight(V * d, dt);
+    bm->w.layers = calloc((size_t)layers, sizeof(layer_weights));
+    for (int l = 0; l < layers; l++) {
+        layer_weights *L = &bm->w.layers[l];
+        L->attn_norm = bench_random_weight(d, dt); L->ffn_norm = bench_random_weight(d, dt);
+        L->wq = bench_random_weight(d * d, dt); L->wk = bench_random_weight(d * d, dt);
+        L->wv = bench_random_weight(d * d, dt); L->wo = bench_random_weight(d * d, dt);
+        L->w_gate = bench_random_weight(ff * d, dt); L->w_up = bench_random_weight(ff * d, dt);
+        L->w_down = bench_random_weight(d * ff, dt);
+    }
+    size_t es = kern_dtype_size(dt);
+    bm->w.bytes_per_token = (uint64_t)layers * (4 * d * d + 3 * ff * d + 2 * d) * es + (V * d + d) * es;
+}
+
+/* Frees the host weights (after an upload to a device they are no longer needed). */
+static void bench_model_free_host(bench_model *bm, const llama_weights *host) {
+    for (int l = 0; l < bm->cfg.num_hidden_layers; l++) {
+        const layer_weights *L = &host->layers[l];
+        const weight_ref *all[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) free((void *)all[i]->data);
+    }
+    free((void *)host->tok_embd.data); free((void *)host->out_norm.data); free((void *)host->lm_head.data);
+}
+
+/* Matmul + attention FLOPs of a prefill of n tokens after `past` cached ones, logits for the last row only. */
+static double bench_prefill_flops(const model_config *c, double n, double past) {
+    double d = c->hidden_size, ff = c->intermediate_size, L = c->num_hidden_layers;
+    double qd = (double)c->num_attention_heads * c->head_dim, kvd = (double)c->num_key_value_heads * c->head_dim;
+    double mm = 2.0 * n * L * (2 * d * qd + 2 * d * kvd + 3 * ff * d) + 2.0 * d * c->vocab_size;
+    /* causal: row i sees past + i + 1 keys; QK^T and PV are 2 FLOPs per (query, key, dim) each */
+    double keys = n * past + n * (n + 1) / 2;
+    double att = 4.0 * L * qd * keys;
+    return mm + att;
+}
+
+#endif
