@@ -15,4 +15,5 @@ if [ "${MNEMO_SKIP_EMU:-0}" != 1 ]; then
   cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DMNEMO_CUDA_EMU=ON
   cmake --build build-emu -j"$(nproc)" --target test_ops test_reference_models
   MNEMO_TEST_DEVICE=cuda ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R '^(test_ops|test_reference_models)$'
+  MNEMO_CUDA_ATTN=tc build-emu/tests/test_ops --quiet attention # the opt-in tensor-core prefill kernel
 fi

@@ -31,6 +31,7 @@
 #include <stdio.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 
@@ -431,6 +432,18 @@ template <int HDP> static fa_fn prefill_kernel(const kern_ctx *kc, size_t *smem)
     return state == 1 ? flash_prefill_kernel<HDP> : NULL;
 }
 
+/* Prefill runs the fp32 SIMT kernel below unless MNEMO_CUDA_ATTN=tc selects the tensor-core one
+ * (cuda_attention_tc.cu): correct, but measured slower on an H100 so far (2026-11-22, 32 heads x 100, 16K keys:
+ * SIMT 18.3 TFLOP/s, TF32 wmma 12.3 in SPLIT / 16.6 in FAST). Tests run both. */
+static bool use_tensor_cores(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("MNEMO_CUDA_ATTN");
+        v = e && !strcmp(e, "tc");
+    }
+    return v == 1;
+}
+
 int kern_cuda_attention(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int64_t nq,
                         int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     if (!kc_ok(kc) || nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
@@ -438,6 +451,9 @@ int kern_cuda_attention(kern_ctx *kc, float *out, const float *q, const float *k
     if (hd > MAX_HD || nkv > INT32_MAX || hq > 65535) return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
     if (nq > DEC_MAX_Q) {
+        if (use_tensor_cores() && cuda_attention_prefill_tc(kc, out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq,
+                                                            (int)hkv, (int)hd, scale) == KERN_OK)
+            return KERN_OK;
         size_t smem = 0;
         fa_fn f = hd <= 64 ? prefill_kernel<64>(kc, &smem) : hd <= 128 ? prefill_kernel<128>(kc, &smem)
                                                                          : prefill_kernel<256>(kc, &smem);

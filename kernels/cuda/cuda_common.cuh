@@ -57,6 +57,10 @@ struct kern_ctx {
 KERN_OPS(KERN_CUDA_DECL)
 #undef KERN_CUDA_DECL
 
+/* Tensor-core flash prefill (cuda_attention_tc.cu): KERN_OK after a launch, KERN_ESHAPE when it does not apply. */
+int cuda_attention_prefill_tc(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,
+                              int nkv, int q_pos0, int hq, int hkv, int hd, float scale);
+
 /* ---- host-side helpers (cuda_backend.cu) */
 
 /* 1 when kc is a CUDA context. */

@@ -256,4 +256,90 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 template <class T> static inline T __ldg(const T *p) { return *p; }
 
+
+/* ---- nvcuda::wmma, the TF32 subset (m16n16k8) kernels/cuda uses. A fragment's layout across a warp's lanes is
+ * opaque in CUDA, so kernels may only touch its elements uniformly (convert, scale); here every thread holds the
+ * whole tile (row-major), loads and stores it whole and computes the whole product, which equals what the warp
+ * computes together. TF32 operands are exact in fp32 products; accumulation is fp32 in k order. */
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+} // namespace precision
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment;
+template <int M, int N, int K, class Layout> struct fragment<matrix_a, M, N, K, precision::tf32, Layout> {
+    enum { num_elements = M * K, rows = M, cols = K };
+    float x[M * K]; /* [m][k] */
+};
+template <int M, int N, int K, class Layout> struct fragment<matrix_b, M, N, K, precision::tf32, Layout> {
+    enum { num_elements = K * N, rows = K, cols = N };
+    float x[K * N]; /* [k][n] */
+};
+template <int M, int N, int K> struct fragment<accumulator, M, N, K, float, void> {
+    enum { num_elements = M * N, rows = M, cols = N };
+    float x[M * N]; /* [m][n] */
+};
+
+/* cvt.rna.tf32.f32: round to nearest, ties away from zero, to 10 mantissa bits (low 13 bits zero) */
+static inline float __float_to_tf32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+template <class Frag> static inline void fill_fragment(Frag &f, float v) {
+    for (int i = 0; i < Frag::num_elements; i++) f.x[i] = v;
+}
+/* Every lane holds the whole tile here, so a load followed by a store of the same tile (O += P.V in place) would
+ * let a late lane read what an early lane already stored: loads end, and stores begin, at a warp barrier (the
+ * _sync ops need the whole warp anyway). */
+template <class Frag> static inline void load_tile(Frag &f, const float *p, unsigned ldm, bool row_major_mem) {
+    for (int r = 0; r < Frag::rows; r++)
+        for (int c = 0; c < Frag::cols; c++)
+            f.x[r * Frag::cols + c] = row_major_mem ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    mnemu::syncwarp();
+}
+template <class Use, int M, int N, int K>
+static inline void load_matrix_sync(fragment<Use, M, N, K, precision::tf32, row_major> &f, const float *p, unsigned ldm) {
+    load_tile(f, p, ldm, true);
+}
+template <class Use, int M, int N, int K>
+static inline void load_matrix_sync(fragment<Use, M, N, K, precision::tf32, col_major> &f, const float *p, unsigned ldm) {
+    load_tile(f, p, ldm, false);
+}
+template <int M, int N, int K>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p, unsigned ldm, layout_t l) {
+    load_tile(f, p, ldm, l == mem_row_major);
+}
+template <int M, int N, int K>
+static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f, unsigned ldm, layout_t l) {
+    mnemu::syncwarp();
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) (l == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = f.x[r * N + c];
+}
+template <int M, int N, int K, class LA, class LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a, M, N, K, precision::tf32, LA> &a,
+                            const fragment<matrix_b, M, N, K, precision::tf32, LB> &b,
+                            const fragment<accumulator, M, N, K, float> &c) {
+    float t[M * N];
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = c.x[m * N + n];
+            for (int k = 0; k < K; k++) acc = fmaf(a.x[m * K + k], b.x[k * N + n], acc);
+            t[m * N + n] = acc;
+        }
+    memcpy(d.x, t, sizeof t);
+}
+} // namespace wmma
+} // namespace nvcuda
+
 #endif
