@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "cli_progress.h"
 #include "engine.h"
 
 #define MAX_STOPS 16
@@ -34,6 +35,7 @@ static void usage(FILE *f) {
             "  --ctx N                context length (default: the model's max_position_embeddings)\n"
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device D             auto | cpu | cuda (default auto)\n"
+            "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
             "  -v, --verbose          log model details and timings\n",
             cli_default_model(), MAX_STOPS, MNEMO_MAX_LOGPROBS);
 }
@@ -107,7 +109,7 @@ int cli_generate(int argc, char **argv) {
     gp.sampling.top_p = 0.95f;
     gp.sampling.min_p = 0.05f;
     gp.sampling.seed = 42;
-    bool json = false, verbose = false;
+    bool json = false, verbose = false, progress = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
@@ -138,6 +140,7 @@ int cli_generate(int argc, char **argv) {
             else { fprintf(stderr, "mnemo generate: --device expects auto, cpu or cuda, got '%s'\n", v); return 2; }
         }
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--progress")) progress = true;
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
         else { fprintf(stderr, "mnemo generate: unknown option '%s' (try --help)\n", a); return 2; }
@@ -161,6 +164,8 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
         goto out;
     }
+    cli_progress bar = {.label = "prompt"};
+    if (cli_progress_wanted(progress)) mnemo_context_set_progress(ctx, cli_progress_report, &bar);
     print_state ps = {.model = model, .n_logprobs = gp.n_logprobs, .json = json};
     mnemo_generate_result res;
     if (mnemo_generate(ctx, prompt, &gp, on_token, &ps, &res) != MNEMO_OK) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_progress.h"
 #include "engine.h"
 
 #define MAX_LIST 64
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
             "  --knn K              LongLLaMA: attend to the top-K memory rows per query (default 0 = dense)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
+            "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
             "  -v, --verbose        print every trial\n",
             cli_default_model());
 }
@@ -140,7 +142,7 @@ int cli_passkey(int argc, char **argv) {
     int n_lengths = 4, n_depths = 5;
     int32_t trials = 2, lcl = 0, knn = 0, threads = 0;
     uint64_t seed = 1;
-    bool json = false, verbose = false;
+    bool json = false, verbose = false, progress = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
@@ -154,6 +156,7 @@ int cli_passkey(int argc, char **argv) {
         else if (!strcmp(a, "--knn")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 20, &knn)) return 2; }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--progress")) progress = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
         else { fprintf(stderr, "mnemo passkey: unknown option '%s' (try --help)\n", a); return 2; }
 #undef VALUE
@@ -176,6 +179,8 @@ int cli_passkey(int argc, char **argv) {
         mnemo_model_free(m);
         return 1;
     }
+    cli_progress bar = {.label = "prefill"};
+    if (cli_progress_wanted(progress)) mnemo_context_set_progress(ctx, cli_progress_report, &bar);
     int32_t per_filler = count_tokens(m, FILLER);
     int32_t fixed = count_tokens(m, HEAD) + count_tokens(m, QUESTION) +
                     count_tokens(m, "The pass key is 12345. Remember it. 12345 is the pass key.\n") + 1;

@@ -158,6 +158,16 @@ typedef struct {
 /* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. */
 MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out);
 
+/* ---- progress of long inputs
+ * fn is called from inside mnemo_decode (and so mnemo_generate's prompt step) after every forward step of a call
+ * that needs more than one — chunks of n_batch tokens, or LongLLaMA memory windows — with the call's tokens done
+ * so far and its total; the last report has done == total (its return value is ignored). Returning false before
+ * that stops the call with MNEMO_ERR_CANCELLED:
+ * a plain LLaMA context is then as before the call; a LongLLaMA context is reset (its memory cannot be rolled
+ * back). fn == NULL turns reporting off. It runs on the thread running the decode. */
+typedef bool (*mnemo_progress_fn)(int64_t done, int64_t total, void *user);
+MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn fn, void *user);
+
 /* Run the model over n tokens that follow the context's current position, appending them to the KV cache.
  * On failure the context is left as it was before the call. */
 MNEMO_API mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n);

@@ -92,5 +92,17 @@ for sub in ("generate", "tokenize"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "usage: mnemo " + sub in out, f"{sub} --help")
 
+# A long prompt on a LongLLaMA model (window 64): no length limit, a progress bar on stderr with --progress that
+# leaves stdout as it is without it.
+ll = os.path.join(FIX, "longllama", "basic")
+long_prompt = "hello world " * 300
+args = ["generate", "--model", ll, "--prompt", long_prompt, "-n", "40", "--temp", "0"]
+rc1, out1, err1 = run(*args)
+rc2, out2, err2 = run(*args, "--progress")
+check(rc1 == 0 and len(out1) > 0, f"LongLLaMA generate past its window: exit {rc1}, stderr {err1[-200:]!r}")
+check(rc2 == 0 and out2 == out1, "--progress leaves stdout unchanged")
+check("\r" not in err1 and "prompt [" in err2 and "100%" in err2 and err2.rstrip().endswith("tok/s"),
+      f"--progress draws a bar that reaches 100% (stderr {err2[-120:]!r})")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -189,6 +189,7 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
     const size_t V = (size_t)ctx->model->cfg.vocab_size;
     float *all_logits = ctx->logits;
     int32_t n_past0 = ctx->n_past;
+    mnemo_token last0 = ctx->last_token;
     for (int32_t done = 0; done < n;) {
         int32_t nb = n - done < ctx->n_batch ? n - done : ctx->n_batch;
         mnemo_batch_entry e = {.ctx = ctx, .tokens = tokens + done, .n = nb};
@@ -197,15 +198,29 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
         ctx->logits = all_logits;
         if (st != MNEMO_OK) {
             ctx->n_past = n_past0; /* all or nothing: earlier chunks' cache rows become unreachable */
+            ctx->last_token = last0;
             ctx->logits_rows = 0;
             return st;
         }
         done += nb;
+        if (n > ctx->n_batch && !ctx_progress(ctx, done, n) && done < n) {
+            ctx->n_past = n_past0;
+            ctx->last_token = last0;
+            ctx->logits_rows = 0;
+            return ctx_fail(ctx, MNEMO_ERR_CANCELLED, "cancelled by the progress callback after %d of %d tokens",
+                            done, n);
+        }
     }
     ctx->last_n = n;
     ctx->logits_rows = ctx->logits_all ? n : 1;
     ctx->logits_first = ctx->logits_all ? 0 : n - 1;
     return MNEMO_OK;
+}
+
+void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->progress = fn;
+    ctx->progress_user = user;
 }
 
 const float *mnemo_get_logits(const mnemo_context *ctx, int32_t i) {

@@ -117,10 +117,14 @@ mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tok
         int32_t m = prefix - b < W ? prefix - b : W;
         st = cached_call(ctx, tokens + b, m, ctx->logits_all ? ctx->logits + (size_t)b * V : NULL, false);
         if (st == MNEMO_OK && no_cache) st = context_longllama_flush(ctx);
+        if (st == MNEMO_OK && !ctx_progress(ctx, b + m, n))
+            st = ctx_fail(ctx, MNEMO_ERR_CANCELLED, "cancelled by the progress callback after %d of %d tokens", b + m,
+                          n);
     }
     if (st == MNEMO_OK)
         st = cached_call(ctx, tokens + prefix, n - prefix,
                          ctx->logits_all ? ctx->logits + (size_t)prefix * V : ctx->logits, true);
+    if (st == MNEMO_OK && prefix > 0) ctx_progress(ctx, n, n); /* the last report: nothing left to stop */
     if (st != MNEMO_OK) {
         /* memory may already hold part of the input: never leave a half-updated session behind */
         char msg[sizeof ctx->err];

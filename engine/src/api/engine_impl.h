@@ -47,7 +47,14 @@ struct mnemo_context {
     int32_t last_n;           /* tokens in the last decode call */
     longllama_state *ll;      /* LongLLaMA memory state; NULL for plain LLaMA models */
     uint64_t mem_max_bytes;   /* 0 = no limit */
+    mnemo_progress_fn progress; /* mnemo_context_set_progress; NULL = off */
+    void *progress_user;
 };
+
+/* Reports a multi-step call's progress; false when the callback asks to stop (the caller then cancels). */
+static inline bool ctx_progress(mnemo_context *ctx, int64_t done, int64_t total) {
+    return !ctx->progress || ctx->progress(done, total, ctx->progress_user);
+}
 
 /* LongLLaMA contexts (context_longllama.c) */
 mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_params *p);
