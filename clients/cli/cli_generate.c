@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device D             auto | cpu | cuda (default auto)\n"
             "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
+            "  --load-session FILE    continue from a saved session (the prompt is appended to it)\n"
+            "  --save-session FILE    save the session (prompt + generated text) when done\n"
             "  -v, --verbose          log model details and timings\n",
             cli_default_model(), MAX_STOPS, MNEMO_MAX_LOGPROBS);
 }
@@ -110,6 +112,7 @@ int cli_generate(int argc, char **argv) {
     gp.sampling.min_p = 0.05f;
     gp.sampling.seed = 42;
     bool json = false, verbose = false, progress = false;
+    const char *load_session = NULL, *save_session = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
@@ -141,6 +144,8 @@ int cli_generate(int argc, char **argv) {
         }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
+        else if (!strcmp(a, "--load-session")) { VALUE(); load_session = v; }
+        else if (!strcmp(a, "--save-session")) { VALUE(); save_session = v; }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
         else { fprintf(stderr, "mnemo generate: unknown option '%s' (try --help)\n", a); return 2; }
@@ -164,6 +169,10 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
         goto out;
     }
+    if (load_session && mnemo_context_load(ctx, load_session) != MNEMO_OK) {
+        fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
+        goto out;
+    }
     cli_progress bar = {.label = "prompt"};
     if (cli_progress_wanted(progress)) mnemo_context_set_progress(ctx, cli_progress_report, &bar);
     print_state ps = {.model = model, .n_logprobs = gp.n_logprobs, .json = json};
@@ -184,6 +193,10 @@ int cli_generate(int argc, char **argv) {
                 mnemo_model_desc(model), res.n_prompt_tokens, res.prefill_ms,
                 res.prefill_ms > 0 ? res.n_prompt_tokens * 1e3 / res.prefill_ms : 0.0, res.n_generated, res.decode_ms,
                 res.decode_ms > 0 ? res.n_generated * 1e3 / res.decode_ms : 0.0, finish_name(res.finish_reason));
+    if (save_session && mnemo_context_save(ctx, save_session) != MNEMO_OK) {
+        fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
+        goto out;
+    }
     rc = 0;
 out:
     mnemo_context_free(ctx);

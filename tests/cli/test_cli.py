@@ -104,5 +104,27 @@ check(rc2 == 0 and out2 == out1, "--progress leaves stdout unchanged")
 check("\r" not in err1 and "prompt [" in err2 and "100%" in err2 and err2.rstrip().endswith("tok/s"),
       f"--progress draws a bar that reaches 100% (stderr {err2[-120:]!r})")
 
+# Sessions: ingest once (--save-session), continue later (--load-session): the same greedy text as one run.
+import tempfile
+with tempfile.TemporaryDirectory() as td:
+    snap = os.path.join(td, "s.snap")
+    gqa = os.path.join(FIX, "models", "gqa")
+    rc, _, err = run("generate", "--model", gqa, "--prompt", "The quick brown fox", "-n", "0", "--temp", "0",
+                     "--save-session", snap)
+    check(rc == 0 and os.path.getsize(snap) > 0, f"--save-session: exit {rc}, {err!r}")
+    rc_a, out_a, err_a = run("generate", "--model", gqa, "--load-session", snap, "--prompt", "", "-n", "8", "--temp", "0")
+    rc_b, out_b, _ = run("generate", "--model", gqa, "--prompt", "The quick brown fox", "-n", "8", "--temp", "0")
+    check(rc_a == 0 and rc_b == 0 and out_a == out_b, f"--load-session continues as one run ({out_a!r} vs {out_b!r}, {err_a!r})")
+    with open(snap, "r+b") as f:
+        f.seek(40)
+        b = f.read(1)
+        f.seek(40)
+        f.write(bytes([b[0] ^ 1]))
+    rc, _, err = run("generate", "--model", gqa, "--load-session", snap, "--prompt", "x", "-n", "1")
+    check(rc == 1 and ("refused" in err or "checksum" in err), f"a corrupted session is refused: exit {rc}, {err!r}")
+    rc, _, err = run("generate", "--model", os.path.join(FIX, "models", "mha"), "--load-session",
+                     os.path.join(td, "missing.snap"), "--prompt", "x", "-n", "1")
+    check(rc == 1 and "missing.snap" in err, f"a missing session file: exit {rc}, {err!r}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,0 +1,287 @@
+/*
+ * context_snapshot.c — mnemo_context_save / mnemo_context_load: a context's whole state in one snapshot file
+ * (memstore/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to path.tmp and renamed).
+ *
+ * Sections:
+ *   CTXH  the header below (what kind of context, how many rows, the LongLLaMA settings)
+ *   KVK_, KVV_  keys (after RoPE) and values of the cached rows, layer after layer: n_past rows for plain LLaMA, the
+ *         local window's n_local rows for LongLLaMA; fp32 as the cache holds them
+ *   RAWK  LongLLaMA: the memory layers' local keys before RoPE (what a flush moves to memory), layer after layer
+ *   M<l>  LongLLaMA: memory layer l's store (mem_store_save: rows in their storage dtype; the index is rebuilt on load)
+ *   LGTS  the logits of the last decoded token, when the context has them (so generation can continue at once)
+ * The fingerprint hashes the config and samples of the embedding and output weights, so a snapshot never loads
+ * into another model. Load reads and checks everything into fresh buffers before it touches the context: a refused
+ * file leaves the context as it was.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "longllama_memory.h"
+#include "snapshot.h"
+
+#define TAG_HEADER SNAP_TAG('C', 'T', 'X', 'H')
+#define TAG_KEYS SNAP_TAG('K', 'V', 'K', '_')
+#define TAG_VALUES SNAP_TAG('K', 'V', 'V', '_')
+#define TAG_RAWK SNAP_TAG('R', 'A', 'W', 'K')
+#define TAG_MEM(l) SNAP_TAG('M', (l) & 0xff, ((l) >> 8) & 0xff, 0x7f)
+#define TAG_LOGITS SNAP_TAG('L', 'G', 'T', 'S')
+#define FORMAT 1
+#define SAMPLE_BYTES 4096
+
+typedef struct {
+    uint32_t format, longllama;
+    int32_t n_layer, kv_dim, n_rows, n_past, last_token;
+    int32_t window, last_context_length, knn_k, mem_dtype, reserved;
+} snap_header;
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* First and last SAMPLE_BYTES of a weight (host or device memory). */
+static uint64_t hash_weight(uint64_t h, const mnemo_model *m, const weight_ref *w, size_t elems) {
+    size_t bytes = elems * kern_dtype_size(w->dt), n = bytes < SAMPLE_BYTES ? bytes : SAMPLE_BYTES;
+    unsigned char buf[SAMPLE_BYTES];
+    const char *base = w->data;
+    if (m->be->mem_copy(NULL, buf, base, n, KERN_D2H) == KERN_OK) h = fnv(h, buf, n);
+    if (m->be->mem_copy(NULL, buf, base + bytes - n, n, KERN_D2H) == KERN_OK) h = fnv(h, buf, n);
+    return h;
+}
+
+static uint64_t model_fingerprint(const mnemo_model *m) {
+    const model_config *c = &m->cfg;
+    int32_t shape[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
+                       c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->vocab_size,
+                       c->is_longllama, c->n_mem_layers, c->mem_positionals};
+    float f[] = {c->rms_norm_eps, c->rope_theta, c->rope_scaling_factor};
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, c->architecture, strlen(c->architecture));
+    h = fnv(h, shape, sizeof shape);
+    h = fnv(h, f, sizeof f);
+    h = fnv(h, c->mem_layers, sizeof c->mem_layers);
+    size_t vd = (size_t)c->vocab_size * (size_t)c->hidden_size;
+    h = hash_weight(h, m, &m->w.tok_embd, vd);
+    return hash_weight(h, m, &m->w.lm_head, vd);
+}
+
+/* One section holding rows [0, n_rows) of every layer of a (n_layer, n_ctx, kv_dim) backend buffer. */
+static int save_rows(snap_writer *w, uint32_t tag, const mnemo_context *ctx, const float *buf, int32_t n_rows) {
+    size_t row_bytes = (size_t)ctx->kv.kv_dim * sizeof(float), layer_bytes = (size_t)n_rows * row_bytes;
+    float *host = malloc(layer_bytes ? layer_bytes : 1);
+    int rc = host && snap_section_begin(w, tag) == 0 ? 0 : -1;
+    for (int32_t l = 0; rc == 0 && l < ctx->kv.n_layer; l++) {
+        const float *src = buf + (size_t)l * (size_t)ctx->kv.n_ctx * (size_t)ctx->kv.kv_dim;
+        if (ctx->model->be->mem_copy(ctx->kc, host, src, layer_bytes, KERN_D2H) != KERN_OK ||
+            snap_write(w, host, layer_bytes) != 0)
+            rc = -1;
+    }
+    if (rc == 0) rc = snap_section_end(w);
+    free(host);
+    return rc;
+}
+
+mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path) {
+    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+    if (!path || !*path) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "snapshot path is empty");
+    const longllama_state *ll = ctx->ll;
+    snap_header hd = {.format = FORMAT, .longllama = ll != NULL, .n_layer = ctx->kv.n_layer, .kv_dim = ctx->kv.kv_dim,
+                      .n_rows = ll ? ll->n_local : ctx->n_past, .n_past = ctx->n_past, .last_token = ctx->last_token};
+    if (ll) {
+        hd.window = ll->window;
+        hd.last_context_length = ll->last_context_length;
+        hd.knn_k = ll->knn_k;
+        hd.mem_dtype = (int32_t)ll->mem_dt;
+    }
+    char err[256];
+    snap_writer *w = snap_writer_open(path, model_fingerprint(ctx->model), err, sizeof err);
+    if (!w) return ctx_fail(ctx, MNEMO_ERR_IO, "snapshot %s: %s", path, err);
+    int rc = snap_section(w, TAG_HEADER, &hd, sizeof hd);
+    if (rc == 0) rc = save_rows(w, TAG_KEYS, ctx, ctx->kv.k, hd.n_rows);
+    if (rc == 0) rc = save_rows(w, TAG_VALUES, ctx, ctx->kv.v, hd.n_rows);
+    if (rc == 0 && ll) {
+        rc = snap_section_begin(w, TAG_RAWK);
+        for (int32_t l = 0; rc == 0 && l < ll->n_layer; l++)
+            if (ll->raw_k[l]) rc = snap_write(w, ll->raw_k[l], (uint64_t)hd.n_rows * (uint64_t)ll->kv_dim * sizeof(float));
+        if (rc == 0) rc = snap_section_end(w);
+        for (int32_t l = 0; rc == 0 && l < ll->n_layer; l++)
+            if (ll->mem[l]) rc = mem_store_save(ll->mem[l], w, TAG_MEM(l));
+    }
+    const float *last = mnemo_get_logits(ctx, -1);
+    if (rc == 0 && last)
+        rc = snap_section(w, TAG_LOGITS, last, (uint64_t)ctx->model->cfg.vocab_size * sizeof(float));
+    if (rc != 0) {
+        snprintf(err, sizeof err, "%s", snap_writer_error(w));
+        snap_writer_close(w, 0, NULL, 0);
+        return ctx_fail(ctx, MNEMO_ERR_IO, "snapshot %s: %s", path, err);
+    }
+    if (snap_writer_close(w, 1, err, sizeof err) != 0) return ctx_fail(ctx, MNEMO_ERR_IO, "snapshot %s: %s", path, err);
+    return MNEMO_OK;
+}
+
+/* A section's bytes, which must be exactly want long. */
+static const void *section(const snap_reader *r, uint32_t tag, uint64_t want, const char **problem) {
+    const void *data;
+    uint64_t len;
+    if (snap_reader_find(r, tag, &data, &len) != 0) {
+        *problem = "a section is missing";
+        return NULL;
+    }
+    if (len != want) {
+        *problem = "a section has the wrong size";
+        return NULL;
+    }
+    return data;
+}
+
+static mnemo_status upload_rows(mnemo_context *ctx, float *buf, const float *rows, int32_t n_rows) {
+    size_t layer = (size_t)n_rows * (size_t)ctx->kv.kv_dim;
+    for (int32_t l = 0; l < ctx->kv.n_layer; l++)
+        if (ctx->model->be->mem_copy(ctx->kc, buf + (size_t)l * (size_t)ctx->kv.n_ctx * (size_t)ctx->kv.kv_dim,
+                                     rows + (size_t)l * layer, layer * sizeof(float), KERN_H2D) != KERN_OK)
+            return MNEMO_ERR_BACKEND;
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
+    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+    if (!path || !*path) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "snapshot path is empty");
+    char err[256];
+    snap_reader *r = snap_reader_open(path, model_fingerprint(ctx->model), err, sizeof err);
+    if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "snapshot %s: %s", path, err);
+    longllama_state *ll = ctx->ll;
+    const char *problem = NULL;
+    mnemo_status st = MNEMO_ERR_FORMAT;
+    mem_store **stores = NULL;
+    snap_header hd;
+    const void *hp = section(r, TAG_HEADER, sizeof hd, &problem);
+    if (!hp) goto fail;
+    memcpy(&hd, hp, sizeof hd);
+    if (hd.format != FORMAT) { problem = "unknown context format"; goto fail; }
+    if ((hd.longllama != 0) != (ll != NULL)) {
+        problem = ll ? "it holds a plain LLaMA context, this is a LongLLaMA one"
+                     : "it holds a LongLLaMA context, this is a plain LLaMA one";
+        st = MNEMO_ERR_INVALID_ARG;
+        goto fail;
+    }
+    if (hd.n_layer != ctx->kv.n_layer || hd.kv_dim != ctx->kv.kv_dim || hd.n_rows < 0 || hd.n_past < hd.n_rows ||
+        hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
+        problem = "its header does not describe a context of this model";
+        goto fail;
+    }
+    if (hd.n_rows > ctx->kv.n_ctx || (!ll && hd.n_past > ctx->n_ctx)) {
+        problem = "it holds more tokens than this context's n_ctx";
+        st = MNEMO_ERR_CONTEXT_FULL;
+        goto fail;
+    }
+    uint64_t rows_bytes = (uint64_t)hd.n_layer * (uint64_t)hd.n_rows * (uint64_t)hd.kv_dim * sizeof(float);
+    const float *keys = section(r, TAG_KEYS, rows_bytes, &problem);
+    const float *values = keys ? section(r, TAG_VALUES, rows_bytes, &problem) : NULL;
+    if (!values) goto fail;
+    const float *rawk = NULL;
+    if (ll) {
+        if (hd.window != ll->window || hd.last_context_length < 1 || hd.last_context_length > ll->window ||
+            hd.knn_k < 0 || hd.mem_dtype != (int32_t)ll->mem_dt || hd.n_rows > ll->window) {
+            problem = "its LongLLaMA settings do not fit this context";
+            goto fail;
+        }
+        int32_t n_mem = 0;
+        for (int32_t l = 0; l < ll->n_layer; l++) n_mem += ll->raw_k[l] != NULL;
+        rawk = section(r, TAG_RAWK, (uint64_t)n_mem * (uint64_t)hd.n_rows * (uint64_t)hd.kv_dim * sizeof(float),
+                       &problem);
+        if (!rawk) goto fail;
+        stores = calloc((size_t)ll->n_layer, sizeof *stores);
+        if (!stores) { st = MNEMO_ERR_NOMEM; problem = "out of memory"; goto fail; }
+        uint64_t mem_rows = UINT64_MAX;
+        for (int32_t l = 0; l < ll->n_layer; l++) {
+            if (!ll->mem[l]) continue;
+            const void *data;
+            uint64_t len;
+            if (snap_reader_find(r, TAG_MEM(l), &data, &len) != 0) { problem = "a memory layer's store is missing"; goto fail; }
+            stores[l] = mem_store_load(data, len, err, sizeof err);
+            if (!stores[l]) { problem = err; goto fail; }
+            if (mem_store_n_heads(stores[l]) != mem_store_n_heads(ll->mem[l]) ||
+                mem_store_head_dim(stores[l]) != mem_store_head_dim(ll->mem[l]) ||
+                mem_store_dtype(stores[l]) != mem_store_dtype(ll->mem[l]) ||
+                (mem_rows != UINT64_MAX && mem_store_size(stores[l]) != mem_rows)) {
+                problem = "a memory store does not match this context's memory layers";
+                goto fail;
+            }
+            mem_rows = mem_store_size(stores[l]);
+        }
+        if (mem_rows != UINT64_MAX && (uint64_t)hd.n_past != mem_rows + (uint64_t)hd.n_rows) {
+            problem = "its token count does not match its memory and window";
+            goto fail;
+        }
+        /* the limit is this context's own */
+        uint64_t total = 0;
+        for (int32_t l = 0; l < ll->n_layer; l++)
+            if (stores[l]) {
+                mem_bytes b = mem_store_bytes(stores[l]);
+                total += b.keys + b.values + b.index;
+            }
+        if (ctx->mem_max_bytes && total > ctx->mem_max_bytes) {
+            problem = "its memory exceeds this context's mem_max_bytes";
+            st = MNEMO_ERR_CONTEXT_FULL;
+            goto fail;
+        }
+    }
+
+    const float *logits = NULL;
+    uint64_t logits_len = 0;
+    if (snap_reader_find(r, TAG_LOGITS, (const void **)&logits, &logits_len) == 0 &&
+        logits_len != (uint64_t)ctx->model->cfg.vocab_size * sizeof(float)) {
+        problem = "its logits section has the wrong size";
+        goto fail;
+    }
+    if (logits && ctx->logits_cap < (size_t)ctx->model->cfg.vocab_size) { /* logits are allocated at first decode */
+        float *p = realloc(ctx->logits, (size_t)logits_len);
+        if (!p) { st = MNEMO_ERR_NOMEM; problem = "out of memory"; goto fail; }
+        ctx->logits = p;
+        ctx->logits_cap = (size_t)ctx->model->cfg.vocab_size;
+    }
+
+    /* everything checked: replace the state */
+    st = upload_rows(ctx, ctx->kv.k, keys, hd.n_rows);
+    if (st == MNEMO_OK) st = upload_rows(ctx, ctx->kv.v, values, hd.n_rows);
+    if (st != MNEMO_OK) {
+        mnemo_context_reset(ctx);
+        problem = "the upload to the device failed (the context was reset)";
+        goto fail;
+    }
+    if (ll) {
+        size_t per = (size_t)hd.n_rows * (size_t)hd.kv_dim;
+        for (int32_t l = 0, i = 0; l < ll->n_layer; l++) {
+            if (ll->raw_k[l]) memcpy(ll->raw_k[l], rawk + (size_t)(i++) * per, per * sizeof(float));
+            if (ll->mem[l]) {
+                mem_store_free(ll->mem[l]);
+                ll->mem[l] = stores[l];
+                stores[l] = NULL;
+            }
+        }
+        ll->n_local = hd.n_rows;
+        ll->last_context_length = hd.last_context_length;
+    }
+    ctx->n_past = hd.n_past;
+    ctx->last_token = hd.last_token;
+    ctx->logits_rows = 0;
+    ctx->last_n = 0;
+    if (logits && hd.n_past > 0) { /* the last token's logits, as mnemo_get_logits(ctx, -1) */
+        memcpy(ctx->logits, logits, (size_t)logits_len);
+        ctx->logits_rows = 1;
+        ctx->last_n = 1;
+        ctx->logits_first = 0;
+    }
+    free(stores);
+    snap_reader_close(r);
+    return MNEMO_OK;
+
+fail:
+    if (stores)
+        for (int32_t l = 0; l < ll->n_layer; l++) mem_store_free(stores[l]);
+    free(stores);
+    snap_reader_close(r);
+    return ctx_fail(ctx, st == MNEMO_OK ? MNEMO_ERR_FORMAT : st, "snapshot %s refused: %s", path, problem);
+}
