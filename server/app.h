@@ -27,7 +27,8 @@ typedef struct {
     metrics *mx;
     chat_template tmpl;
     char alias[256];
-    int n_ctx;        /* per slot */
+    int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
+    bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
     int n_vocab;
     long long created;
     atomic_ullong seq; /* response ids and default seeds */

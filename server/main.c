@@ -86,6 +86,7 @@ static int load(server_app *app) {
     }
     int n_train = mnemo_model_n_ctx_train(m);
     app->n_ctx = o->ctx ? o->ctx : (n_train < 4096 ? n_train : 4096);
+    app->unbounded = mnemo_model_has_memory(m);
     app->n_vocab = mnemo_model_n_vocab(m);
     if (!strcmp(o->chat_template, "auto")) {
         char why[512];

@@ -122,6 +122,16 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
           g->kv_tokens_capacity ? (double)g->kv_tokens_used / (double)g->kv_tokens_capacity : 0.0);
     if (g->kv_bytes >= 0) gauge(&b, "mnemo_kv_cache_bytes", "Bytes of KV cache allocated", (double)g->kv_bytes);
     gauge(&b, "mnemo_process_resident_memory_bytes", "Resident set size of the server", (double)g->rss_bytes);
+    if (g->have_memory) {
+        const mnemo_memory_stats *ms = &g->memory;
+        sb_printf(&b, "# HELP mnemo_memory_bytes Context memory by kind over all slots (local KV cache; LongLLaMA "
+                      "memory keys, values and kNN index)\n# TYPE mnemo_memory_bytes gauge\n");
+        sb_printf(&b, "mnemo_memory_bytes{kind=\"local_kv\"} %llu\n", (unsigned long long)ms->local_kv_bytes);
+        sb_printf(&b, "mnemo_memory_bytes{kind=\"memory_keys\"} %llu\n", (unsigned long long)ms->mem_key_bytes);
+        sb_printf(&b, "mnemo_memory_bytes{kind=\"memory_values\"} %llu\n", (unsigned long long)ms->mem_value_bytes);
+        sb_printf(&b, "mnemo_memory_bytes{kind=\"index\"} %llu\n", (unsigned long long)ms->mem_index_bytes);
+        gauge(&b, "mnemo_memory_tokens", "Tokens held in LongLLaMA memory over all slots", (double)ms->mem_tokens);
+    }
 
     pthread_mutex_lock(&m->mu);
     counter(&b, "mnemo_prompt_tokens_total", "Prompt tokens prefilled", m->prompt_tokens);

@@ -8,7 +8,10 @@
 #ifndef MNEMO_SERVER_METRICS_H
 #define MNEMO_SERVER_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "engine.h"
 
 typedef struct metrics metrics;
 
@@ -21,6 +24,8 @@ typedef struct {
     int64_t kv_bytes; /* < 0 when unknown */
     int64_t rss_bytes;
     int loading;
+    bool have_memory;
+    mnemo_memory_stats memory; /* by kind, when have_memory */
 } metrics_gauges;
 
 metrics *metrics_new(void);

@@ -154,7 +154,7 @@ static job *build_job(server_app *app, const infer_request *r, build_error *e) {
     mnemo_generate_params gp = mnemo_generate_default_params();
     gp.sampling = r->sampling;
     gp.max_tokens = r->max_tokens >= 0 ? r->max_tokens : r->chat ? app->n_ctx : 16;
-    if (gp.max_tokens > app->n_ctx) gp.max_tokens = app->n_ctx; /* the context ends it anyway */
+    if (!app->unbounded && gp.max_tokens > app->n_ctx) gp.max_tokens = app->n_ctx; /* the context ends it anyway */
     gp.n_logprobs = r->logprobs < 0 ? 0 : r->logprobs > 0 ? r->logprobs : 1; /* 1: the chosen token's logprob */
     gp.ignore_eos = r->ignore_eos;
     gp.add_bos = false; /* prompts carry their BOS */
@@ -186,7 +186,7 @@ static job *build_job(server_app *app, const infer_request *r, build_error *e) {
             build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
             return NULL;
         }
-        if (t.n > app->n_ctx) {
+        if (t.n > app->n_ctx && !app->unbounded) { /* LongLLaMA: the prefix goes to memory window by window */
             free(t.v);
             job_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",

@@ -93,6 +93,13 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "requests_waiting", json_integer(ss.waiting));
     json_object_set_new(p, "queue_size", json_integer(o->queue));
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
+    json_t *mem = json_object(); /* by kind, over all slots */
+    json_object_set_new(mem, "local_kv_bytes", json_integer((json_int_t)ss.memory.local_kv_bytes));
+    json_object_set_new(mem, "memory_key_bytes", json_integer((json_int_t)ss.memory.mem_key_bytes));
+    json_object_set_new(mem, "memory_value_bytes", json_integer((json_int_t)ss.memory.mem_value_bytes));
+    json_object_set_new(mem, "index_bytes", json_integer((json_int_t)ss.memory.mem_index_bytes));
+    json_object_set_new(mem, "memory_tokens", json_integer((json_int_t)ss.memory.mem_tokens));
+    json_object_set_new(p, "memory", mem);
     json_object_set_new(p, "timeout_s", json_real(o->timeout_s));
     json_object_set_new(p, "max_body_bytes", json_integer((json_int_t)o->max_body));
     json_object_set_new(p, "chat_template", json_string(chat_template_name(app->tmpl)));
@@ -123,6 +130,8 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.kv_tokens_used = ss.kv_used;
         g.kv_tokens_capacity = ss.kv_capacity;
         g.kv_bytes = ss.kv_bytes;
+        g.have_memory = true;
+        g.memory = ss.memory;
     }
     uint64_t len = 0;
     char *text = metrics_render(app->mx, &g, &len);

@@ -94,6 +94,7 @@ static void update_stats(scheduler *s) {
     s->stats.waiting = s->n_queued;
     s->stats.kv_used = worker_kv_used(s->w);
     s->stats.kv_bytes = worker_kv_bytes(s->w);
+    worker_memory(s->w, &s->stats.memory);
 }
 
 static void *loop(void *arg) {

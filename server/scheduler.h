@@ -31,6 +31,7 @@ typedef struct {
 typedef struct {
     int slots_total, slots_busy, waiting;
     int64_t kv_used, kv_capacity, kv_bytes;
+    mnemo_memory_stats memory; /* by kind, over all slots (LongLLaMA memory included) */
 } sched_stats;
 
 typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_STOPPING } sched_result;

@@ -106,6 +106,20 @@ int64_t worker_kv_bytes(const worker *w) {
     return n;
 }
 
+void worker_memory(const worker *w, mnemo_memory_stats *sum) {
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < w->n_slots; i++) {
+        mnemo_memory_stats m;
+        if (mnemo_context_memory(w->slots[i].ctx, &m) != MNEMO_OK) continue;
+        sum->local_tokens += m.local_tokens;
+        sum->mem_tokens += m.mem_tokens;
+        sum->local_kv_bytes += m.local_kv_bytes;
+        sum->mem_key_bytes += m.mem_key_bytes;
+        sum->mem_value_bytes += m.mem_value_bytes;
+        sum->mem_index_bytes += m.mem_index_bytes;
+    }
+}
+
 void worker_start(worker *w, int i, job *j, int choice) {
     slot *s = &w->slots[i];
     job_ref(j);
@@ -200,6 +214,10 @@ static int add_prefill(worker *w, int ne, int budget) {
         const job_choice *c = &oldest->job->choices[oldest->choice];
         int32_t left = c->n_prompt - oldest->n_fed;
         oldest->chunk = left < budget ? left : budget;
+        /* LongLLaMA: batch entries are at most last_context_length tokens; a long prompt streams through the
+         * local window, each full window moving to memory (the reference's behaviour for a continued session) */
+        int32_t cap = mnemo_context_last_context_length(oldest->ctx);
+        if (cap > 0 && oldest->chunk > cap) oldest->chunk = cap;
         budget -= oldest->chunk;
         w->entries[ne] = (mnemo_batch_entry){.ctx = oldest->ctx, .tokens = c->prompt + oldest->n_fed, .n = oldest->chunk};
         w->entry_slot[ne++] = oldest;

@@ -37,6 +37,8 @@ job *worker_slot_job(const worker *w, int slot); /* NULL when idle */
 int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy slots */
 /* Bytes of KV cache allocated over all slots (fixed once the slots exist). */
 int64_t worker_kv_bytes(const worker *w);
+/* Memory by kind summed over every slot's context (mnemo_context_memory). */
+void worker_memory(const worker *w, mnemo_memory_stats *sum);
 
 /* Put choice `choice` of j on an idle slot (takes a reference on j). */
 void worker_start(worker *w, int slot, job *j, int choice);

@@ -96,6 +96,8 @@ MNEMO_API bool mnemo_model_is_eog(const mnemo_model *model, mnemo_token token);
 MNEMO_API const char *mnemo_model_desc(const mnemo_model *model);
 /* Bytes of weights the forward pass reads per token (all layer weights + lm_head). */
 MNEMO_API uint64_t mnemo_model_weight_bytes(const mnemo_model *model);
+/* True for LongLLaMA models with memory layers: their contexts have no length limit (see "LongLLaMA memory"). */
+MNEMO_API bool mnemo_model_has_memory(const mnemo_model *model);
 
 /* ---------------------------------------------------------------- tokenizer (thread-safe on a shared model) */
 /* Encode len bytes of UTF-8 text. Writes up to cap ids; *n_out receives the number of ids the text needs.
@@ -150,6 +152,9 @@ MNEMO_API uint64_t mnemo_context_kv_bytes(const mnemo_context *ctx);
  * moves to memory. */
 /* Tokens of the next mnemo_decode calls kept local: 1 .. max_position_embeddings; 0 = config.json's value. */
 MNEMO_API mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx, int32_t n);
+/* The current last_context_length: also the longest entry mnemo_decode_batch accepts for this context (longer
+ * inputs go through mnemo_decode). 0 for plain LLaMA contexts. */
+MNEMO_API int32_t mnemo_context_last_context_length(const mnemo_context *ctx);
 typedef struct {
     int32_t local_tokens;  /* tokens in the local window */
     uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all) */

@@ -208,6 +208,8 @@ def test_props_and_health(server):
     st, p = server.get_json("/props")
     assert st == 200 and p["n_ctx"] == 128 and p["total_slots"] == 4 and p["chat_template"] == "llama2"
     assert p["default_generation_settings"]["temperature"] == 1.0
+    assert p["memory"] == {"local_kv_bytes": 4 * 2 * 2 * 128 * 4 * 16 * 4, "memory_key_bytes": 0,
+                           "memory_value_bytes": 0, "index_bytes": 0, "memory_tokens": 0}
     assert server.get_json("/health") == (200, {"status": "ok"})
 
 
@@ -221,6 +223,11 @@ def test_metrics(server, client):
     assert after["mnemo_slots_total"] == 4 and after["mnemo_kv_cache_capacity_tokens"] == 4 * 128
     # mha: 2 layers x 4 KV heads x 16 dims, K and V in fp32, 128 positions per slot, 4 slots
     assert after["mnemo_kv_cache_bytes"] == 4 * 2 * 2 * 128 * 4 * 16 * 4
+    # memory by kind: a plain LLaMA model has only its local KV cache
+    assert after['mnemo_memory_bytes{kind="local_kv"}'] == after["mnemo_kv_cache_bytes"]
+    for kind in ("memory_keys", "memory_values", "index"):
+        assert after['mnemo_memory_bytes{kind="%s"}' % kind] == 0
+    assert after["mnemo_memory_tokens"] == 0
     for name in ("mnemo_inter_token_latency_seconds_bucket{le=\"+Inf\"}", "mnemo_request_duration_seconds_sum",
                  "mnemo_queue_time_seconds_count", "mnemo_requests_running", "mnemo_requests_waiting",
                  "mnemo_kv_cache_usage_ratio", "mnemo_process_resident_memory_bytes"):

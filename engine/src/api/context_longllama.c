@@ -156,6 +156,10 @@ mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx, int32_t n
     return MNEMO_OK;
 }
 
+int32_t mnemo_context_last_context_length(const mnemo_context *ctx) {
+    return ctx && !ctx->failed && ctx->ll ? ctx->ll->last_context_length : 0;
+}
+
 mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out) {
     if (!ctx || ctx->failed || !out) return MNEMO_ERR_MISUSE;
     memset(out, 0, sizeof *out);

@@ -150,6 +150,8 @@ mnemo_token mnemo_model_eos(const mnemo_model *m) { return MODEL_OK(m) && m->cfg
 const char *mnemo_model_desc(const mnemo_model *m) { return MODEL_OK(m) ? m->desc : ""; }
 uint64_t mnemo_model_weight_bytes(const mnemo_model *m) { return MODEL_OK(m) ? m->w.bytes_per_token : 0; }
 
+bool mnemo_model_has_memory(const mnemo_model *m) { return MODEL_OK(m) && m->cfg.is_longllama && m->cfg.n_mem_layers > 0; }
+
 bool mnemo_model_is_eog(const mnemo_model *m, mnemo_token t) {
     if (!MODEL_OK(m)) return false;
     for (int32_t i = 0; i < m->cfg.n_eos; i++)
