@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(DEC_THREADS)
     }
 }
 
-/* out[qi, h, :] = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s over the splits s (M = max m_s). */
+/* out[qi, h, :] = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s over the splits s (M = max m_s; finite: the
+ * split holding key 0 saw it). Shared by decode attention and attention_mem (cuda_split_combine). */
 __global__ void decode_combine_kernel(float *__restrict__ out, const float *__restrict__ part, int hq, int hd,
                                       int nsplit) {
     MN_DYN_SMEM(float, wgt); /* [nsplit] */
@@ -188,7 +189,7 @@ __global__ void decode_combine_kernel(float *__restrict__ out, const float *__re
     const float *P = part + ((int64_t)qi * hq + h) * nsplit * (hd + 2);
     float M = -INFINITY;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, P[(int64_t)s * (hd + 2) + hd]);
-    M = mn_block_max(M, red); /* finite: split 0 always holds key 0 */
+    M = mn_block_max(M, red);
     for (int s = nsplit + threadIdx.x; s < ((nsplit + 3) & ~3) + 4; s += blockDim.x) wgt[s] = 0.f; /* mn_combine_smem */
     float L = 0.f;
     for (int s = threadIdx.x; s < nsplit; s += blockDim.x) {
@@ -204,6 +205,13 @@ __global__ void decode_combine_kernel(float *__restrict__ out, const float *__re
         for (int s = 0; s < nsplit; s++) o = fmaf(wgt[s], P[(int64_t)s * (hd + 2) + d], o);
         out[((int64_t)qi * hq + h) * hd + d] = o * inv;
     }
+}
+
+int cuda_split_combine(kern_ctx *kc, float *out, const float *part, int64_t nq, int64_t hq, int64_t hd, int nsplit,
+                       const char *what) {
+    MN_LAUNCH(decode_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
+              kc->stream)(out, part, (int)hq, (int)hd, nsplit);
+    return kc_check_launch(what);
 }
 
 /* ---- flash prefill */
@@ -408,9 +416,7 @@ static int attention_decode(kern_ctx *kc, float *out, const float *q, const floa
     MN_LAUNCH(kp, grid, DEC_THREADS, smem, kc->stream)(part, q, k, v, q_pos0, hq, hkv, hd, scale, (int)chunk, nsplit);
     int rc = kc_check_launch("attention (decode partials)");
     if (rc != KERN_OK) return rc;
-    MN_LAUNCH(decode_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
-              kc->stream)(out, part, hq, hd, nsplit);
-    return kc_check_launch("attention (decode combine)");
+    return cuda_split_combine(kc, out, part, nq, hq, hd, nsplit, "attention (decode combine)");
 }
 
 typedef void (*fa_fn)(float *, const float *, const float *, const float *, int, int, int, int, int, int, float);

@@ -10,8 +10,8 @@
  * Grid (split, head, query): each block takes one chunk of that list, 128 threads = 4 warps, a warp per key
  * (lanes over head_dim, lane l owns dims l, l + 32, ...), sub-chunks of SUB keys whose scores sit in shared
  * memory and fold into an online softmax (running max m, sum l, per-warp accumulators in registers). A block
- * writes its (o, m, l) partial to device scratch and mem_combine_kernel merges the splits; with one split the
- * block normalises and writes out directly. The chunk size is chosen so the grid fills the device ~4x over, so a
+ * writes its (o, m, l) partial to device scratch and cuda_split_combine (cuda_attention.cu) merges the splits;
+ * with one split the block normalises and writes out directly. The chunk size is chosen so the grid fills the device ~4x over, so a
  * single decode query over a 256K-row memory runs on ~4 * SMs blocks, each streaming its part of the memory once.
  * Prefill (many queries) gets one split per (query, head) as soon as those blocks fill the device; each block then
  * streams the whole memory of its head. A query-tiled variant sharing memory tiles across queries (as the CPU's
@@ -187,34 +187,6 @@ __global__ void __launch_bounds__(MEM_THREADS)
     }
 }
 
-/* out[qi, h, :] = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s over the splits s (M = max m_s; finite: the
- * split holding local key 0 saw it). */
-__global__ void mem_combine_kernel(float *__restrict__ out, const float *__restrict__ part, int hq, int hd,
-                                   int nsplit) {
-    MN_DYN_SMEM(float, wgt); /* [nsplit] */
-    __shared__ float red[32];
-    const int h = blockIdx.x, qi = blockIdx.y;
-    const float *P = part + ((int64_t)qi * hq + h) * nsplit * (hd + 2);
-    float M = -INFINITY;
-    for (int s = threadIdx.x; s < nsplit; s += blockDim.x) M = fmaxf(M, P[(int64_t)s * (hd + 2) + hd]);
-    M = mn_block_max(M, red);
-    for (int s = nsplit + threadIdx.x; s < ((nsplit + 3) & ~3) + 4; s += blockDim.x) wgt[s] = 0.f; /* mn_combine_smem */
-    float L = 0.f;
-    for (int s = threadIdx.x; s < nsplit; s += blockDim.x) {
-        float m = P[(int64_t)s * (hd + 2) + hd];
-        float wv = m == -INFINITY ? 0.f : expf(m - M);
-        wgt[s] = wv;
-        L += wv * P[(int64_t)s * (hd + 2) + hd + 1];
-    }
-    L = mn_block_sum(L, red); /* barriers publish wgt */
-    const float inv = 1.0f / L;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float o = 0.f;
-        for (int s = 0; s < nsplit; s++) o = fmaf(wgt[s], P[(int64_t)s * (hd + 2) + d], o);
-        out[((int64_t)qi * hq + h) * hd + d] = o * inv;
-    }
-}
-
 typedef void (*mem_fn)(float *, float *, const float *, const float *, const float *, int, int, int, int, float,
                        mem_ptrs, int64_t, const int64_t *, int64_t, int64_t, int, int *);
 
@@ -258,7 +230,5 @@ int kern_cuda_attention_mem(kern_ctx *kc, float *out, const float *q, const floa
         kc->err_dev);
     int rc = kc_check_launch("attention_mem (partials)");
     if (rc != KERN_OK || nsplit == 1) return rc;
-    MN_LAUNCH(mem_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
-              kc->stream)(out, part, (int)hq, (int)hd, nsplit);
-    return kc_check_launch("attention_mem (combine)");
+    return cuda_split_combine(kc, out, part, nq, hq, hd, nsplit, "attention_mem (combine)");
 }

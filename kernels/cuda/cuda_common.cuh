@@ -57,6 +57,11 @@ struct kern_ctx {
 KERN_OPS(KERN_CUDA_DECL)
 #undef KERN_CUDA_DECL
 
+/* Merges split-KV partials part[((qi * hq + h) * nsplit + s) * (hd + 2) + ...] = (o[hd], m, l) into
+ * out[nq][hq][hd] (cuda_attention.cu; decode attention and attention_mem). what names the launch in errors. */
+int cuda_split_combine(kern_ctx *kc, float *out, const float *part, int64_t nq, int64_t hq, int64_t hd, int nsplit,
+                       const char *what);
+
 /* Tensor-core flash prefill (cuda_attention_tc.cu): KERN_OK after a launch, KERN_ESHAPE when it does not apply. */
 int cuda_attention_prefill_tc(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,
                               int nkv, int q_pos0, int hq, int hkv, int hd, float scale);
