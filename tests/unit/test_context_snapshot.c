@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "snapshot.h"
 #include "test_util.h"
 
 static char tmpdir[] = "/tmp/mnemo_snapXXXXXX";
@@ -136,6 +137,18 @@ static void plain(void) {
         char what[64];
         snprintf(what, sizeof what, "truncated to %zu bytes", cuts[i]);
         refused(ctx, twin, V, bad, 0, what);
+    }
+    /* a well-formed file (checksum right) whose header claims more past tokens than it holds cache rows for */
+    if (bytes && n > 72) {
+        int32_t n_past;
+        memcpy(&n_past, bytes + 60, 4); /* file header 24 + section header 16 + 5 fields of the context header */
+        CHECK(n_past == 40, "context header layout as expected (n_past %d)", n_past);
+        n_past = 41;
+        memcpy(bytes + 60, &n_past, 4);
+        uint32_t crc = snap_crc32(0, bytes, n - 8);
+        memcpy(bytes + n - 8, &crc, 4);
+        write_bytes(bad, bytes, n);
+        refused(ctx, twin, V, bad, MNEMO_ERR_FORMAT, "n_past past the saved rows (checksum fixed)");
     }
     free(bytes);
     refused(ctx, twin, V, tmpdir, 0, "a directory");

@@ -97,7 +97,7 @@ mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path) {
     }
     char err[256];
     snap_writer *w = snap_writer_open(path, model_fingerprint(ctx->model), err, sizeof err);
-    if (!w) return ctx_fail(ctx, MNEMO_ERR_IO, "snapshot %s: %s", path, err);
+    if (!w) return ctx_fail(ctx, MNEMO_ERR_IO, "%s", err);
     int rc = snap_section(w, TAG_HEADER, &hd, sizeof hd);
     if (rc == 0) rc = save_rows(w, TAG_KEYS, ctx, ctx->kv.k, hd.n_rows);
     if (rc == 0) rc = save_rows(w, TAG_VALUES, ctx, ctx->kv.v, hd.n_rows);
@@ -150,7 +150,7 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     if (!path || !*path) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "snapshot path is empty");
     char err[256];
     snap_reader *r = snap_reader_open(path, model_fingerprint(ctx->model), err, sizeof err);
-    if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "snapshot %s: %s", path, err);
+    if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "%s", err);
     longllama_state *ll = ctx->ll;
     const char *problem = NULL;
     mnemo_status st = MNEMO_ERR_FORMAT;
@@ -166,8 +166,9 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
         st = MNEMO_ERR_INVALID_ARG;
         goto fail;
     }
+    /* plain LLaMA: every past token has its cache row in the file; LongLLaMA: the rest is in memory (checked below) */
     if (hd.n_layer != ctx->kv.n_layer || hd.kv_dim != ctx->kv.kv_dim || hd.n_rows < 0 || hd.n_past < hd.n_rows ||
-        hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
+        (!ll && hd.n_past != hd.n_rows) || hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
         problem = "its header does not describe a context of this model";
         goto fail;
     }
