@@ -140,14 +140,13 @@ void worker_start(worker *w, int i, job *j, int choice) {
 static void end_slot(worker *w, slot *s, job_end why, mnemo_finish_reason finish, const char *error) {
     double t = now_s();
     job *j = s->job;
-    job_choice *c = &j->choices[s->choice];
     double prefill_end = s->t_gen ? s->t_gen : t;
     int32_t n_gen = s->gen ? mnemo_generation_n_generated(s->gen) : 0;
-    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
-                   (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
+    /* Metrics first: ending the choice wakes the client, which may read /metrics at once. */
     metrics_tokens(w->mx, s->n_fed, n_gen);
     if (why == JOB_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
-    (void)c;
+    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
+                   (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
     mnemo_generation_free(s->gen);
     s->gen = NULL;
     s->state = SLOT_IDLE;
