@@ -151,10 +151,16 @@ void mem_store_clear(mem_store *s) {
         }
 }
 
+/* Rows allocated once `need` rows are stored: grows by half (amortized appends), 256 at first. */
+static size_t grown_cap(size_t cap, size_t need) {
+    if (need <= cap) return cap;
+    size_t c = cap ? cap + cap / 2 : 256;
+    return c < need ? need : c;
+}
+
 static int reserve(mem_store *s, size_t need) {
     if (need <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap + s->cap / 2 : 256;
-    if (cap < need) cap = need;
+    size_t cap = grown_cap(s->cap, need);
     size_t row = (size_t)s->hd * s->esz;
     for (int h = 0; h < s->n_heads; h++) {
         void *nk = realloc(s->k[h], cap * row);
@@ -371,17 +377,26 @@ int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t l
     return 0;
 }
 
-mem_bytes mem_store_bytes(const mem_store *s) {
-    size_t per_head = s->cap * (size_t)s->hd * s->esz;
+static mem_bytes bytes_for(const mem_store *s, size_t cap, size_t index_rows) {
+    size_t per_head = cap * (size_t)s->hd * s->esz;
     mem_bytes b = {per_head * (size_t)s->n_heads, per_head * (size_t)s->n_heads, 0};
     if (s->p.index != MEM_INDEX_NONE) {
         size_t vec = (size_t)s->hd * sizeof(float) + (s->p.index == MEM_INDEX_HNSW ? 2u * (size_t)s->p.hnsw_m * 4u : 0u) +
                      (s->p.index == MEM_INDEX_IVF ? 8u : 0u); /* codes (+ graph links / ids) per row */
-        size_t rows = 0;
-        for (int h = 0; h < s->n_heads; h++) rows += s->index[h] ? (size_t)faiss_Index_ntotal(s->index[h]) : 0;
-        b.index = rows * vec;
+        b.index = index_rows * vec;
     }
     return b;
+}
+
+mem_bytes mem_store_bytes(const mem_store *s) {
+    size_t rows = 0;
+    for (int h = 0; s->p.index != MEM_INDEX_NONE && h < s->n_heads; h++)
+        rows += s->index[h] ? (size_t)faiss_Index_ntotal(s->index[h]) : 0;
+    return bytes_for(s, s->cap, rows);
+}
+
+mem_bytes mem_store_bytes_after(const mem_store *s, size_t n) {
+    return bytes_for(s, grown_cap(s->cap, s->size + n), (s->size + n) * (size_t)s->n_heads);
 }
 
 /* ---------------------------------------------------------------- serialization */

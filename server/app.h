@@ -8,6 +8,7 @@
 #ifndef MNEMO_SERVER_APP_H
 #define MNEMO_SERVER_APP_H
 
+#include <jansson.h>
 #include <stdatomic.h>
 
 #include "args.h"
@@ -16,6 +17,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "scheduler.h"
+#include "sessions.h"
 
 typedef enum { APP_LOADING = 0, APP_READY = 1, APP_STOPPING = 2, APP_STOPPED = 3 } app_state;
 
@@ -24,6 +26,7 @@ typedef struct {
     atomic_int state;
     mnemo_model *model;
     scheduler *sched;
+    session_store *sessions;
     metrics *mx;
     chat_template tmpl;
     char alias[256];
@@ -33,6 +36,9 @@ typedef struct {
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
 } server_app;
+
+/* {"local_kv_bytes", "memory_key_bytes", "memory_value_bytes", "index_bytes", "memory_tokens"} (routes_info.c). */
+json_t *memory_json(const mnemo_memory_stats *m);
 
 /* The HTTP handler (router.c). */
 void app_handle(void *app, const http_request *req, http_reply *rep);
@@ -47,5 +53,12 @@ void route_props(server_app *app, const http_request *req, http_reply *rep);
 void route_metrics(server_app *app, const http_request *req, http_reply *rep);
 void route_tokenize(server_app *app, const http_request *req, http_reply *rep);
 void route_detokenize(server_app *app, const http_request *req, http_reply *rep);
+void route_sessions_create(server_app *app, const http_request *req, http_reply *rep);
+void route_sessions_list(server_app *app, const http_request *req, http_reply *rep);
+void route_session_get(server_app *app, const http_request *req, http_reply *rep);
+void route_session_delete(server_app *app, const http_request *req, http_reply *rep);
+void route_session_action(server_app *app, const http_request *req, http_reply *rep); /* .../save, .../restore */
+void route_snapshots_list(server_app *app, const http_request *req, http_reply *rep);
+void route_snapshot_delete(server_app *app, const http_request *req, http_reply *rep);
 
 #endif

@@ -42,6 +42,10 @@ static const opt_def OPTS[] = {
     {"--grace", OPT_DBL, OFF(grace_s), 0, 3600, "seconds in-flight requests get on SIGINT/SIGTERM (10)"},
     {"--max-body", OPT_SIZE, OFF(max_body), 64, 1 << 30, "largest request body in bytes (8388608)"},
     {"--max-conns", OPT_INT, OFF(max_conns), 1, 10000, "concurrent connections (default 128)"},
+    {"--session-dir", OPT_STR, OFF(session_dir), 0, 0, "directory for session snapshots (default: none, save off)"},
+    {"--max-sessions", OPT_INT, OFF(max_sessions), 0, 100000, "live sessions at once (default 16; 0 = no sessions)"},
+    {"--session-max-bytes", OPT_SIZE, OFF(session_max_bytes), 0, 1e15,
+     "memory per session, keys + values + index (4294967296; 0 = no limit)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
 };
 #undef OFF
@@ -61,6 +65,8 @@ void server_opts_defaults(server_opts *o) {
     o->max_body = 8u << 20;
     o->max_conns = 128;
     o->conn_timeout_s = 60;
+    o->max_sessions = 16;
+    o->session_max_bytes = (size_t)4 << 30;
     const char *key = getenv("MNEMO_API_KEY");
     if (key && *key) o->api_key = key;
 }
@@ -69,7 +75,7 @@ void server_opts_usage(FILE *f, const char *prog) {
     fprintf(f,
             "usage: %s [options]\n"
             "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /tokenize,\n"
-            "/detokenize; GET /v1/models, /health, /props, /metrics).\n\noptions:\n",
+            "/detokenize; GET /v1/models, /health, /props, /metrics; sessions under /v1/sessions).\n\noptions:\n",
             prog);
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
         const char *arg = OPTS[i].kind == OPT_STR ? " TEXT" : OPTS[i].kind == OPT_DBL ? " SEC" : " N";

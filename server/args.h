@@ -29,6 +29,9 @@ typedef struct {
     size_t max_body;           /* --max-body: bytes of request body */
     int max_conns;             /* --max-conns: concurrent connections */
     int conn_timeout_s;        /* --conn-timeout: idle seconds before a connection is dropped */
+    const char *session_dir;   /* --session-dir: where session snapshots are saved and restored; NULL = off */
+    int max_sessions;          /* --max-sessions: live sessions */
+    size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */
     int verbose;               /* -v: log each request */
 } server_opts;
 

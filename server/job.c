@@ -52,6 +52,7 @@ void job_unref(job *j) {
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
     if (j->fd >= 0) close(j->fd);
+    if (j->session) sessions_release(j->sessions, j->session, "the request ended before it ran");
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -121,6 +122,28 @@ int job_push_token(job *j, int choice, const mnemo_token_event *ev) {
     return 0;
 }
 
+int job_push_progress(job *j, int choice, int32_t done, int32_t total, double elapsed_ms) {
+    pthread_mutex_lock(&j->mu);
+    job_event *e = next_event(j);
+    if (e) {
+        e->kind = JOB_EV_PROGRESS;
+        e->choice = choice;
+        e->token = -1;
+        e->done = done;
+        e->total = total;
+        e->elapsed_ms = elapsed_ms;
+        j->n_ev++;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return e ? 0 : -1;
+}
+
+static const char *end_name(job_end e) {
+    static const char *names[] = {"finished", "client disconnected", "time limit", "server shutdown", "error"};
+    return names[e];
+}
+
 void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish, int32_t n_generated,
                     double queue_ms, double prefill_ms, double decode_ms, const char *error) {
     pthread_mutex_lock(&j->mu);
@@ -140,6 +163,14 @@ void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish,
         j->n_ev++;
     }
     j->n_done++;
+    if (j->session && j->n_done == j->n_choices) { /* before the consumer wakes: its next request finds it free */
+        char why[256] = "";
+        if (end != JOB_END_OK)
+            snprintf(why, sizeof why, "%s after %d of %d prompt tokens and %d generated (the session holds what was decoded)%s%s",
+                     end_name(end), c->n_fed, c->n_prompt, n_generated, error ? ": " : "", error ? error : "");
+        sessions_release(j->sessions, j->session, end != JOB_END_OK ? why : NULL);
+        j->session = NULL;
+    }
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "engine.h"
+#include "sessions.h"
 
 typedef enum {
     JOB_END_OK = 0,        /* finished normally (finish reason says how) */
@@ -30,12 +31,15 @@ typedef enum {
     JOB_END_ERROR,         /* the engine failed; message in the job */
 } job_end;
 
-typedef enum { JOB_EV_TOKEN = 0, JOB_EV_END = 1 } job_event_kind;
+/* PROGRESS: prompt tokens decoded so far (token = done, n_top unused, logprob unused; total in the choice). */
+typedef enum { JOB_EV_TOKEN = 0, JOB_EV_END = 1, JOB_EV_PROGRESS = 2 } job_event_kind;
 
 typedef struct {
     job_event_kind kind;
     int choice;
     mnemo_token token;
+    int32_t done, total;   /* PROGRESS */
+    double elapsed_ms;     /* PROGRESS: since the choice reached its slot */
     char *text;            /* malloc'd (may be NULL when empty) */
     size_t text_len;
     float logprob;
@@ -53,6 +57,7 @@ typedef struct {
     job_end end;
     mnemo_finish_reason finish;
     int32_t n_generated;
+    int32_t n_fed;         /* prompt tokens decoded before it ended */
     double queue_ms, prefill_ms, decode_ms;
 } job_choice;
 
@@ -71,6 +76,11 @@ struct job {
     int n_done;                /* choices that have ended */
     atomic_int cancel;         /* 0, or the job_end reason it was cancelled for */
     char error[256];           /* JOB_END_ERROR's message */
+    bool progress;             /* send PROGRESS events while the prompt is decoded */
+    /* A session's job (one choice) runs on the session's context instead of a fresh one; the session is given
+     * back (sessions_release) when the choice ends, before the consumer hears of it. */
+    session_store *sessions;
+    session *session;
     int fd;                    /* dup of the client socket, -1 when none */
     double t_arrival, deadline; /* now_s() clock; deadline 0 = none */
     /* Scheduler-private. */
@@ -92,7 +102,8 @@ job_end job_cancelled(job *j);
 
 /* Scheduler side. Returns -1 when out of memory (the caller cancels the job). */
 int job_push_token(job *j, int choice, const mnemo_token_event *ev);
-/* Records a choice's outcome and appends its END event. */
+int job_push_progress(job *j, int choice, int32_t done, int32_t total, double elapsed_ms);
+/* Records a choice's outcome and appends its END event (and gives the job's session back). */
 void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish, int32_t n_generated,
                     double queue_ms, double prefill_ms, double decode_ms, const char *error);
 

@@ -103,10 +103,23 @@ static int load(server_app *app) {
         mnemo_model_free(m);
         return -1;
     }
+    session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
+                           .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch};
+    app->sessions = sessions_new(m, &scfg, err, sizeof err);
+    if (!app->sessions) {
+        log_line("error: %s", err);
+        sched_free(app->sched);
+        app->sched = NULL;
+        mnemo_model_free(m);
+        return -1;
+    }
     app->model = m;
     atomic_store(&app->state, APP_READY); /* publishes model and sched to the HTTP threads */
     log_line("ready: model '%s' (%s), %d slots x %d tokens, batch %d, chat template %s", app->alias,
              mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
+    log_line("sessions: up to %d, %zu bytes of memory each%s, snapshots %s%s", o->max_sessions, o->session_max_bytes,
+             o->session_max_bytes ? "" : " (no limit)", o->session_dir ? "in " : "off (no --session-dir)",
+             o->session_dir ? o->session_dir : "");
     return 0;
 }
 
@@ -160,6 +173,11 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    if (o->session_dir && sessions_check_dir(o->session_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "mnemo-server: %s\n", err);
+        return 2;
+    }
+
     if (install_signals() != 0) {
         fprintf(stderr, "mnemo-server: cannot create the signal pipe\n");
         return 1;
@@ -205,6 +223,7 @@ int main(int argc, char **argv) {
     }
     shutdown_gracefully(&app, http);
     sched_free(app.sched);
+    sessions_free(app.sessions);
     mnemo_model_free(app.model);
     metrics_free(app.mx);
     log_line("stopped");

@@ -132,6 +132,20 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
         sb_printf(&b, "mnemo_memory_bytes{kind=\"index\"} %llu\n", (unsigned long long)ms->mem_index_bytes);
         gauge(&b, "mnemo_memory_tokens", "Tokens held in LongLLaMA memory over all slots", (double)ms->mem_tokens);
     }
+    if (g->have_sessions) {
+        const mnemo_memory_stats *ms = &g->session_memory;
+        gauge(&b, "mnemo_sessions", "Live sessions", (double)g->sessions);
+        gauge(&b, "mnemo_sessions_max", "Most live sessions (--max-sessions)", (double)g->sessions_max);
+        sb_printf(&b, "# HELP mnemo_session_memory_bytes Session memory by kind over all sessions\n"
+                      "# TYPE mnemo_session_memory_bytes gauge\n");
+        sb_printf(&b, "mnemo_session_memory_bytes{kind=\"local_kv\"} %llu\n", (unsigned long long)ms->local_kv_bytes);
+        sb_printf(&b, "mnemo_session_memory_bytes{kind=\"memory_keys\"} %llu\n", (unsigned long long)ms->mem_key_bytes);
+        sb_printf(&b, "mnemo_session_memory_bytes{kind=\"memory_values\"} %llu\n",
+                  (unsigned long long)ms->mem_value_bytes);
+        sb_printf(&b, "mnemo_session_memory_bytes{kind=\"index\"} %llu\n", (unsigned long long)ms->mem_index_bytes);
+        gauge(&b, "mnemo_session_memory_tokens", "Tokens held in LongLLaMA memory over all sessions",
+              (double)ms->mem_tokens);
+    }
 
     pthread_mutex_lock(&m->mu);
     counter(&b, "mnemo_prompt_tokens_total", "Prompt tokens prefilled", m->prompt_tokens);

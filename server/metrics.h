@@ -26,6 +26,9 @@ typedef struct {
     int loading;
     bool have_memory;
     mnemo_memory_stats memory; /* by kind, when have_memory */
+    bool have_sessions;
+    int sessions, sessions_max;
+    mnemo_memory_stats session_memory; /* by kind over every session (as of their last request) */
 } metrics_gauges;
 
 metrics *metrics_new(void);

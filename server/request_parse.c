@@ -385,6 +385,25 @@ int parse_infer_request(const char *body, size_t len, bool chat, const parse_lim
             snprintf(e->param, sizeof e->param, "stream_options.include_usage");
             goto out;
         }
+        if (get_bool(v, "include_progress", &r->include_progress, e)) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_progress");
+            goto out;
+        }
+    }
+    v = json_object_get(root, "session");
+    if (!absent(v)) {
+        if (!json_is_string(v)) {
+            BAD_TYPE(e, "session", "'session' must be a string (a session id from POST /v1/sessions)");
+            goto out;
+        }
+        if (r->n * (chat ? 1 : r->n_prompts) != 1) {
+            BAD(e, "session", "a request on a session has one prompt and n = 1 (a session holds one sequence)");
+            goto out;
+        }
+        if (!(r->session = dup_mem(json_string_value(v), json_string_length(v)))) {
+            oom(e);
+            goto out;
+        }
     }
     v = json_object_get(root, "user");
     if (!absent(v) && !json_is_string(v)) {
@@ -401,6 +420,7 @@ out:
 void infer_request_free(infer_request *r) {
     if (!r) return;
     free(r->model);
+    free(r->session);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].tokens);

@@ -55,6 +55,8 @@ typedef struct {
     int n_stop;
     int logprobs;             /* -1 = none; else how many alternatives per token (0..MNEMO_MAX_LOGPROBS) */
     bool stream, include_usage, ignore_eos;
+    bool include_progress;    /* stream_options.include_progress: prompt progress chunks while prefilling */
+    char *session;            /* a session id (NULL: none); the request then has one prompt and n = 1 */
 } infer_request;
 
 typedef struct {

@@ -30,6 +30,13 @@ static const route ROUTES[] = {
     {"GET", "/metrics", route_metrics, false},
     {"POST", "/tokenize", route_tokenize, true},
     {"POST", "/detokenize", route_detokenize, true},
+    {"POST", "/v1/sessions", route_sessions_create, true},
+    {"GET", "/v1/sessions", route_sessions_list, true},
+    {"GET", "/v1/sessions/", route_session_get, true},
+    {"DELETE", "/v1/sessions/", route_session_delete, true},
+    {"POST", "/v1/sessions/", route_session_action, true},
+    {"GET", "/v1/snapshots", route_snapshots_list, true},
+    {"DELETE", "/v1/snapshots/", route_snapshot_delete, true},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 

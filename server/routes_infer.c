@@ -144,7 +144,12 @@ static uint64_t mix64(uint64_t x) { /* splitmix64: a default seed per request */
     return x ^ (x >> 31);
 }
 
-static job *build_job(server_app *app, const infer_request *r, build_error *e) {
+/* A session that already holds tokens continues them: its prompt must not start a new sequence with BOS. */
+static void drop_bos(const server_app *app, tokvec *t) {
+    if (t->n > 0 && t->v[0] == mnemo_model_bos(app->model)) memmove(t->v, t->v + 1, (size_t)--t->n * sizeof *t->v);
+}
+
+static job *build_job(server_app *app, const infer_request *r, session *sess, build_error *e) {
     int n_prompts = r->chat ? 1 : r->n_prompts;
     job *j = job_new(n_prompts * r->n);
     if (!j) {
@@ -180,10 +185,24 @@ static job *build_job(server_app *app, const infer_request *r, build_error *e) {
             job_unref(j);
             return NULL;
         }
-        if (t.n == 0) {
+        int32_t held = 0; /* tokens the session holds before this prompt */
+        if (sess && !session_is_empty(sess)) {
+            drop_bos(app, &t);
+            held = mnemo_context_n_past(session_context(sess));
+        }
+        if (t.n == 0) { /* a session's BOS-only prompt is empty too: it needs a new token to continue */
             free(t.v);
             job_unref(j);
             build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
+            return NULL;
+        }
+        if (sess && !app->unbounded && held + t.n > app->n_ctx) {
+            free(t.v);
+            job_unref(j);
+            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                       "session '%s' holds %d tokens; %d more do not fit its context of %d tokens (--ctx); start a "
+                       "new session",
+                       r->session, held, t.n, app->n_ctx);
             return NULL;
         }
         if (t.n > app->n_ctx && !app->unbounded) { /* LongLLaMA: the prefix goes to memory window by window */
@@ -329,7 +348,7 @@ static void respond_collected(consumer *c, http_reply *rep) {
         size_t n = wait_events(c, &ev, &all_done);
         for (size_t k = 0; k < n; k++) {
             job_event *e = &ev[k];
-            if (e->kind == JOB_EV_END) continue; /* outcomes are read from j->choices at the end */
+            if (e->kind != JOB_EV_TOKEN) continue; /* outcomes are read from j->choices at the end */
             sb_append(&c->text[e->choice], e->text, e->text_len);
             if (c->oc.logprobs) {
                 if (!c->lp[e->choice]) c->lp[e->choice] = oai_logprobs_new(&c->oc);
@@ -380,6 +399,14 @@ static void stream_fill(consumer *c) {
     size_t n = wait_events(c, &ev, &all_done);
     for (size_t k = 0; k < n; k++) {
         job_event *e = &ev[k];
+        if (e->kind == JOB_EV_PROGRESS) {
+            json_t *o = oai_envelope(&c->oc, true);
+            json_object_set_new(o, "progress", json_pack("{s:i, s:i, s:i, s:f}", "index", e->choice, "processed",
+                                                         (json_int_t)e->done, "total", (json_int_t)e->total,
+                                                         "elapsed_ms", e->elapsed_ms));
+            sse_event(&c->out, o);
+            continue;
+        }
         if (e->kind == JOB_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
@@ -458,12 +485,30 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         reply_error(rep, 503, "shutting_down", NULL, NULL, "the server is shutting down");
         goto out;
     }
+    session *sess = NULL;
+    if (r.session) {
+        char msg[384];
+        int st = session_id_valid(r.session) ? sessions_acquire(app->sessions, r.session, &sess, msg, sizeof msg)
+                                             : (snprintf(msg, sizeof msg, "invalid session id (A-Z a-z 0-9 _ -, 1 to "
+                                                                          "%d characters)", SESSION_ID_MAX), 400);
+        if (st != 200) {
+            reply_error(rep, st, st == 404 ? "session_not_found" : st == 409 ? "session_busy" : "invalid_value",
+                        "session", NULL, "%s", msg);
+            goto out;
+        }
+    }
     build_error be;
-    job *j = build_job(app, &r, &be);
+    job *j = build_job(app, &r, sess, &be);
     if (!j) {
+        sessions_release(app->sessions, sess, NULL);
         reply_error(rep, be.status, be.code, be.param[0] ? be.param : NULL, NULL, "%s", be.msg);
         goto out;
     }
+    if (sess) { /* from here the job gives it back, however it ends */
+        j->sessions = app->sessions;
+        j->session = sess;
+    }
+    j->progress = r.stream && r.include_progress;
     j->t_arrival = t_arrival;
     j->deadline = app->opts.timeout_s > 0 ? t_arrival + app->opts.timeout_s : 0;
     job_watch_fd(j, req->fd);

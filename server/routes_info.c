@@ -66,6 +66,13 @@ void route_model_get(server_app *app, const http_request *req, http_reply *rep) 
     reply_json(rep, 200, model_object(app));
 }
 
+json_t *memory_json(const mnemo_memory_stats *m) {
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "local_kv_bytes", (json_int_t)m->local_kv_bytes,
+                     "memory_key_bytes", (json_int_t)m->mem_key_bytes, "memory_value_bytes",
+                     (json_int_t)m->mem_value_bytes, "index_bytes", (json_int_t)m->mem_index_bytes, "memory_tokens",
+                     (json_int_t)m->mem_tokens);
+}
+
 void route_props(server_app *app, const http_request *req, http_reply *rep) {
     const server_opts *o = &app->opts;
     sched_stats ss;
@@ -93,13 +100,13 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "requests_waiting", json_integer(ss.waiting));
     json_object_set_new(p, "queue_size", json_integer(o->queue));
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
-    json_t *mem = json_object(); /* by kind, over all slots */
-    json_object_set_new(mem, "local_kv_bytes", json_integer((json_int_t)ss.memory.local_kv_bytes));
-    json_object_set_new(mem, "memory_key_bytes", json_integer((json_int_t)ss.memory.mem_key_bytes));
-    json_object_set_new(mem, "memory_value_bytes", json_integer((json_int_t)ss.memory.mem_value_bytes));
-    json_object_set_new(mem, "index_bytes", json_integer((json_int_t)ss.memory.mem_index_bytes));
-    json_object_set_new(mem, "memory_tokens", json_integer((json_int_t)ss.memory.mem_tokens));
-    json_object_set_new(p, "memory", mem);
+    json_object_set_new(p, "memory", memory_json(&ss.memory)); /* by kind, over all slots */
+    mnemo_memory_stats sm;
+    int n_sessions;
+    sessions_totals(app->sessions, &sm, &n_sessions);
+    json_object_set_new(p, "sessions", json_pack("{s:i, s:i, s:I, s:b, s:o}", "live", n_sessions, "max",
+                                                 o->max_sessions, "max_bytes_each", (json_int_t)o->session_max_bytes,
+                                                 "snapshots", o->session_dir != NULL, "memory", memory_json(&sm)));
     json_object_set_new(p, "timeout_s", json_real(o->timeout_s));
     json_object_set_new(p, "max_body_bytes", json_integer((json_int_t)o->max_body));
     json_object_set_new(p, "chat_template", json_string(chat_template_name(app->tmpl)));
@@ -132,6 +139,9 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.kv_bytes = ss.kv_bytes;
         g.have_memory = true;
         g.memory = ss.memory;
+        g.have_sessions = true;
+        g.sessions_max = app->opts.max_sessions;
+        sessions_totals(app->sessions, &g.session_memory, &g.sessions);
     }
     uint64_t len = 0;
     char *text = metrics_render(app->mx, &g, &len);

@@ -9,10 +9,12 @@
 
 #include "text_util.h"
 
-typedef enum { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_GENERATE } slot_state;
+/* FINISH: a session's sequence has ended and its last token is being decoded into the session. */
+typedef enum { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_GENERATE, SLOT_FINISH } slot_state;
 
 typedef struct {
-    mnemo_context *ctx;
+    mnemo_context *ctx;     /* the one in use: own, or the job's session's */
+    mnemo_context *own;
     slot_state state;
     job *job;
     int choice;
@@ -51,9 +53,10 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     cp.n_ctx = cfg->n_ctx;
     cp.n_batch = cfg->batch;
     for (int i = 0; i < w->n_slots; i++) {
-        mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].ctx);
+        mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].own);
+        w->slots[i].ctx = w->slots[i].own;
         if (st != MNEMO_OK) {
-            snprintf(err, errlen, "slot %d: %s", i, mnemo_context_error(w->slots[i].ctx));
+            snprintf(err, errlen, "slot %d: %s", i, mnemo_context_error(w->slots[i].own));
             worker_free(w);
             return NULL;
         }
@@ -69,7 +72,7 @@ void worker_free(worker *w) {
     if (!w) return;
     for (int i = 0; w->slots && i < w->n_slots; i++) {
         if (w->slots[i].state != SLOT_IDLE) worker_stop(w, i, JOB_END_SHUTDOWN);
-        mnemo_context_free(w->slots[i].ctx);
+        mnemo_context_free(w->slots[i].own);
     }
     free(w->slots);
     free(w->entries);
@@ -102,7 +105,7 @@ int64_t worker_kv_used(const worker *w) {
 
 int64_t worker_kv_bytes(const worker *w) {
     int64_t n = 0;
-    for (int i = 0; i < w->n_slots; i++) n += (int64_t)mnemo_context_kv_bytes(w->slots[i].ctx);
+    for (int i = 0; i < w->n_slots; i++) n += (int64_t)mnemo_context_kv_bytes(w->slots[i].own);
     return n;
 }
 
@@ -110,7 +113,7 @@ void worker_memory(const worker *w, mnemo_memory_stats *sum) {
     memset(sum, 0, sizeof *sum);
     for (int i = 0; i < w->n_slots; i++) {
         mnemo_memory_stats m;
-        if (mnemo_context_memory(w->slots[i].ctx, &m) != MNEMO_OK) continue;
+        if (mnemo_context_memory(w->slots[i].own, &m) != MNEMO_OK) continue; /* sessions count their own */
         sum->local_tokens += m.local_tokens;
         sum->mem_tokens += m.mem_tokens;
         sum->local_kv_bytes += m.local_kv_bytes;
@@ -123,7 +126,8 @@ void worker_memory(const worker *w, mnemo_memory_stats *sum) {
 void worker_start(worker *w, int i, job *j, int choice) {
     slot *s = &w->slots[i];
     job_ref(j);
-    mnemo_context_reset(s->ctx);
+    s->ctx = j->session ? session_context(j->session) : s->own;
+    if (!j->session) mnemo_context_reset(s->ctx); /* a session continues where its last request ended */
     s->state = SLOT_PREFILL;
     s->job = j;
     s->choice = choice;
@@ -142,15 +146,18 @@ static void end_slot(worker *w, slot *s, job_end why, mnemo_finish_reason finish
     job *j = s->job;
     double prefill_end = s->t_gen ? s->t_gen : t;
     int32_t n_gen = s->gen ? mnemo_generation_n_generated(s->gen) : 0;
+    j->choices[s->choice].n_fed = s->n_fed;
     /* Metrics first: ending the choice wakes the client, which may read /metrics at once. */
     metrics_tokens(w->mx, s->n_fed, n_gen);
     if (why == JOB_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
-    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
-                   (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
+    /* Done with the context before the choice ends: that gives a session back for its next request. */
     mnemo_generation_free(s->gen);
     s->gen = NULL;
+    s->ctx = s->own;
     s->state = SLOT_IDLE;
     s->job = NULL;
+    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
+                   (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
     job_unref(j);
 }
 
@@ -166,6 +173,11 @@ static void fail_slot(worker *w, slot *s, const char *what) {
     fprintf(stderr, "mnemo-server: error: %s\n", msg);
     job_cancel(s->job, JOB_END_ERROR);
     end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
+}
+
+/* Whether one more token fits (a LongLLaMA context moves a full window to memory: always). */
+static bool has_room(mnemo_context *ctx) {
+    return mnemo_context_last_context_length(ctx) > 0 || mnemo_context_n_past(ctx) < mnemo_context_n_ctx(ctx);
 }
 
 /* Phase 1: sample one token for every generating slot; returns the batch entries added. */
@@ -189,10 +201,11 @@ static int sample_all(worker *w, int *budget) {
             end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
             continue;
         }
-        if (ev.is_last) {
+        if (ev.is_last && !(s->job->session && ev.token >= 0 && has_room(s->ctx))) {
             end_slot(w, s, JOB_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
             continue;
         }
+        if (ev.is_last) s->state = SLOT_FINISH; /* the session keeps its last token too */
         s->pending = ev.token;
         w->entries[ne] = (mnemo_batch_entry){.ctx = s->ctx, .tokens = &s->pending, .n = 1};
         w->entry_slot[ne++] = s;
@@ -225,11 +238,20 @@ static int add_prefill(worker *w, int ne, int budget) {
 
 /* After a successful decode of this slot's entry. */
 static void advance(worker *w, slot *s) {
+    if (s->state == SLOT_FINISH) {
+        end_slot(w, s, JOB_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
+        return;
+    }
     if (s->state != SLOT_PREFILL) return;
     job *j = s->job;
     job_choice *c = &j->choices[s->choice];
     s->n_fed += s->chunk;
     s->chunk = 0;
+    if (j->progress && job_push_progress(j, s->choice, s->n_fed, c->n_prompt, (now_s() - s->t_start) * 1e3) != 0) {
+        job_cancel(j, JOB_END_ERROR);
+        end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
+        return;
+    }
     if (s->n_fed < c->n_prompt) return;
     mnemo_generate_params gp = j->gp;
     gp.sampling.seed = c->seed;

@@ -75,6 +75,8 @@ typedef struct {
     size_t keys, values, index;
 } mem_bytes;
 mem_bytes mem_store_bytes(const mem_store *s); /* bytes held (capacity), by kind */
+/* What mem_store_bytes would say after appending n more rows (to refuse growth before it happens). */
+mem_bytes mem_store_bytes_after(const mem_store *s, size_t n);
 const char *mem_store_error(const mem_store *s);
 
 /* Exact top-k by inner product (ties to the lower id), keys [n][d] fp32: the reference search. */

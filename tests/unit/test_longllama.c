@@ -243,6 +243,18 @@ static void check_api(const char *dir) {
     CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens == 0 && mnemo_context_n_past(ctx) == 0,
           "a failed long decode leaves an empty session");
     mnemo_context_free(ctx);
+    /* Fed in small pieces (as the server does) the memory grows up to the limit and never past it, the first
+     * window included (the limit counts what the store will allocate, not what it holds). */
+    cp.mem_max_bytes = 300000;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "context");
+    int32_t piece = mnemo_context_last_context_length(ctx), fed = 0;
+    while (fed + piece <= n && (st = mnemo_decode(ctx, ids + fed, piece)) == MNEMO_OK) fed += piece;
+    CHECK(st == MNEMO_ERR_CONTEXT_FULL && mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens > 0 &&
+              ms.mem_key_bytes + ms.mem_value_bytes + ms.mem_index_bytes <= cp.mem_max_bytes,
+          "memory stops below the limit: %d after %d tokens, %llu tokens in %llu bytes", st, fed,
+          (unsigned long long)ms.mem_tokens,
+          (unsigned long long)(ms.mem_key_bytes + ms.mem_value_bytes + ms.mem_index_bytes));
+    mnemo_context_free(ctx);
     cp.mem_max_bytes = 0;
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK && mnemo_decode(ctx, ids, n) == MNEMO_OK,
           "%d tokens (40 windows) decode without a length limit", n);

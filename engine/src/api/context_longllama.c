@@ -65,14 +65,14 @@ mnemo_status context_longllama_flush(mnemo_context *ctx) {
     longllama_state *ll = ctx->ll;
     if (ll->n_local == 0) return MNEMO_OK;
     if (ctx->mem_max_bytes) {
-        uint64_t have = mem_total(ll), rows = longllama_mem_tokens(ll);
-        uint64_t per_row = rows ? have / rows : 0;
-        if (rows && have + per_row * (uint64_t)ll->n_local > ctx->mem_max_bytes)
+        mem_bytes b = longllama_mem_bytes_after(ll, (size_t)ll->n_local);
+        uint64_t after = (uint64_t)b.keys + b.values + b.index;
+        if (after > ctx->mem_max_bytes)
             return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
-                            "memory limit reached: %llu bytes held for %llu tokens, %d more would pass the limit of "
-                            "%llu bytes",
-                            (unsigned long long)have, (unsigned long long)rows, ll->n_local,
-                            (unsigned long long)ctx->mem_max_bytes);
+                            "memory limit reached: %llu tokens held in %llu bytes; %d more would take it to %llu "
+                            "bytes, past the limit of %llu",
+                            (unsigned long long)longllama_mem_tokens(ll), (unsigned long long)mem_total(ll),
+                            ll->n_local, (unsigned long long)after, (unsigned long long)ctx->mem_max_bytes);
     }
     if (longllama_flush(ll, ctx->kv.v, ctx->kv.n_ctx) != 0) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "%s", ll->err);
     return MNEMO_OK;
@@ -112,6 +112,8 @@ mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tok
     int32_t W = ll->window, lcl = ll->last_context_length;
     int32_t prefix = n > lcl ? n - lcl : 0;
     bool no_cache = ll->n_local == 0;
+    const int32_t local0 = ll->n_local;
+    const uint64_t mem0 = longllama_mem_tokens(ll);
     mnemo_status st = MNEMO_OK;
     for (int32_t b = 0; st == MNEMO_OK && b < prefix; b += W) {
         int32_t m = prefix - b < W ? prefix - b : W;
@@ -125,6 +127,13 @@ mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tok
         st = cached_call(ctx, tokens + prefix, n - prefix,
                          ctx->logits_all ? ctx->logits + (size_t)prefix * V : ctx->logits, true);
     if (st == MNEMO_OK && prefix > 0) ctx_progress(ctx, n, n); /* the last report: nothing left to stop */
+    if (st == MNEMO_ERR_CONTEXT_FULL && ll->n_local == local0 && longllama_mem_tokens(ll) == mem0) {
+        /* the memory limit refused the first move, before anything changed: the session stays usable */
+        char msg[sizeof ctx->err];
+        memcpy(msg, ctx->err, sizeof msg);
+        ctx_fail(ctx, st, "%s (the session is unchanged)", msg);
+        return st;
+    }
     if (st != MNEMO_OK) {
         /* memory may already hold part of the input: never leave a half-updated session behind */
         char msg[sizeof ctx->err];

@@ -131,11 +131,13 @@ uint64_t longllama_mem_tokens(const longllama_state *s) {
     return 0;
 }
 
-mem_bytes longllama_mem_bytes(const longllama_state *s) {
+mem_bytes longllama_mem_bytes(const longllama_state *s) { return longllama_mem_bytes_after(s, 0); }
+
+mem_bytes longllama_mem_bytes_after(const longllama_state *s, size_t n) {
     mem_bytes t = {0, 0, 0};
     for (int32_t l = 0; l < s->n_layer; l++) {
         if (!s->mem[l]) continue;
-        mem_bytes b = mem_store_bytes(s->mem[l]);
+        mem_bytes b = n ? mem_store_bytes_after(s->mem[l], n) : mem_store_bytes(s->mem[l]);
         t.keys += b.keys;
         t.values += b.values;
         t.index += b.index;

@@ -60,5 +60,7 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
 /* Memory totals over all memory layers. */
 uint64_t longllama_mem_tokens(const longllama_state *s); /* rows in one layer's memory */
 mem_bytes longllama_mem_bytes(const longllama_state *s);
+/* The same after n more tokens move to memory (capacity growth included). */
+mem_bytes longllama_mem_bytes_after(const longllama_state *s, size_t n);
 
 #endif

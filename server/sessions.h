@@ -1,0 +1,90 @@
+/*
+ * sessions.h — named sessions: a mnemo_context that outlives requests, so what one request put into it (a plain
+ * LLaMA KV cache, or a LongLLaMA local window plus memory) is there for the next request that names the session.
+ *
+ * A session is used by one request at a time: acquire marks it busy (a second request gets 409), release puts it
+ * back. Snapshots are files `<dir>/<name>.mnemo` (mnemo_context_save/load); names are checked so that nothing is
+ * read or written outside the directory. Limits: at most max_sessions live sessions; each session's memory stops
+ * growing at max_bytes (the engine's mem_max_bytes: the request that would pass it fails with a clear error).
+ *
+ * Thread safety: every function may be called from any thread. A busy session's context belongs to whoever
+ * acquired it; the store reads its memory figures only while it is idle (they are cached at release).
+ *
+ * Functions that can fail return an HTTP status (200/201 on success) and write a message into err.
+ */
+#ifndef MNEMO_SERVER_SESSIONS_H
+#define MNEMO_SERVER_SESSIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+#define SESSION_ID_MAX 64     /* characters of an id: [A-Za-z0-9_-] */
+#define SNAPSHOT_NAME_MAX 128 /* characters of a snapshot name: [A-Za-z0-9_.-], not starting with '.' */
+
+typedef struct session_store session_store;
+typedef struct session session;
+
+typedef struct {
+    int max_sessions;
+    uint64_t max_bytes;   /* per session: memory keys + values + index (LongLLaMA); 0 = no limit */
+    const char *dir;      /* snapshot directory; NULL = save/restore disabled */
+    int32_t n_ctx, n_batch;
+} session_config;
+
+typedef struct {
+    char id[SESSION_ID_MAX + 1];
+    bool busy;
+    long long created, last_used; /* unix seconds */
+    int64_t requests;             /* requests that ran on it */
+    int64_t tokens;               /* tokens it holds (local + memory), as of the last release */
+    mnemo_memory_stats memory;    /* as of the last release */
+    char last_error[256];         /* why its last request ended early ("" when it did not) */
+} session_info;
+
+typedef struct {
+    char name[SNAPSHOT_NAME_MAX + 1];
+    uint64_t bytes;
+    long long modified;
+} snapshot_info;
+
+/* 0 when dir is a readable, writable directory; else -1 and a message naming --session-dir. */
+int sessions_check_dir(const char *dir, char *err, size_t errlen);
+session_store *sessions_new(mnemo_model *model, const session_config *cfg, char *err, size_t errlen);
+void sessions_free(session_store *st);
+
+/* New empty session; id NULL or "" picks one. With restore != NULL it starts from that snapshot. The id is
+ * written to id_out. 201, or 400 (bad id/name), 409 (id taken), 429 (max_sessions), 404 (no such snapshot),
+ * 422 (snapshot refused), 500. */
+int sessions_create(session_store *st, const char *id, const char *restore, char id_out[SESSION_ID_MAX + 1],
+                    char *err, size_t errlen);
+/* 200, 404, 409 (busy). */
+int sessions_delete(session_store *st, const char *id, char *err, size_t errlen);
+/* Marks the session busy and hands it out. 200, 404, 409 (busy: another request runs on it). */
+int sessions_acquire(session_store *st, const char *id, session **out, char *err, size_t errlen);
+/* Gives a session back. error: why its request ended early, or NULL. */
+void sessions_release(session_store *st, session *s, const char *error);
+mnemo_context *session_context(session *s);
+/* True when the session holds no token yet (its first request's prompt keeps its BOS). */
+bool session_is_empty(session *s);
+
+/* 200 with *out filled, or 404. */
+int sessions_get(session_store *st, const char *id, session_info *out, char *err, size_t errlen);
+/* Every session, oldest first; *n receives the count. NULL with *n = 0 when there are none (or out of memory). */
+session_info *sessions_list(session_store *st, int *n);
+/* Memory summed over every session (as of their last release) and the session count. */
+void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions);
+
+/* Snapshots. name NULL or "" = the session's id. 200, 400, 404, 409, 422 (refused), 500, 501 (no --session-dir). */
+int sessions_save(session_store *st, const char *id, const char *name, char *name_out, char *err, size_t errlen);
+int sessions_restore(session_store *st, const char *id, const char *name, char *err, size_t errlen);
+/* Snapshot files in the directory (*list malloc'd, NULL when none). 200, 500, 501. */
+int sessions_snapshots(session_store *st, snapshot_info **list, int *n, char *err, size_t errlen);
+int sessions_snapshot_delete(session_store *st, const char *name, char *err, size_t errlen);
+
+bool session_id_valid(const char *id);
+bool snapshot_name_valid(const char *name);
+
+#endif
