@@ -10,6 +10,9 @@
  *     index and through brute force — kNN that sees every row must equal dense; and true kNN (k = 4 < |memory|)
  *     against the reference's own top-k selection (reference_knn.json), brute force and FAISS flat;
  *   - memory accounting: tokens in memory after each call equal what the reference algorithm moves there.
+ * On every device: the CPU, and CUDA when a GPU answers (memory attention on the device, reading a device copy of
+ * the stores; kNN search on the host). MNEMO_TEST_DEVICE=cpu|cuda|all chooses, as in test_reference_models; the
+ * API checks (length limits, memory limit) run once, on the default device.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "kernels.h"
 #include "test_util.h"
 
 /* fp32 memory: 1e-4 (measured <= 6e-6). bf16 memory: a key that fp32 rounding puts 1 ulp away from torch's can
@@ -158,8 +162,8 @@ out:
 }
 
 /* Replays every case of <dir>/<json> (logits in <dir>/<bin>) in each mode; an optional fixture may be absent. */
-static void check_fixture(const char *dir, const char *name, const char *json, const char *bin, const mode *modes,
-                          size_t n_modes, bool optional, float tol_floor) {
+static void check_fixture(mnemo_device dev, const char *dir, const char *name, const char *json, const char *bin,
+                          const mode *modes, size_t n_modes, bool optional, float tol_floor) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, json);
     FILE *probe = fopen(path, "rb");
@@ -176,6 +180,7 @@ static void check_fixture(const char *dir, const char *name, const char *json, c
     CHECK(nb > 0 && (size_t)nb == json_array_size(cases), "%s: %s unreadable or count mismatch", name, bin);
     mnemo_model *m = NULL;
     mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = dev;
     mnemo_status st = mnemo_model_load(dir, &mp, &m);
     CHECK(st == MNEMO_OK, "%s: load: %s", name, mnemo_model_error(m));
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -199,14 +204,14 @@ static void check_fixture(const char *dir, const char *name, const char *json, c
     json_decref(ref);
 }
 
-static void check_model(const char *dir, const char *name) {
+static void check_model(mnemo_device dev, const char *dir, const char *name) {
     const mode modes[] = {
         {"dense", 0, 0, MNEMO_MEM_INDEX_FLAT},
         {"dense, 7-row steps", 7, 0, MNEMO_MEM_INDEX_FLAT},
         {"kNN k>=|mem| faiss flat", 0, 4096, MNEMO_MEM_INDEX_FLAT},
         {"kNN k>=|mem| brute force", 0, 4096, MNEMO_MEM_INDEX_BRUTE},
     };
-    check_fixture(dir, name, "reference.json", "logits.bin", modes, sizeof modes / sizeof *modes, false, 0.f);
+    check_fixture(dev, dir, name, "reference.json", "logits.bin", modes, sizeof modes / sizeof *modes, false, 0.f);
     /* true kNN (k < |memory|): the reference picks each query's top-k memory rows by inner product (tolerance: see
      * LOGIT_TOL_KNN) */
     const mode knn_modes[] = {
@@ -214,7 +219,7 @@ static void check_model(const char *dir, const char *name) {
         {"kNN k=case faiss flat", 0, -1, MNEMO_MEM_INDEX_FLAT},
         {"kNN k=case, 7-row steps", 7, -1, MNEMO_MEM_INDEX_BRUTE},
     };
-    check_fixture(dir, name, "reference_knn.json", "logits_knn.bin", knn_modes, sizeof knn_modes / sizeof *knn_modes,
+    check_fixture(dev, dir, name, "reference_knn.json", "logits_knn.bin", knn_modes, sizeof knn_modes / sizeof *knn_modes,
                   true, LOGIT_TOL_KNN);
 }
 
@@ -271,21 +276,34 @@ static void check_api(const char *dir) {
 }
 
 int main(void) {
+    char info[256];
+    const char *want = getenv("MNEMO_TEST_DEVICE");
+    bool cuda_ok = kern_cuda_available(info, sizeof info);
+    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
+    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
+    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
+    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
+    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/longllama", test_fixtures());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL, "no LongLLaMA fixtures under %s", dir);
-    int models = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char md[4200];
-        snprintf(md, sizeof md, "%s/%s", dir, e->d_name);
-        check_model(md, e->d_name);
-        if (!strcmp(e->d_name, "basic")) check_api(md);
-        models++;
+    for (int dev = 0; dev < 2; dev++) {
+        if ((dev == 0 && !run_cpu) || (dev == 1 && !(run_cuda && cuda_ok))) continue;
+        printf("== device %s%s\n", dev ? "cuda: " : "cpu", dev ? info : "");
+        DIR *d = opendir(dir);
+        CHECK(d != NULL, "no LongLLaMA fixtures under %s", dir);
+        int models = 0;
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char md[4200];
+            snprintf(md, sizeof md, "%s/%s", dir, e->d_name);
+            check_model(dev ? MNEMO_DEVICE_CUDA : MNEMO_DEVICE_CPU, md, e->d_name);
+            if (!strcmp(e->d_name, "basic") && dev == 0) check_api(md);
+            models++;
+        }
+        if (d) closedir(d);
+        CHECK(models >= 2, "expected at least 2 LongLLaMA fixture models, found %d", models);
     }
-    if (d) closedir(d);
-    CHECK(models >= 2, "expected at least 2 LongLLaMA fixture models, found %d", models);
     return test_summary();
 }

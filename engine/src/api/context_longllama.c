@@ -44,6 +44,11 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
         ctx_fail(ctx, MNEMO_ERR_NOMEM, "LongLLaMA memory: %s", err);
         return MNEMO_ERR_NOMEM;
     }
+    if (longllama_device_init(ctx->ll, ctx->model->be, cfg->num_key_value_heads, cfg->head_dim) != 0) {
+        context_longllama_free(ctx);
+        ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
+        return MNEMO_ERR_NOMEM;
+    }
     ctx->mem_max_bytes = p->mem_max_bytes;
     return MNEMO_OK;
 }
@@ -74,7 +79,7 @@ mnemo_status context_longllama_flush(mnemo_context *ctx) {
                             (unsigned long long)longllama_mem_tokens(ll), (unsigned long long)mem_total(ll),
                             ll->n_local, (unsigned long long)after, (unsigned long long)ctx->mem_max_bytes);
     }
-    if (longllama_flush(ll, ctx->kv.v, ctx->kv.n_ctx) != 0) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "%s", ll->err);
+    if (longllama_flush(ll, ctx->kc, ctx->kv.v, ctx->kv.n_ctx) != 0) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "%s", ll->err);
     return MNEMO_OK;
 }
 

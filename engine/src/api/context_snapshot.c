@@ -264,6 +264,7 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
         }
         ll->n_local = hd.n_rows;
         ll->last_context_length = hd.last_context_length;
+        longllama_device_invalidate(ll); /* new stores: the device copy is rebuilt at the next attention */
     }
     ctx->n_past = hd.n_past;
     ctx->last_token = hd.last_token;

@@ -33,15 +33,6 @@ static mnemo_status pick_backend(mnemo_model *m, mnemo_device dev) {
     char info[256] = "";
     m->be = kern_cpu_backend();
     if (dev == MNEMO_DEVICE_CPU) return MNEMO_OK;
-    if (m->cfg.is_longllama && m->cfg.n_mem_layers > 0) { /* memory attention + memstore are host-only so far */
-        if (dev == MNEMO_DEVICE_CUDA) {
-            snprintf(m->err, sizeof m->err, "device cuda requested, but LongLLaMA memory layers run on the CPU only "
-                                            "in this version");
-            return MNEMO_ERR_UNSUPPORTED;
-        }
-        mnemo_log(MNEMO_LOG_INFO, "LongLLaMA memory layers: running on the CPU");
-        return MNEMO_OK;
-    }
     if (kern_cuda_available(info, sizeof info)) {
         m->be = kern_cuda_backend();
         mnemo_log(MNEMO_LOG_INFO, "running on CUDA: %s", info);

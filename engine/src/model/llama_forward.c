@@ -263,11 +263,13 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
         }
         bool mem_layer = cfg->is_longllama && longllama_is_mem_layer(cfg, l);
         if (mem_layer) { /* keys before RoPE: what moves to memory when the local cache is flushed */
-            if (!be->host_memory) return KERN_ESHAPE; /* memory layers run on host backends */
-            for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++)
-                if (seqs[s].ll)
+            for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++) /* raw_k is host memory */
+                if (seqs[s].ll && be->host_memory)
                     memcpy(seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, kb + (size_t)r0 * kvd,
                            (size_t)seqs[s].n * kvd * sizeof(float));
+                else if (seqs[s].ll)
+                    TRY(be->mem_copy(kc, seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, kb + (size_t)r0 * kvd,
+                                     (size_t)seqs[s].n * kvd * sizeof(float), KERN_D2H));
         }
         if (!mem_layer || cfg->mem_positionals) { /* mem_positionals false: no RoPE at all in memory layers */
             if (fused_qkv) {

@@ -46,6 +46,7 @@ oom:
 }
 
 void longllama_free(longllama_state *s) {
+    longllama_device_free(s);
     for (int32_t l = 0; l < s->n_layer; l++) {
         if (s->mem) mem_store_free(s->mem[l]);
         if (s->raw_k) free(s->raw_k[l]);
@@ -62,12 +63,23 @@ void longllama_clear(longllama_state *s) {
     for (int32_t l = 0; l < s->n_layer; l++)
         if (s->mem[l]) mem_store_clear(s->mem[l]);
     s->n_local = 0;
+    longllama_device_invalidate(s);
 }
 
-int longllama_flush(longllama_state *s, const float *v_cache, int32_t cache_ctx) {
+int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int32_t cache_ctx) {
+    const size_t rows = (size_t)s->n_local * (size_t)s->kv_dim;
     for (int32_t l = 0; l < s->n_layer && s->n_local > 0; l++) {
         if (!s->mem[l]) continue;
         const float *v = v_cache + (size_t)l * (size_t)cache_ctx * (size_t)s->kv_dim;
+        if (s->dev_be) { /* the values live on the device: read them back */
+            float *h = longllama_stage(s, rows);
+            if (!h || s->dev_be->mem_copy(kc, h, v, rows * sizeof(float), KERN_D2H) != KERN_OK) {
+                snprintf(s->err, sizeof s->err, "memory of layer %d: cannot read the local values back from the "
+                         "device", l);
+                return -1;
+            }
+            v = h;
+        }
         if (mem_store_append(s->mem[l], (size_t)s->n_local, s->raw_k[l], v, (size_t)s->kv_dim) != 0) {
             snprintf(s->err, sizeof s->err, "memory of layer %d: %s", l, mem_store_error(s->mem[l]));
             return -1;
@@ -111,15 +123,29 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
     mem_store *ms = s->mem[l];
     int64_t n_mem = (int64_t)mem_store_size(ms);
     const void *mk[hkv], *mv[hkv];
+    if (s->dev_be) {
+        int rc = longllama_device_sync(s, l, kc);
+        if (rc != KERN_OK) return rc;
+    }
     for (int64_t g = 0; g < hkv; g++) {
-        mk[g] = mem_store_raw_keys(ms, (int)g);
-        mv[g] = mem_store_raw_values(ms, (int)g);
+        mk[g] = s->dev_be ? s->dev_k[(size_t)l * hkv + g] : mem_store_raw_keys(ms, (int)g);
+        mv[g] = s->dev_be ? s->dev_v[(size_t)l * hkv + g] : mem_store_raw_values(ms, (int)g);
     }
     kern_dtype dt = s->mem_dt;
     if (s->knn_k > 0 && n_mem > 0) {
-        int rc = knn_select(s, ms, q, nq, hq, hkv, hd, s->knn_k);
+        const float *hq_rows = q; /* the search runs on the host (FAISS) */
+        if (s->dev_be) {
+            float *h = longllama_stage(s, (size_t)(nq * hq * hd));
+            if (!h) return KERN_ENOMEM;
+            int rc = be->mem_copy(kc, h, q, (size_t)(nq * hq * hd) * sizeof(float), KERN_D2H);
+            if (rc != KERN_OK) return rc;
+            hq_rows = h;
+        }
+        int rc = knn_select(s, ms, hq_rows, nq, hq, hkv, hd, s->knn_k);
         if (rc != KERN_OK) return rc;
-        return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, s->sel,
+        const int64_t *sel = s->sel;
+        if (s->dev_be && !(sel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k)))) return KERN_ENOMEM;
+        return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, sel,
                                  s->knn_k);
     }
     return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, NULL, 0);

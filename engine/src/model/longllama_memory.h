@@ -34,6 +34,15 @@ typedef struct longllama_state {
     int64_t *ids;                /* one head's search result, [rows][k] */
     float *scores;
     size_t sel_cap, ids_cap;     /* elements */
+    /* GPU backends: memory attention reads a device copy of each store (longllama_device.c); NULL/0 on the CPU */
+    const kern_backend *dev_be;
+    int32_t hkv, head_dim;
+    void **dev_k, **dev_v;       /* [n_layer * hkv] device rows [dev_cap][head_dim] in mem_dt */
+    size_t *dev_rows, *dev_cap;  /* [n_layer]: rows uploaded, rows allocated */
+    int64_t *dev_sel;            /* kNN ids on the device */
+    size_t dev_sel_cap;
+    float *stage;                /* host staging: values at flush, queries for a kNN search */
+    size_t stage_cap;            /* floats */
     char err[256];
 } longllama_state;
 
@@ -47,15 +56,29 @@ void longllama_free(longllama_state *s);
 /* Empties the local cache and every memory. */
 void longllama_clear(longllama_state *s);
 
-/* Moves the local cache to the memory layers' stores and empties it. v_cache: the context's value cache (host
- * memory), layer l at v_cache + l * cache_ctx * kv_dim. 0, or -1 with s->err set (memory store failure). */
-int longllama_flush(longllama_state *s, const float *v_cache, int32_t cache_ctx);
+/* Moves the local cache to the memory layers' stores and empties it. v_cache: the context's value cache (backend
+ * memory: on a GPU backend it is read back through kc), layer l at v_cache + l * cache_ctx * kv_dim. 0, or -1 with
+ * s->err set (memory store or copy failure). */
+int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int32_t cache_ctx);
 
-/* Memory-layer attention for one sequence of a forward step (host backends): local keys k, v as for
- * kern attention, plus layer l's memory, dense or kNN. Returns a KERN_* code. */
+/* Memory-layer attention for one sequence of a forward step: local keys k, v as for kern attention (backend
+ * memory), plus layer l's memory, dense or kNN (FAISS search on the host; on a GPU backend the queries are read
+ * back, the ids uploaded and the memory read from the device copy). Returns a KERN_* code. */
 int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, kern_ctx *kc, float *out,
                         const float *q, const float *k, const float *v, int64_t nq, int64_t nkv, int64_t q_pos0,
                         int64_t hq, int64_t hkv, int64_t hd, float scale);
+
+/* ---- the device copy (longllama_device.c). init: no-op for host backends; 0 or -1 (out of memory). */
+int longllama_device_init(longllama_state *s, const kern_backend *be, int32_t hkv, int32_t head_dim);
+void longllama_device_free(longllama_state *s);
+/* The stores were cleared or replaced: the next attention uploads them whole. */
+void longllama_device_invalidate(longllama_state *s);
+/* Uploads the rows of layer l's store that its device copy lacks. KERN_* code. */
+int longllama_device_sync(longllama_state *s, int32_t l, kern_ctx *kc);
+/* s->sel's first n ids on the device (NULL: out of memory or copy failure). */
+int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n);
+/* A host buffer of at least `floats` floats (NULL: out of memory). */
+float *longllama_stage(longllama_state *s, size_t floats);
 
 /* Memory totals over all memory layers. */
 uint64_t longllama_mem_tokens(const longllama_state *s); /* rows in one layer's memory */
