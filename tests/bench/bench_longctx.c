@@ -44,6 +44,7 @@
  *   --decode N          timed decode steps per run (default 16)
  *   --knn-k K           kNN rows per query and head (default 128)
  *   --threads N         compute threads of the engine, OpenBLAS and FAISS (default 0: one per core)
+ *   --device D          cpu (default) or cuda: where the model runs (kNN searches stay on the host)
  *   --batch N           n_batch of the contexts (default 512)
  *   --hidden D --heads H --ffn F --layers L --window W --last-ctx N   model shape (defaults above;
  *                       mem_layers are layers L/4 and 3L/4, rounded)
@@ -89,6 +90,7 @@ typedef struct {
     int n_modes;
     double budget_s[MAX_MODES]; /* per mode, seconds */
     int decode_steps, knn_k, threads, batch;
+    mnemo_device device;
     int hidden, heads, ffn, layers, window, last_ctx, vocab;
     bool bf16;
     const char *tokenizer, *dir;
@@ -191,7 +193,7 @@ static void parse_options(options *o, int argc, char **argv) {
         if (!strcmp(a, "-v")) { o->verbose = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             puts("usage: bench_longctx [--lengths 8K,16K,...] [--1m] [--modes dense,knn-flat,knn-ivf,knn-hnsw,llama]\n"
-                 "       [--budget S|mode=S,...] [--decode N] [--knn-k K] [--threads N] [--batch N]\n"
+                 "       [--budget S|mode=S,...] [--decode N] [--knn-k K] [--threads N] [--batch N] [--device cpu|cuda]\n"
                  "       [--hidden D] [--heads H] [--ffn F] [--layers L] [--window W] [--last-ctx N]\n"
                  "       [--dtype bf16|f32] [--tokenizer PATH] [--dir DIR] [--keep] [--json] [-v]\n"
                  "(see the comment at the top of tests/bench/bench_longctx.c)");
@@ -205,6 +207,10 @@ static void parse_options(options *o, int argc, char **argv) {
         else if (!strcmp(a, "--decode")) o->decode_steps = int_arg(a, v, 1, 100000);
         else if (!strcmp(a, "--knn-k")) o->knn_k = int_arg(a, v, 1, 4096);
         else if (!strcmp(a, "--threads")) o->threads = int_arg(a, v, 0, 1024);
+        else if (!strcmp(a, "--device")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) die("--device must be cpu or cuda (got '%s')", v);
+            o->device = strcmp(v, "cuda") ? MNEMO_DEVICE_CPU : MNEMO_DEVICE_CUDA;
+        }
         else if (!strcmp(a, "--batch")) o->batch = int_arg(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--hidden")) o->hidden = int_arg(a, v, 8, 1 << 14);
         else if (!strcmp(a, "--heads")) o->heads = int_arg(a, v, 1, 256);
@@ -471,7 +477,7 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     if (o->threads > 0) omp_set_num_threads(o->threads); /* FAISS's OpenMP team (the engine takes n_threads) */
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = o->threads;
-    mp.device = MNEMO_DEVICE_CPU;
+    mp.device = o->device ? o->device : MNEMO_DEVICE_CPU;
     mnemo_model *model = NULL;
     mnemo_context *ctx = NULL;
     mnemo_status st = mnemo_model_load(mode == MODE_LLAMA ? g_dir_llama : g_dir_ll, &mp, &model);
