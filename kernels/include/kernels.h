@@ -71,6 +71,12 @@ typedef struct kern_ctx kern_ctx;
        const void *const *mem_v, kern_dtype mem_dt, int64_t n_mem, const int64_t *sel, int64_t n_sel),         \
       "FoT memory attention: as attention, plus for KV head g the memory rows mem_k[g], mem_v[g] ([n_mem,hd] in " \
       "mem_dt, no mask) - all (sel NULL) or sel[(i*hq+h)*n_sel+j] (-1: none) - in the same fp32 softmax")     \
+    X(topk_ip,                                                                                                   \
+      (kern_ctx * kc, int64_t *ids, float *scores, int64_t ldo, const float *q, int64_t nq, int64_t ldq,       \
+       const void *keys, kern_dtype dt, int64_t n_keys, int64_t hd, int64_t k),                                 \
+      "exact kNN by inner product: for query i (q + i*ldq, hd floats) the k rows of keys[n_keys,hd] (in dt, "     \
+      "widened) with the largest dot product, best first, ties to the lower id, into ids/scores + i*ldo (scores " \
+      "may be NULL); past n_keys the tail is id -1, score -inf")                                               \
     X(swiglu, (kern_ctx * kc, float *h, const float *gate, const float *up, int64_t n),                         \
       "h[n] = silu(gate) * up; h may alias gate")                                                              \
     X(add, (kern_ctx * kc, float *y, const float *x, int64_t n), "y[n] += x[n]")

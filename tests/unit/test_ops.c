@@ -2,7 +2,7 @@
  * test_ops.c — every op of the kernel table on the CUDA backend against the CPU reference backend, in the spirit
  * of llama.cpp's test-backend-ops.
  *
- *   test_ops [--perf] [--list] [op ...]      (op names: embed rmsnorm matmul rope attention attention_mem swiglu add)
+ *   test_ops [--perf] [--list] [op ...]      (op names: embed rmsnorm matmul rope attention attention_mem topk_ip swiglu add)
  *
  * Correctness mode (default): each op x shapes (odd sizes, head_dim 100 and generic ones, GQA, causal offsets,
  * 2K-key caches) x weight dtypes runs on both backends from the same inputs. A case passes when
@@ -21,6 +21,7 @@
  *   matmul FAST, f16 weights        2e-7   activations rounded to f16 once: ~2e-8 expected
  *   attention                       1e-9   fp32 online softmax against the CPU's exact one
  *   attention_mem                   1e-9   same, memory rows widened exactly from f32/bf16/f16
+ *   topk_ip                         1e-10  scores; ids identical but at near-tied scores (exact ties: lower id)
  * --perf: times each op on CUDA at LongLLaMA-3B's shapes and prints us/run, GB/s (bytes an ideal kernel moves)
  * and GFLOP/s; no correctness checks.
  * Exit status: 0 when every case passed; 1 on any failure; 0 with "SKIP" when there is no usable CUDA backend
@@ -485,6 +486,80 @@ static void test_attention_mem(void) {
     GPU->mem_free(d);
 }
 
+/* topk_ip: ids must match the CPU except where two scores tie within fp32 rounding, scores within 1e-10 nmse;
+ * keys in every dtype; ties (duplicated key rows) go to the lower id; fewer keys than k pad with -1/-inf; the
+ * output row stride (ldo > k) and query stride (ldq > hd) are honoured; guard bytes catch writes past the rows. */
+static void test_topk_ip(void) {
+    struct { int64_t nq, ldq_extra, n_keys, hd, k, ldo_extra; kern_dtype dt; bool dup; } cases[] = {
+        {1, 0, 1000, 64, 128, 0, KERN_BF16, false}, {37, 3, 5000, 100, 32, 5, KERN_F32, false},
+        {5, 0, 100, 16, 128, 0, KERN_F16, false},   {64, 0, 300, 128, 1, 0, KERN_BF16, false},
+        {3, 0, 2000, 25, 1024, 0, KERN_F32, false}, {4, 0, 512, 64, 64, 0, KERN_BF16, true},
+        {2, 0, 0, 16, 8, 0, KERN_F32, false},       {300, 0, 4096, 64, 128, 128, KERN_BF16, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t nq = cases[c].nq, hd = cases[c].hd, ldq = hd + cases[c].ldq_extra, n = cases[c].n_keys, k = cases[c].k,
+                ldo = k + cases[c].ldo_extra;
+        kern_dtype dt = cases[c].dt;
+        size_t es = kern_dtype_size(dt);
+        float *q = rand_floats((size_t)(nq * ldq), 1.f), *kf = rand_floats((size_t)(n * hd) + 1, 1.f);
+        if (cases[c].dup) /* rows 2j and 2j+1 equal: every score comes twice */
+            for (int64_t j = 1; j < n; j += 2) memcpy(kf + j * hd, kf + (j - 1) * hd, (size_t)hd * 4);
+        uint16_t *kh = xmalloc(((size_t)(n * hd) + 1) * 2);
+        for (int64_t i = 0; i < n * hd; i++) kh[i] = dt == KERN_BF16 ? kern_f32_to_bf16(kf[i]) : kern_f32_to_f16(kf[i]);
+        const void *keys = dt == KERN_F32 ? (const void *)kf : (const void *)kh;
+        size_t no = (size_t)(nq * ldo);
+        int64_t *ids_c = xmalloc(no * 8), *ids_g = xmalloc(no * 8);
+        float *sc_c = rand_floats(no, 1.f), *sc_g = xmalloc(no * 4);
+        memcpy(sc_g, sc_c, no * 4); /* the ldo gaps keep their values on both sides */
+        for (size_t i = 0; i < no; i++) ids_c[i] = ids_g[i] = -7;
+        float *dq = up(q, (size_t)(nq * ldq) * 4);
+        void *dkeys = up(keys, (size_t)(n * hd) * es + 4);
+        int64_t *dids = up(ids_g, no * 8);
+        gbuf o = gout(no, sc_c);
+        int rc_c = CPU->topk_ip(kc_cpu, ids_c, sc_c, ldo, q, nq, ldq, keys, dt, n, hd, k);
+        int rc_g = GPU->topk_ip(kc_gpu, dids, o.p, ldo, dq, nq, ldq, dkeys, dt, n, hd, k);
+        bool guards = false;
+        if (rc_g == KERN_OK) rc_g = gfetch(&o, sc_g, &guards);
+        if (rc_g == KERN_OK) rc_g = GPU->mem_copy(kc_gpu, ids_g, dids, no * 8, KERN_D2H);
+        /* an id may differ only where the two sides' i-th best scores are a near-tie (fp32 summation order) */
+        size_t id_bad = 0, swaps = 0, first = (size_t)-1;
+        for (size_t i = 0; i < no; i++) {
+            if (ids_c[i] == ids_g[i]) continue;
+            bool tie = rc_g == KERN_OK && fabsf(sc_c[i] - sc_g[i]) <= 1e-5f * fabsf(sc_c[i]) + 1e-6f;
+            if (tie) swaps++;
+            else if (id_bad++ == 0) first = i;
+        }
+        if (swaps && verbose) printf("    (%zu ids swapped at near-tied scores)\n", swaps);
+        char desc[200];
+        snprintf(desc, sizeof desc, "topk_ip(nq=%ld, ldq=%ld, n_keys=%ld, hd=%ld, k=%ld, ldo=%ld, %s%s)", (long)nq,
+                 (long)ldq, (long)n, (long)hd, (long)k, (long)ldo, kern_dtype_name(dt), cases[c].dup ? ", ties" : "");
+        verdict(desc, rc_c, rc_g, guards, sc_c, sc_g, no, 1e-10);
+        CHECK(id_bad == 0, "%s: %zu ids differ (first at %zu: cpu %ld cuda %ld)", desc, id_bad, first,
+              first != (size_t)-1 ? (long)ids_c[first] : 0L, first != (size_t)-1 ? (long)ids_g[first] : 0L);
+        if (cases[c].dup && k > 1) /* a tied pair is taken lower id first */
+            CHECK(ids_c[1] == ids_c[0] + 1 && ids_c[0] % 2 == 0, "%s: tie order %ld, %ld", desc, (long)ids_c[0],
+                  (long)ids_c[1]);
+        free(q), free(kf), free(kh), free(ids_c), free(ids_g), free(sc_c), free(sc_g);
+        GPU->mem_free(dq), GPU->mem_free(dkeys), GPU->mem_free(dids), gfree(&o);
+    }
+    float b[4] = {0};
+    int64_t hi[4];
+    float *d = up(b, sizeof b);
+    int64_t *di = up(hi, sizeof hi);
+    same_error("topk_ip k 0", CPU->topk_ip(kc_cpu, hi, b, 1, b, 1, 1, b, KERN_F32, 1, 1, 0),
+               GPU->topk_ip(kc_gpu, di, d, 1, d, 1, 1, d, KERN_F32, 1, 1, 0));
+    same_error("topk_ip ldo < k", CPU->topk_ip(kc_cpu, hi, b, 1, b, 1, 1, b, KERN_F32, 1, 1, 2),
+               GPU->topk_ip(kc_gpu, di, d, 1, d, 1, 1, d, KERN_F32, 1, 1, 2));
+    same_error("topk_ip ldq < hd", CPU->topk_ip(kc_cpu, hi, b, 1, b, 1, 1, b, KERN_F32, 1, 2, 1),
+               GPU->topk_ip(kc_gpu, di, d, 1, d, 1, 1, d, KERN_F32, 1, 2, 1));
+    same_error("topk_ip bad dtype", CPU->topk_ip(kc_cpu, hi, b, 1, b, 1, 1, b, (kern_dtype)7, 1, 1, 1),
+               GPU->topk_ip(kc_gpu, di, d, 1, d, 1, 1, d, (kern_dtype)7, 1, 1, 1));
+    /* CUDA-only limit, documented in cuda_topk.cu: refused, never computed wrongly */
+    CHECK(GPU->topk_ip(kc_gpu, di, d, 2000, d, 1, 1, d, KERN_F32, 1, 1, 2000) == KERN_ESHAPE, "cuda topk_ip k 2000 "
+                                                                                             "refused");
+    GPU->mem_free(d), GPU->mem_free(di);
+}
+
 static void test_swiglu_add(void) {
     const int64_t ns[] = {1, 17, 1000003, 4096};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
@@ -680,7 +755,7 @@ int main(int argc, char **argv) {
         struct { const char *op; void (*fn)(void); } tests[] = {
             {"embed", test_embed},   {"rmsnorm", test_rmsnorm},     {"matmul", test_matmul},
             {"rope", test_rope},     {"attention", test_attention}, {"attention_mem", test_attention_mem},
-            {"swiglu", test_swiglu_add},
+            {"topk_ip", test_topk_ip}, {"swiglu", test_swiglu_add},
             {"add", test_swiglu_add},
         };
         bool ran_swiglu = false;

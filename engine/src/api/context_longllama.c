@@ -32,6 +32,11 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
     default: ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "unknown mem_index %d", (int)p->mem_index); return MNEMO_ERR_INVALID_ARG;
     }
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense attention never searches: no index to keep */
+    /* On a GPU exact kNN searches the device copy of the keys (topk_ip, k <= 1024): no host index either */
+    const kern_backend *be = ctx->model->be;
+    bool knn_on_device = !be->host_memory && p->mem_knn_k > 0 && p->mem_knn_k <= 1024 &&
+                         (mp.index == MEM_INDEX_FLAT || mp.index == MEM_INDEX_NONE);
+    if (knn_on_device) mp.index = MEM_INDEX_NONE;
     ctx->ll = calloc(1, sizeof *ctx->ll);
     if (!ctx->ll) {
         ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
@@ -44,6 +49,7 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
         ctx_fail(ctx, MNEMO_ERR_NOMEM, "LongLLaMA memory: %s", err);
         return MNEMO_ERR_NOMEM;
     }
+    ctx->ll->knn_on_device = knn_on_device;
     if (longllama_device_init(ctx->ll, ctx->model->be, cfg->num_key_value_heads, cfg->head_dim) != 0) {
         context_longllama_free(ctx);
         ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");

@@ -7,6 +7,8 @@
  * copy is brought up to date by uploading the rows it lacks (appends only add rows, so that is the new tail); a
  * clear or a snapshot load invalidates every copy (longllama_device_invalidate) and the next attention uploads the
  * whole store. Device buffers grow by half, like the host ones, keeping the rows already there (D2D).
+ * Exact kNN (flat or brute-force index, k <= 1024) then searches there too (kern topk_ip: cuBLAS GEMM + k-selection)
+ * and the host stores keep no FAISS index; approximate indexes (IVF, HNSW) search on the host.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +103,7 @@ int longllama_device_sync(longllama_state *s, int32_t l, kern_ctx *kc) {
     return rc;
 }
 
-int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n) {
+int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n, bool upload) {
     if (n > s->dev_sel_cap) {
         int64_t *p = s->dev_be->mem_alloc(n * sizeof *p);
         if (!p) return NULL;
@@ -110,6 +112,6 @@ int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n) {
         s->dev_sel = p;
         s->dev_sel_cap = n;
     }
-    if (s->dev_be->mem_copy(kc, s->dev_sel, s->sel, n * sizeof *s->sel, KERN_H2D) != KERN_OK) return NULL;
+    if (upload && s->dev_be->mem_copy(kc, s->dev_sel, s->sel, n * sizeof *s->sel, KERN_H2D) != KERN_OK) return NULL;
     return s->dev_sel;
 }

@@ -132,6 +132,17 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
         mv[g] = s->dev_be ? s->dev_v[(size_t)l * hkv + g] : mem_store_raw_values(ms, (int)g);
     }
     kern_dtype dt = s->mem_dt;
+    if (s->knn_k > 0 && n_mem > 0 && s->knn_on_device) { /* keys already there: GEMM + k-selection per head */
+        int64_t *dsel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k), false);
+        if (!dsel) return KERN_ENOMEM;
+        for (int64_t h = 0; h < hq; h++) {
+            int rc = be->topk_ip(kc, dsel + h * s->knn_k, NULL, hq * s->knn_k, q + h * hd, nq, hq * hd,
+                                 mk[h / (hq / hkv)], dt, n_mem, hd, s->knn_k);
+            if (rc != KERN_OK) return rc;
+        }
+        return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, dsel,
+                                 s->knn_k);
+    }
     if (s->knn_k > 0 && n_mem > 0) {
         const float *hq_rows = q; /* the search runs on the host (FAISS) */
         if (s->dev_be) {
@@ -144,7 +155,7 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
         int rc = knn_select(s, ms, hq_rows, nq, hq, hkv, hd, s->knn_k);
         if (rc != KERN_OK) return rc;
         const int64_t *sel = s->sel;
-        if (s->dev_be && !(sel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k)))) return KERN_ENOMEM;
+        if (s->dev_be && !(sel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k), true))) return KERN_ENOMEM;
         return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, sel,
                                  s->knn_k);
     }

@@ -40,6 +40,7 @@ typedef struct longllama_state {
     void **dev_k, **dev_v;       /* [n_layer * hkv] device rows [dev_cap][head_dim] in mem_dt */
     size_t *dev_rows, *dev_cap;  /* [n_layer]: rows uploaded, rows allocated */
     int64_t *dev_sel;            /* kNN ids on the device */
+    bool knn_on_device;          /* exact kNN searched on the device (topk_ip), not by the host stores */
     size_t dev_sel_cap;
     float *stage;                /* host staging: values at flush, queries for a kNN search */
     size_t stage_cap;            /* floats */
@@ -75,8 +76,8 @@ void longllama_device_free(longllama_state *s);
 void longllama_device_invalidate(longllama_state *s);
 /* Uploads the rows of layer l's store that its device copy lacks. KERN_* code. */
 int longllama_device_sync(longllama_state *s, int32_t l, kern_ctx *kc);
-/* s->sel's first n ids on the device (NULL: out of memory or copy failure). */
-int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n);
+/* A device buffer of n ids, holding s->sel's first n when upload (NULL: out of memory or copy failure). */
+int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n, bool upload);
 /* A host buffer of at least `floats` floats (NULL: out of memory). */
 float *longllama_stage(longllama_state *s, size_t floats);
 

@@ -18,7 +18,8 @@
  *     launches and cuBLAS calls check that every pointer argument is device memory (or mapped pinned memory).
  *   - Launch configuration limits (threads per block, grid sizes) as on sm_80/sm_90.
  * What it does not model: timing, warp-synchronous execution without explicit sync, memory consistency
- * between blocks of one launch, atomics (fibers are cooperative, so plain read-modify-write is atomic here).
+ * between blocks of one launch, atomics (fibers are cooperative, so plain read-modify-write is atomic here:
+ * atomicAdd is one), __ballot_sync built from shuffles.
  * cuBLAS GemmEx/Sgemm are plain loops with fp32 accumulation over exact 16-bit products, as tensor cores do.
  */
 #ifndef MNEMO_CUDA_EMU_H
@@ -229,6 +230,20 @@ template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int wi
     mnemu::shuffle(&v, &out, sizeof(T), s);
     return out;
 }
+
+/* A warp vote from shuffles (a barrier, as __ballot_sync is): bit l is lane l's predicate. */
+static inline unsigned __ballot_sync(unsigned mask, int pred) {
+    unsigned r = 0;
+    for (int l = 0; l < 32; l++) r |= (unsigned)(__shfl_sync(mask, pred ? 1 : 0, l) & 1) << l;
+    return r;
+}
+/* Atomics: fibers are cooperative, so a plain read-modify-write is atomic. */
+template <class T> static inline T atomicAdd(T *p, T v) {
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
 /* ---- device intrinsics */
 static inline float __int_as_float(int i) {

@@ -1,0 +1,86 @@
+/*
+ * cpu_topk.c — exact top-k by inner product (the kNN search of FoT memory attention), the reference for the
+ * CUDA version. Keys stay in their stored dtype and are widened a tile at a time; each query keeps its k best
+ * (score, id) pairs in a min-heap whose root is the worst kept, so memory is O(k) per query whatever n_keys is.
+ * Queries are independent: one OpenMP work item each.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "cpu_ops.h"
+
+#define TILE 256 /* key rows widened at once */
+
+/* "a better than b": a higher score, or the same score and a lower id. */
+static int better(float sa, int64_t ia, float sb, int64_t ib) { return sa > sb || (sa == sb && ia < ib); }
+
+static void sift_down(float *hs, int64_t *hi, int64_t n, int64_t i, float s, int64_t id) {
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, w = i;
+        float ws = s;
+        int64_t wi = id;
+        if (l < n && better(ws, wi, hs[l], hi[l])) w = l, ws = hs[l], wi = hi[l];
+        if (r < n && better(ws, wi, hs[r], hi[r])) w = r;
+        if (w == i) break;
+        hs[i] = hs[w], hi[i] = hi[w], i = w;
+    }
+    hs[i] = s, hi[i] = id;
+}
+
+static void push(float *hs, int64_t *hi, int64_t *n, int64_t k, float s, int64_t id) {
+    if (*n < k) { /* sift up */
+        int64_t i = (*n)++;
+        while (i > 0) {
+            int64_t p = (i - 1) / 2;
+            if (!better(hs[p], hi[p], s, id)) break;
+            hs[i] = hs[p], hi[i] = hi[p], i = p;
+        }
+        hs[i] = s, hi[i] = id;
+    } else if (better(s, id, hs[0], hi[0])) {
+        sift_down(hs, hi, k, 0, s, id);
+    }
+}
+
+int kern_cpu_topk_ip(kern_ctx *kc, int64_t *ids, float *scores, int64_t ldo, const float *q, int64_t nq, int64_t ldq,
+                     const void *keys, kern_dtype dt, int64_t n_keys, int64_t hd, int64_t k) {
+    if (nq < 0 || n_keys < 0 || hd <= 0 || k <= 0 || ldo < k || ldq < hd || !ids || (nq > 0 && !q) ||
+        (n_keys > 0 && !keys))
+        return KERN_ESHAPE;
+    if (dt != KERN_F32 && dt != KERN_BF16 && dt != KERN_F16) return KERN_ESHAPE;
+    const size_t esz = kern_dtype_size(dt);
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(kc ? kc->n_threads : 1) if (nq > 1)
+    for (int64_t i = 0; i < nq; i++) {
+        float *tile = malloc((size_t)TILE * (size_t)hd * sizeof *tile);
+        float *hs = malloc((size_t)k * sizeof *hs);
+        int64_t *hi = malloc((size_t)k * sizeof *hi);
+        if (!tile || !hs || !hi) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+            const float *qi = q + i * ldq;
+            int64_t n = 0;
+            for (int64_t j0 = 0; j0 < n_keys; j0 += TILE) {
+                int64_t nt = n_keys - j0 < TILE ? n_keys - j0 : TILE;
+                kern_cpu_widen(tile, (const char *)keys + (size_t)j0 * (size_t)hd * esz, dt, nt * hd);
+                for (int64_t j = 0; j < nt; j++) push(hs, hi, &n, k, kern_dot_f32(qi, tile + j * hd, hd), j0 + j);
+            }
+            int64_t *oi = ids + i * ldo;
+            float *os = scores ? scores + i * ldo : NULL;
+            for (int64_t j = n; j < k; j++) {
+                oi[j] = -1;
+                if (os) os[j] = -INFINITY;
+            }
+            for (int64_t m = n; m > 0; m--) { /* pop the worst kept into the last free place */
+                oi[m - 1] = hi[0];
+                if (os) os[m - 1] = hs[0];
+                sift_down(hs, hi, m - 1, 0, hs[m - 1], hi[m - 1]);
+            }
+        }
+        free(tile);
+        free(hs);
+        free(hi);
+    }
+    return failed ? KERN_ENOMEM : KERN_OK;
+}
