@@ -3,15 +3,18 @@
 // Built only when no libfaiss_c is found. Each function catches every C++ exception and turns it into the C
 // API's error code, with the message kept for faiss_get_last_error(), as upstream's c_api/macros_impl.h does.
 #include <faiss/AutoTune.h>
+#include <faiss/Clustering.h>
 #include <faiss/Index.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
 
 #include <exception>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <faiss/c_api/AutoTune_c.h>
+#include <faiss/c_api/Clustering_c.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/error_c.h>
 #include <faiss/c_api/index_factory_c.h>
@@ -84,5 +87,51 @@ int faiss_ParameterSpace_set_index_parameter(const FaissParameterSpace *space, F
         reinterpret_cast<const faiss::ParameterSpace *>(space)->set_index_parameter(idx(index), name, value);
     });
 }
+
+void faiss_ClusteringParameters_init(FaissClusteringParameters *params) {
+    faiss::ClusteringParameters d;
+    params->niter = d.niter;
+    params->nredo = d.nredo;
+    params->verbose = d.verbose;
+    params->spherical = d.spherical;
+    params->int_centroids = d.int_centroids;
+    params->update_index = d.update_index;
+    params->frozen_centroids = d.frozen_centroids;
+    params->min_points_per_centroid = d.min_points_per_centroid;
+    params->max_points_per_centroid = d.max_points_per_centroid;
+    params->seed = d.seed;
+    params->decode_block_size = d.decode_block_size;
+}
+
+int faiss_Clustering_new_with_params(FaissClustering **p_clustering, int d, int k,
+                                     const FaissClusteringParameters *cp) {
+    return guarded([&] {
+        faiss::ClusteringParameters p;
+        p.niter = cp->niter;
+        p.nredo = cp->nredo;
+        p.verbose = cp->verbose != 0;
+        p.spherical = cp->spherical != 0;
+        p.int_centroids = cp->int_centroids != 0;
+        p.update_index = cp->update_index != 0;
+        p.frozen_centroids = cp->frozen_centroids != 0;
+        p.min_points_per_centroid = cp->min_points_per_centroid;
+        p.max_points_per_centroid = cp->max_points_per_centroid;
+        p.seed = cp->seed;
+        p.decode_block_size = cp->decode_block_size;
+        *p_clustering = reinterpret_cast<FaissClustering *>(new faiss::Clustering(d, k, p));
+    });
+}
+
+int faiss_Clustering_train(FaissClustering *clustering, idx_t n, const float *x, FaissIndex *index) {
+    return guarded([&] { reinterpret_cast<faiss::Clustering *>(clustering)->train(n, x, *idx(index)); });
+}
+
+void faiss_Clustering_centroids(FaissClustering *clustering, float **centroids, size_t *size) {
+    std::vector<float> &c = reinterpret_cast<faiss::Clustering *>(clustering)->centroids;
+    if (centroids) *centroids = c.data();
+    if (size) *size = c.size();
+}
+
+void faiss_Clustering_free(FaissClustering *clustering) { delete reinterpret_cast<faiss::Clustering *>(clustering); }
 
 } // extern "C"

@@ -15,21 +15,24 @@
 #include <faiss/c_api/index_factory_c.h>
 
 #include "kernels.h" /* fp16/bf16 conversions (round to nearest even, as torch) */
+#include "ivf_grow.h"
 #include "snapshot.h"
+#include "topk_heap.h"
 
 struct mem_store {
     int n_heads, hd;
     mem_params p;
     size_t size, cap, esz;
     void **k, **v;          /* [n_heads] -> [cap][hd] in dtype */
-    FaissIndex **index;     /* [n_heads], NULL for MEM_INDEX_NONE */
+    FaissIndex **index;     /* [n_heads], NULL for MEM_INDEX_NONE and MEM_INDEX_IVF_GROW */
+    ivf_grow **grow;        /* [n_heads], MEM_INDEX_IVF_GROW only */
     int trained;            /* IVF: trained (before that, searches are exact brute force) */
     char err[256];
 };
 
 mem_params mem_default_params(void) {
     mem_params p = {.dtype = MEM_DTYPE_BF16, .index = MEM_INDEX_FLAT, .ivf_nlist = 256, .ivf_nprobe = 16,
-                    .hnsw_m = 32, .hnsw_ef_search = 512};
+                    .hnsw_m = 32, .hnsw_ef_search = 512, .ivf_grow_max_nlist = 4096};
     return p;
 }
 
@@ -61,6 +64,10 @@ static int make_index(mem_store *s, int h) {
     case MEM_INDEX_FLAT: snprintf(desc, sizeof desc, "Flat"); break;
     case MEM_INDEX_IVF: snprintf(desc, sizeof desc, "IVF%d,Flat", s->p.ivf_nlist); break;
     case MEM_INDEX_HNSW: snprintf(desc, sizeof desc, "HNSW%d,Flat", s->p.hnsw_m); break;
+    case MEM_INDEX_IVF_GROW:
+        s->grow[h] = ivf_grow_new(s->hd, s->p.dtype, s->p.ivf_nprobe, s->p.ivf_grow_max_nlist);
+        if (!s->grow[h]) set_err(s, "out of memory");
+        return s->grow[h] ? 0 : -1;
     default: return 0;
     }
     if (faiss_index_factory(&s->index[h], s->hd, desc, METRIC_INNER_PRODUCT) != 0) {
@@ -91,13 +98,16 @@ mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *e
                       : head_dim <= 0 || head_dim > 4096 ? "head_dim must be in 1..4096"
                       : mp.dtype != MEM_DTYPE_F32 && mp.dtype != MEM_DTYPE_F16 && mp.dtype != MEM_DTYPE_BF16
                           ? "unknown dtype"
-                      : mp.index < MEM_INDEX_NONE || mp.index > MEM_INDEX_HNSW ? "unknown index kind"
+                      : mp.index < MEM_INDEX_NONE || mp.index > MEM_INDEX_IVF_GROW ? "unknown index kind"
                       : mp.index == MEM_INDEX_IVF && (mp.ivf_nlist < 1 || mp.ivf_nlist > 65536 ||
                                                       mp.ivf_nprobe < 1 || mp.ivf_nprobe > mp.ivf_nlist)
                           ? "IVF needs 1 <= nlist <= 65536 and 1 <= nprobe <= nlist"
                       : mp.index == MEM_INDEX_HNSW && (mp.hnsw_m < 2 || mp.hnsw_m > 256 || mp.hnsw_ef_search < 1 ||
                                                        mp.hnsw_ef_search > 65536)
                           ? "HNSW needs 2 <= m <= 256 and 1 <= ef_search <= 65536"
+                      : mp.index == MEM_INDEX_IVF_GROW && (mp.ivf_grow_max_nlist < 1 || mp.ivf_grow_max_nlist > 65536 ||
+                                                           mp.ivf_nprobe < 1 || mp.ivf_nprobe > 65536)
+                          ? "IVF-grow needs 1 <= max nlist <= 65536 and 1 <= nprobe <= 65536"
                           : NULL;
     if (bad) {
         if (err && errlen) snprintf(err, errlen, "memstore: %s", bad);
@@ -112,7 +122,8 @@ mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *e
     s->k = calloc((size_t)n_heads, sizeof *s->k);
     s->v = calloc((size_t)n_heads, sizeof *s->v);
     s->index = calloc((size_t)n_heads, sizeof *s->index);
-    if (!s->k || !s->v || !s->index) goto oom;
+    s->grow = calloc((size_t)n_heads, sizeof *s->grow);
+    if (!s->k || !s->v || !s->index || !s->grow) goto oom;
     for (int h = 0; h < n_heads; h++)
         if (make_index(s, h) != 0) {
             if (err && errlen) snprintf(err, errlen, "memstore: %s", s->err);
@@ -132,10 +143,12 @@ void mem_store_free(mem_store *s) {
         if (s->k) free(s->k[h]);
         if (s->v) free(s->v[h]);
         if (s->index && s->index[h]) faiss_Index_free(s->index[h]);
+        if (s->grow) ivf_grow_free(s->grow[h]);
     }
     free(s->k);
     free(s->v);
     free(s->index);
+    free(s->grow);
     free(s);
 }
 
@@ -144,7 +157,8 @@ void mem_store_clear(mem_store *s) {
     s->size = 0;
     s->trained = 0;
     for (int h = 0; h < s->n_heads; h++)
-        if (s->p.index != MEM_INDEX_NONE) { /* a fresh index: IVF must forget its training too */
+        if (s->p.index == MEM_INDEX_IVF_GROW) ivf_grow_reset(s->grow[h]);
+        else if (s->p.index != MEM_INDEX_NONE) { /* a fresh index: IVF must forget its training too */
             if (s->index[h]) faiss_Index_free(s->index[h]);
             s->index[h] = NULL;
             if (make_index(s, h) != 0) s->p.index = MEM_INDEX_NONE; /* cannot happen twice; stay usable */
@@ -180,6 +194,17 @@ static int reserve(mem_store *s, size_t need) {
  * 39 * nlist rows (FAISS's own minimum for a stable k-means), on everything stored so far. */
 static int index_rows(mem_store *s, size_t first, size_t n) {
     if (s->p.index == MEM_INDEX_NONE || n == 0) return 0;
+    if (s->p.index == MEM_INDEX_IVF_GROW) {
+        for (int h = 0; h < s->n_heads; h++) {
+            char err[200];
+            if (ivf_grow_add(s->grow[h], s->k[h], s->size, err, sizeof err) != 0) {
+                set_err(s, "IVF-grow (head %d): %s", h, err);
+                for (int r = 0; r < s->n_heads; r++) ivf_grow_reset(s->grow[r]); /* rebuilt at the next append */
+                return -1;
+            }
+        }
+        return 0;
+    }
     if (s->p.index == MEM_INDEX_IVF && !s->trained) {
         if (s->size < (size_t)39 * (size_t)s->p.ivf_nlist) return 0;
         first = 0, n = s->size; /* train on all rows, then add them all */
@@ -249,56 +274,6 @@ const void *mem_store_raw_values(const mem_store *s, int head) { return s->v[hea
 
 /* ---------------------------------------------------------------- brute force */
 
-/* "a better than b": higher score, or the same score and a lower id. */
-static int better(float sa, int64_t ia, float sb, int64_t ib) { return sa > sb || (sa == sb && ia < ib); }
-
-/* Keeps the k best (score, id) in a min-heap (root = the worst kept). */
-static void heap_push(float *hs, int64_t *hi, int *n, int k, float s, int64_t id) {
-    if (*n < k) {
-        int i = (*n)++;
-        while (i > 0) {
-            int p = (i - 1) / 2;
-            if (!better(hs[p], hi[p], s, id)) break;
-            hs[i] = hs[p], hi[i] = hi[p], i = p;
-        }
-        hs[i] = s, hi[i] = id;
-        return;
-    }
-    if (!better(s, id, hs[0], hi[0])) return;
-    int i = 0;
-    for (;;) { /* sift the new element down from the root */
-        int l = 2 * i + 1, r = l + 1, w = i;
-        float ws = s;
-        int64_t wi = id;
-        if (l < k && better(ws, wi, hs[l], hi[l])) w = l, ws = hs[l], wi = hi[l];
-        if (r < k && better(ws, wi, hs[r], hi[r])) w = r;
-        if (w == i) break;
-        hs[i] = hs[w], hi[i] = hi[w], i = w;
-    }
-    hs[i] = s, hi[i] = id;
-}
-
-/* Heap -> ids/scores best first, padded with -1 / -inf. */
-static void heap_out(float *hs, int64_t *hi, int n, int k, int64_t *ids, float *scores) {
-    for (int i = 0; i < k; i++) ids[i] = -1, scores[i] = -INFINITY;
-    for (int m = n; m > 0; m--) { /* pop the worst into the last free slot */
-        ids[m - 1] = hi[0], scores[m - 1] = hs[0];
-        float ls = hs[m - 1];
-        int64_t li = hi[m - 1];
-        int j = 0, sz = m - 1;
-        for (;;) {
-            int l = 2 * j + 1, r = l + 1, w = j;
-            float ws = ls;
-            int64_t wi = li;
-            if (l < sz && better(ws, wi, hs[l], hi[l])) w = l, ws = hs[l], wi = hi[l];
-            if (r < sz && better(ws, wi, hs[r], hi[r])) w = r;
-            if (w == j) break;
-            hs[j] = hs[w], hi[j] = hi[w], j = w;
-        }
-        if (sz > 0) hs[j] = ls, hi[j] = li;
-    }
-}
-
 static float dot(const float *a, const float *b, int d) {
     float s = 0.f;
     for (int i = 0; i < d; i++) s += a[i] * b[i];
@@ -311,8 +286,8 @@ void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, siz
     int64_t *hi = malloc((size_t)k * sizeof *hi);
     for (size_t i = 0; i < nq && hs && hi; i++) {
         int cnt = 0;
-        for (size_t j = 0; j < n; j++) heap_push(hs, hi, &cnt, k, dot(q + i * ldq, keys + j * (size_t)d, d), (int64_t)j);
-        heap_out(hs, hi, cnt, k, ids + i * (size_t)k, scores + i * (size_t)k);
+        for (size_t j = 0; j < n; j++) topk_push(hs, hi, &cnt, k, dot(q + i * ldq, keys + j * (size_t)d, d), (int64_t)j);
+        topk_out(hs, hi, cnt, k, ids + i * (size_t)k, scores + i * (size_t)k);
     }
     free(hs);
     free(hi);
@@ -336,11 +311,11 @@ static int search_brute(mem_store *s, int head, size_t nq, const float *q, size_
         mem_store_read_keys(s, head, t0, nt, tile);
         for (size_t i = 0; i < nq; i++)
             for (size_t j = 0; j < nt; j++)
-                heap_push(hs + i * (size_t)k, hi + i * (size_t)k, &cnt[i], k,
+                topk_push(hs + i * (size_t)k, hi + i * (size_t)k, &cnt[i], k,
                           dot(q + i * ldq, tile + j * (size_t)s->hd, s->hd), (int64_t)(t0 + j));
     }
     for (size_t i = 0; i < nq; i++)
-        heap_out(hs + i * (size_t)k, hi + i * (size_t)k, cnt[i], k, ids + i * (size_t)k, scores + i * (size_t)k);
+        topk_out(hs + i * (size_t)k, hi + i * (size_t)k, cnt[i], k, ids + i * (size_t)k, scores + i * (size_t)k);
     free(tile), free(hs), free(hi), free(cnt);
     return 0;
 }
@@ -352,7 +327,13 @@ int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t l
         return -1;
     }
     if (nq == 0) return 0;
-    if (s->p.index == MEM_INDEX_NONE || (s->p.index == MEM_INDEX_IVF && !s->trained) || s->size == 0 ||
+    if (s->p.index == MEM_INDEX_IVF_GROW && s->grow[head] && s->size > 0) {
+        char err[200];
+        if (ivf_grow_search(s->grow[head], nq, q, ldq, k, ids, scores, err, sizeof err) == 0) return 0;
+        set_err(s, "IVF-grow search (head %d): %s", head, err);
+        return -1;
+    }
+    if (s->p.index == MEM_INDEX_NONE || s->p.index == MEM_INDEX_IVF_GROW || (s->p.index == MEM_INDEX_IVF && !s->trained) || s->size == 0 ||
         !s->index[head]) /* (no index only after a failed re-creation in mem_store_clear: stay correct) */
         return search_brute(s, head, nq, q, ldq, k, ids, scores);
     const float *qc = q;
@@ -380,7 +361,7 @@ int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t l
 static mem_bytes bytes_for(const mem_store *s, size_t cap, size_t index_rows) {
     size_t per_head = cap * (size_t)s->hd * s->esz;
     mem_bytes b = {per_head * (size_t)s->n_heads, per_head * (size_t)s->n_heads, 0};
-    if (s->p.index != MEM_INDEX_NONE) {
+    if (s->p.index != MEM_INDEX_NONE && s->p.index != MEM_INDEX_IVF_GROW) {
         size_t vec = (size_t)s->hd * sizeof(float) + (s->p.index == MEM_INDEX_HNSW ? 2u * (size_t)s->p.hnsw_m * 4u : 0u) +
                      (s->p.index == MEM_INDEX_IVF ? 8u : 0u); /* codes (+ graph links / ids) per row */
         b.index = index_rows * vec;
@@ -390,26 +371,32 @@ static mem_bytes bytes_for(const mem_store *s, size_t cap, size_t index_rows) {
 
 mem_bytes mem_store_bytes(const mem_store *s) {
     size_t rows = 0;
-    for (int h = 0; s->p.index != MEM_INDEX_NONE && h < s->n_heads; h++)
+    for (int h = 0; s->p.index != MEM_INDEX_NONE && s->p.index != MEM_INDEX_IVF_GROW && h < s->n_heads; h++)
         rows += s->index[h] ? (size_t)faiss_Index_ntotal(s->index[h]) : 0;
-    return bytes_for(s, s->cap, rows);
+    mem_bytes b = bytes_for(s, s->cap, rows);
+    for (int h = 0; s->p.index == MEM_INDEX_IVF_GROW && h < s->n_heads; h++) b.index += ivf_grow_bytes(s->grow[h]);
+    return b;
 }
 
 mem_bytes mem_store_bytes_after(const mem_store *s, size_t n) {
-    return bytes_for(s, grown_cap(s->cap, s->size + n), (s->size + n) * (size_t)s->n_heads);
+    mem_bytes b = bytes_for(s, grown_cap(s->cap, s->size + n), (s->size + n) * (size_t)s->n_heads);
+    if (s->p.index == MEM_INDEX_IVF_GROW)
+        b.index = (size_t)s->n_heads * ivf_grow_bytes_for(s->hd, s->p.dtype, s->p.ivf_grow_max_nlist, s->size + n);
+    return b;
 }
 
 /* ---------------------------------------------------------------- serialization */
 
 typedef struct {
-    uint32_t version, n_heads, head_dim, dtype, index, ivf_nlist, ivf_nprobe, hnsw_m, hnsw_ef_search, pad;
+    uint32_t version, n_heads, head_dim, dtype, index, ivf_nlist, ivf_nprobe, hnsw_m, hnsw_ef_search;
+    uint32_t ivf_grow_max_nlist; /* (was padding, 0, before IVF-grow existed) */
     uint64_t rows;
 } store_header;
 
 int mem_store_save(const mem_store *s, snap_writer *w, uint32_t tag) {
     store_header h = {1, (uint32_t)s->n_heads, (uint32_t)s->hd, (uint32_t)s->p.dtype, (uint32_t)s->p.index,
                       (uint32_t)s->p.ivf_nlist, (uint32_t)s->p.ivf_nprobe, (uint32_t)s->p.hnsw_m,
-                      (uint32_t)s->p.hnsw_ef_search, 0, s->size};
+                      (uint32_t)s->p.hnsw_ef_search, (uint32_t)s->p.ivf_grow_max_nlist, s->size};
     if (snap_section_begin(w, tag) != 0 || snap_write(w, &h, sizeof h) != 0) return -1;
     size_t bytes = s->size * (size_t)s->hd * s->esz;
     for (int i = 0; i < s->n_heads; i++)
@@ -424,12 +411,12 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
         return NULL;
     }
     memcpy(&h, data, sizeof h);
-    if (h.version != 1 || h.dtype > MEM_DTYPE_BF16 || h.index > MEM_INDEX_HNSW) {
+    if (h.version != 1 || h.dtype > MEM_DTYPE_BF16 || h.index > MEM_INDEX_IVF_GROW) {
         if (err && errlen) snprintf(err, errlen, "memory section: unknown version, dtype or index kind");
         return NULL;
     }
     mem_params p = {(mem_dtype)h.dtype, (mem_index_kind)h.index, (int)h.ivf_nlist, (int)h.ivf_nprobe, (int)h.hnsw_m,
-                    (int)h.hnsw_ef_search};
+                    (int)h.hnsw_ef_search, h.ivf_grow_max_nlist ? (int)h.ivf_grow_max_nlist : 4096};
     /* sizes first, before anything is allocated for them */
     uint64_t row = (uint64_t)(h.head_dim ? h.head_dim : 1) * dtype_size(p.dtype), per = h.rows * row;
     if (h.n_heads == 0 || h.n_heads > 4096 || h.head_dim > 4096 || h.rows > (len - sizeof h) / row ||

@@ -16,7 +16,9 @@
  * Modes:
  *   dense     LongLlamaForCausalLM, dense memory attention (the released LongLLaMA behaviour)
  *   knn-flat  mem_knn_k = --knn-k (default 128) with the exact FAISS flat index
- *   knn-ivf   same with FAISS IVF256,Flat (nprobe 16; trained once 9984 rows exist, exact brute force before)
+ *   knn-ivf-grow  same with memstore's growing IVF (128 cells from 8192 rows, doubling as rows quadruple,
+ *             nprobe 16; FAISS k-means and coarse search, AVX-512 list scan; exact brute force before)
+ *   knn-ivf   same with FAISS IVF256,Flat (nprobe 16; trained once 9984 rows exist)  [not in the default set]
  *   knn-hnsw  same with FAISS HNSW32,Flat (efSearch 512)   [not in the default set: slow to build]
  *   llama     the same weights as LlamaForCausalLM (no mem_layers), full causal attention, n_ctx = N + decode
  * Every mode runs its lengths in increasing order under a time budget: before each length the prefill time is
@@ -37,10 +39,11 @@
  * usage: bench_longctx [options]
  *   --lengths LIST      comma-separated context lengths, K/M suffixes allowed (default 8K,16K,32K,64K,128K,256K)
  *   --1m                append 1M to the lengths
- *   --modes LIST        from dense,knn-flat,knn-ivf,knn-hnsw,llama (default dense,knn-flat,knn-ivf,llama)
+ *   --modes LIST        from dense,knn-flat,knn-ivf,knn-ivf-grow,knn-hnsw,llama
+ *                       (default dense,knn-flat,knn-ivf-grow,llama)
  *   --budget LIST       time budget of each mode, all its lengths together (load + prefill + decode), in seconds:
  *                       "S" for every mode or "mode=S,..." (defaults dense=120,knn-flat=150,knn-ivf=600,
- *                       knn-hnsw=300,llama=120: about 15 minutes on 2 cores with the default lengths)
+ *                       knn-ivf-grow=600,knn-hnsw=300,llama=120: about 15 minutes on 2 cores with the default lengths)
  *   --decode N          timed decode steps per run (default 16)
  *   --knn-k K           kNN rows per query and head (default 128)
  *   --threads N         compute threads of the engine, OpenBLAS and FAISS (default 0: one per core)
@@ -76,12 +79,12 @@
 #include "engine.h"
 
 #define MAX_LENGTHS 16
-#define MAX_MODES 5
+#define MAX_MODES 6
 #define WARMUP_STEPS 2
 
 /* ------------------------------------------------------------------------------------------ options */
-typedef enum { MODE_DENSE, MODE_KNN_FLAT, MODE_KNN_IVF, MODE_KNN_HNSW, MODE_LLAMA } bench_mode;
-static const char *const MODE_NAMES[] = {"dense", "knn-flat", "knn-ivf", "knn-hnsw", "llama"};
+typedef enum { MODE_DENSE, MODE_KNN_FLAT, MODE_KNN_IVF, MODE_KNN_HNSW, MODE_LLAMA, MODE_KNN_IVF_GROW } bench_mode;
+static const char *const MODE_NAMES[] = {"dense", "knn-flat", "knn-ivf", "knn-hnsw", "llama", "knn-ivf-grow"};
 
 typedef struct {
     int64_t lengths[MAX_LENGTHS];
@@ -143,7 +146,7 @@ static void parse_modes(options *o, const char *s) {
         int m = -1;
         for (int i = 0; i < MAX_MODES; i++)
             if (!strcmp(t, MODE_NAMES[i])) m = i;
-        if (m < 0) die("unknown mode '%s' (dense, knn-flat, knn-ivf, knn-hnsw, llama)", t);
+        if (m < 0) die("unknown mode '%s' (dense, knn-flat, knn-ivf, knn-ivf-grow, knn-hnsw, llama)", t);
         if (o->n_modes == MAX_MODES) die("too many modes");
         o->modes[o->n_modes++] = (bench_mode)m;
     }
@@ -179,11 +182,11 @@ static int int_arg(const char *name, const char *v, int lo, int hi) {
 }
 
 static void parse_options(options *o, int argc, char **argv) {
-    *o = (options){.budget_s = {120, 150, 600, 300, 120}, .decode_steps = 16, .knn_k = 128, .threads = 0,
+    *o = (options){.budget_s = {120, 150, 600, 300, 120, 600}, .decode_steps = 16, .knn_k = 128, .threads = 0,
                    .batch = 512, .hidden = 256, .heads = 4, .ffn = 688, .layers = 4, .window = 1024,
                    .last_ctx = 512, .vocab = 32000, .bf16 = true};
     parse_lengths(o, "8K,16K,32K,64K,128K,256K");
-    parse_modes(o, "dense,knn-flat,knn-ivf,llama");
+    parse_modes(o, "dense,knn-flat,knn-ivf-grow,llama");
     bool add_1m = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -192,7 +195,7 @@ static void parse_options(options *o, int argc, char **argv) {
         if (!strcmp(a, "--json")) { o->json = true; continue; }
         if (!strcmp(a, "-v")) { o->verbose = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            puts("usage: bench_longctx [--lengths 8K,16K,...] [--1m] [--modes dense,knn-flat,knn-ivf,knn-hnsw,llama]\n"
+            puts("usage: bench_longctx [--lengths 8K,16K,...] [--1m] [--modes dense,knn-flat,knn-ivf,knn-ivf-grow,knn-hnsw,llama]\n"
                  "       [--budget S|mode=S,...] [--decode N] [--knn-k K] [--threads N] [--batch N] [--device cpu|cuda]\n"
                  "       [--hidden D] [--heads H] [--ffn F] [--layers L] [--window W] [--last-ctx N]\n"
                  "       [--dtype bf16|f32] [--tokenizer PATH] [--dir DIR] [--keep] [--json] [-v]\n"
@@ -493,7 +496,8 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     if (mode != MODE_DENSE && mode != MODE_LLAMA) {
         cp.mem_knn_k = o->knn_k;
         cp.mem_index = mode == MODE_KNN_FLAT ? MNEMO_MEM_INDEX_FLAT
-                       : mode == MODE_KNN_IVF ? MNEMO_MEM_INDEX_IVF : MNEMO_MEM_INDEX_HNSW;
+                       : mode == MODE_KNN_IVF ? MNEMO_MEM_INDEX_IVF
+                       : mode == MODE_KNN_IVF_GROW ? MNEMO_MEM_INDEX_IVF_GROW : MNEMO_MEM_INDEX_HNSW;
     }
     st = mnemo_context_new(model, &cp, &ctx);
     if (st != MNEMO_OK) {

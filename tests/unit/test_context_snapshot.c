@@ -215,6 +215,7 @@ int main(void) {
     longllama(0, MNEMO_MEM_INDEX_FLAT, "LongLLaMA dense");
     longllama(4, MNEMO_MEM_INDEX_FLAT, "LongLLaMA kNN k=4 flat");
     longllama(4, MNEMO_MEM_INDEX_BRUTE, "LongLLaMA kNN k=4 brute force");
+    longllama(4, MNEMO_MEM_INDEX_IVF_GROW, "LongLLaMA kNN k=4 ivf-grow");
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

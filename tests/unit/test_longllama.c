@@ -210,6 +210,7 @@ static void check_model(mnemo_device dev, const char *dir, const char *name) {
         {"dense, 7-row steps", 7, 0, MNEMO_MEM_INDEX_FLAT},
         {"kNN k>=|mem| faiss flat", 0, 4096, MNEMO_MEM_INDEX_FLAT},
         {"kNN k>=|mem| brute force", 0, 4096, MNEMO_MEM_INDEX_BRUTE},
+        {"kNN k>=|mem| ivf-grow (exact scan below 8192 rows)", 0, 4096, MNEMO_MEM_INDEX_IVF_GROW},
     };
     check_fixture(dev, dir, name, "reference.json", "logits.bin", modes, sizeof modes / sizeof *modes, false, 0.f);
     /* true kNN (k < |memory|): the reference picks each query's top-k memory rows by inner product (tolerance: see
@@ -218,6 +219,7 @@ static void check_model(mnemo_device dev, const char *dir, const char *name) {
         {"kNN k=case brute force", 0, -1, MNEMO_MEM_INDEX_BRUTE},
         {"kNN k=case faiss flat", 0, -1, MNEMO_MEM_INDEX_FLAT},
         {"kNN k=case, 7-row steps", 7, -1, MNEMO_MEM_INDEX_BRUTE},
+        {"kNN k=case ivf-grow", 0, -1, MNEMO_MEM_INDEX_IVF_GROW},
     };
     check_fixture(dev, dir, name, "reference_knn.json", "logits_knn.bin", knn_modes, sizeof knn_modes / sizeof *knn_modes,
                   true, LOGIT_TOL_KNN);

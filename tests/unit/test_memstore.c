@@ -1,6 +1,7 @@
 /*
  * test_memstore.c — memstore: storage rounding, brute-force top-k against a naive oracle, FAISS's exact index
- * against brute force, recall@k of the approximate indexes (IVF, HNSW), byte accounting, errors, and the
+ * against brute force, recall@k of the approximate indexes (IVF, HNSW, IVF-grow), IVF-grow's growth (exact
+ * until trained, independent of append sizes, snapshot-stable), byte accounting, errors, and the
  * snapshot container (round trip; corrupt, truncated, foreign and mismatched files refused with a message).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -181,8 +182,8 @@ static void test_faiss_flat(void) {
 /* recall@32 of an index against brute force over the same stored keys. in_dist: queries drawn from the keys'
  * own clusters (held out), as ANN benchmarks do; otherwise from other random centres, far from every cluster:
  * the top-k are then each cluster's extreme rows along the query, the hard case for graph walks. */
-static double recall(mem_index_kind kind, size_t n, int in_dist, double *ms) {
-    const int d = 64, k = 32;
+static double recall_k(mem_index_kind kind, size_t n, int in_dist, int k, double *ms) {
+    const int d = 64;
     const size_t nq = 100;
     mem_params p = mem_default_params(), pb = p;
     p.index = kind;
@@ -209,6 +210,8 @@ static double recall(mem_index_kind kind, size_t n, int in_dist, double *ms) {
     return (double)hit / (double)(nq * k);
 }
 
+static double recall(mem_index_kind kind, size_t n, int in_dist, double *ms) { return recall_k(kind, n, in_dist, 32, ms); }
+
 static void test_approximate(void) {
     double ms;
     static const char *dist[] = {"far queries", "in-distribution queries"};
@@ -227,6 +230,71 @@ static void test_approximate(void) {
     }
     double r_small = recall(MEM_INDEX_IVF, 1000, 0, &ms); /* below 39*nlist rows: not trained yet, exact */
     CHECK(r_small == 1.0, "untrained IVF searches exactly (recall %.3f)", r_small);
+}
+
+/* IVF-grow: recall@k as the memory grows (cells 128 at 8K rows ... 512 at 64K+, nprobe 16), exact before training. */
+static void test_ivf_grow(void) {
+    double ms;
+    CHECK(recall(MEM_INDEX_IVF_GROW, 8000, 0, &ms) == 1.0, "IVF-grow below 8192 rows searches exactly");
+    static const size_t sizes[] = {8192, 32768, 100000};
+    for (int i = 0; i < 3; i++)
+        for (int in = 1; in >= 0; in--) {
+            double r = recall_k(MEM_INDEX_IVF_GROW, sizes[i], in, 128, &ms);
+            printf("IVF-grow nprobe 16: recall@128 %.3f on %zu clustered rows (d 64), %s, 100 queries in %.1f ms\n", r,
+                   sizes[i], in ? "in-distribution queries" : "far queries", ms);
+            CHECK(r >= (in ? 0.85 : 0.75), "IVF-grow recall@128 %.3f >= %.2f at %zu rows", r, in ? 0.85 : 0.75, sizes[i]);
+        }
+
+    /* The index depends on the rows only, not on how they were appended, and survives a snapshot. */
+    const int d = 64, k = 16;
+    const size_t n = 20000;
+    float *x = clustered(n, d, 50);
+    mem_params p = mem_default_params();
+    p.index = MEM_INDEX_IVF_GROW;
+    mem_store *a = mem_store_new(2, d / 2, &p, NULL, 0), *b = mem_store_new(2, d / 2, &p, NULL, 0);
+    mem_store_append(a, n, x, x, (size_t)d);
+    int ok = 1;
+    for (size_t i = 0; i < n; i += 777) ok &= mem_store_append(b, n - i < 777 ? n - i : 777, x + i * d, x + i * d, (size_t)d) == 0;
+    CHECK(ok && mem_store_size(b) == n, "chunked appends");
+    mem_bytes by = mem_store_bytes(a), after = mem_store_bytes_after(a, 0);
+    CHECK(by.index > 0 && by.index <= after.index, "index bytes %zu within the predicted bound %zu", by.index, after.index);
+    int64_t ia[10 * k], ib[10 * k];
+    float sa[10 * k], sb[10 * k];
+    int same = 1;
+    for (int h = 0; h < 2; h++) {
+        mem_store_search(a, h, 10, x + h * (d / 2), (size_t)d, k, ia, sa);
+        mem_store_search(b, h, 10, x + h * (d / 2), (size_t)d, k, ib, sb);
+        same &= !memcmp(ia, ib, sizeof ia);
+        for (int q = 0; q < 10; q++) same &= ia[q * k] >= 0;
+    }
+    CHECK(same, "one append == 777-row appends: same ids");
+    char path[] = "/tmp/mnemo_grow_XXXXXX", err[256] = "";
+    int fd = mkstemp(path);
+    close(fd);
+    snap_writer *w = snap_writer_open(path, 7, err, sizeof err);
+    CHECK(w && mem_store_save(b, w, SNAP_TAG('M', 'E', 'M', '0')) == 0 && snap_writer_close(w, 1, err, sizeof err) == 0,
+          "save: %s", err);
+    snap_reader *r = snap_reader_open(path, 7, err, sizeof err);
+    const void *data;
+    uint64_t len;
+    mem_store *t = r && snap_reader_find(r, SNAP_TAG('M', 'E', 'M', '0'), &data, &len) == 0
+                       ? mem_store_load(data, len, err, sizeof err) : NULL;
+    CHECK(t && mem_store_index_kind(t) == MEM_INDEX_IVF_GROW, "restored: %s", err);
+    for (int h = 0; t && h < 2; h++) {
+        mem_store_search(a, h, 10, x + h * (d / 2), (size_t)d, k, ia, sa);
+        mem_store_search(t, h, 10, x + h * (d / 2), (size_t)d, k, ib, sb);
+        CHECK(!memcmp(ia, ib, sizeof ia), "restored store searches alike (head %d)", h);
+    }
+    mem_store_clear(a);
+    CHECK(mem_store_bytes(a).index == 0, "clear forgets the index");
+    mem_store_append(a, 100, x, x, (size_t)d);
+    CHECK(mem_store_search(a, 0, 1, x, (size_t)d, 5, ia, sa) == 0 && ia[0] >= 0 && ia[0] < 100, "usable after clear");
+    p.ivf_grow_max_nlist = 0;
+    CHECK(!mem_store_new(1, 8, &p, err, sizeof err) && strstr(err, "IVF-grow"), "max nlist 0 refused: %s", err);
+    snap_reader_close(r);
+    unlink(path);
+    mem_store_free(t), mem_store_free(a), mem_store_free(b);
+    free(x);
 }
 
 static void test_errors(void) {
@@ -378,6 +446,7 @@ int main(void) {
     test_bruteforce();
     test_faiss_flat();
     test_approximate();
+    test_ivf_grow();
     test_errors();
     test_concurrent();
     test_snapshot();

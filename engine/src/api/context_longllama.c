@@ -29,6 +29,7 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
     case MNEMO_MEM_INDEX_BRUTE: mp.index = MEM_INDEX_NONE; break;
     case MNEMO_MEM_INDEX_IVF: mp.index = MEM_INDEX_IVF; break;
     case MNEMO_MEM_INDEX_HNSW: mp.index = MEM_INDEX_HNSW; break;
+    case MNEMO_MEM_INDEX_IVF_GROW: mp.index = MEM_INDEX_IVF_GROW; break;
     default: ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "unknown mem_index %d", (int)p->mem_index); return MNEMO_ERR_INVALID_ARG;
     }
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense attention never searches: no index to keep */

@@ -1,0 +1,337 @@
+/*
+ * ivf_grow.c — the growing inverted-file index; design and growth rule in ivf_grow.h.
+ *
+ * Hot loop: score_block_* — one query against 16 rows stored transposed ([d][16] per block), widened from the
+ * storage dtype in registers: d FMAs per 16 rows, no horizontal sums. Each query keeps a k-heap; a block's
+ * lanes below the heap's worst score are skipped with one vector compare.
+ */
+#include "ivf_grow.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <faiss/c_api/Clustering_c.h>
+#include <faiss/c_api/Index_c.h>
+#include <faiss/c_api/error_c.h>
+#include <faiss/c_api/index_factory_c.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#include "kernels.h" /* bf16/f16 conversions */
+#include "topk_heap.h"
+
+#define BLK 16              /* rows per transposed block: one AVX-512 register of scores */
+#define FIRST_NLIST 128     /* cells at the first training */
+#define SAMPLE_PER_CELL 64  /* k-means sample: at most 64 rows per cell */
+#define KMEANS_ITERS 10     /* FAISS's default is 25; 10 keeps retraining a few % of a long prefill */
+#define ASSIGN_CHUNK 4096   /* rows widened and assigned per coarse search */
+
+typedef struct {
+    void *codes;   /* (cap/BLK, d, BLK) in the storage dtype */
+    uint32_t *ids; /* (cap) store row ids */
+    size_t n, cap; /* rows held, rows allocated (a multiple of BLK) */
+} ivf_list;
+
+struct ivf_grow {
+    int d, nprobe, max_nlist;
+    mem_dtype dt;
+    size_t esz;
+    int nlist;          /* 0 = not trained yet */
+    FaissIndex *quant;  /* IndexFlatIP over the nlist centroids */
+    ivf_list *lists;    /* (nlist) */
+    ivf_list pending;   /* before training: every row, in one list scanned exactly */
+    size_t ntotal;      /* store rows indexed so far */
+};
+
+static size_t threshold(int c) {
+    size_t a = (size_t)c * (size_t)c / 4, b = (size_t)SAMPLE_PER_CELL * (size_t)c;
+    return a > b ? a : b;
+}
+
+/* Cells the index should have at n rows: the largest c in 128, 256, ... (capped) with T(c) <= n; 0 if none. */
+static int nlist_for(int max_nlist, size_t n) {
+    int best = 0;
+    for (int c = FIRST_NLIST < max_nlist ? FIRST_NLIST : max_nlist;; c *= 2) {
+        if (c > max_nlist) c = max_nlist;
+        if (threshold(c) > n) break;
+        best = c;
+        if (c == max_nlist) break;
+    }
+    return best;
+}
+
+static void widen(float *dst, const void *src, mem_dtype dt, size_t n) {
+    if (dt == MEM_DTYPE_F32) memcpy(dst, src, n * 4);
+    else if (dt == MEM_DTYPE_BF16) for (size_t i = 0; i < n; i++) dst[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
+    else for (size_t i = 0; i < n; i++) dst[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
+}
+
+ivf_grow *ivf_grow_new(int d, mem_dtype dt, int nprobe, int max_nlist) {
+    ivf_grow *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->d = d, g->dt = dt, g->nprobe = nprobe, g->max_nlist = max_nlist;
+    g->esz = dt == MEM_DTYPE_F32 ? 4 : 2;
+    return g;
+}
+
+static int list_push(ivf_list *l, const char *row, uint32_t id, int d, size_t esz);
+
+static void drop_lists(ivf_grow *g) {
+    for (int c = 0; g->lists && c < g->nlist; c++) free(g->lists[c].codes), free(g->lists[c].ids);
+    free(g->lists);
+    g->lists = NULL;
+    if (g->quant) faiss_Index_free(g->quant);
+    g->quant = NULL;
+    g->nlist = 0;
+    g->ntotal = 0;
+    free(g->pending.codes), free(g->pending.ids);
+    memset(&g->pending, 0, sizeof g->pending);
+}
+
+void ivf_grow_reset(ivf_grow *g) {
+    if (g) drop_lists(g);
+}
+
+void ivf_grow_free(ivf_grow *g) {
+    if (!g) return;
+    drop_lists(g);
+    free(g);
+}
+
+int ivf_grow_trained(const ivf_grow *g) { return g->nlist > 0; }
+
+/* Before training: rows [g->ntotal, n) into the one exact list. */
+static int hold(ivf_grow *g, const void *keys, size_t n, char *err, size_t errlen) {
+    size_t row = (size_t)g->d * g->esz;
+    for (; g->ntotal < n; g->ntotal++)
+        if (list_push(&g->pending, (const char *)keys + g->ntotal * row, (uint32_t)g->ntotal, g->d, g->esz) != 0) {
+            snprintf(err, errlen, "out of memory holding rows");
+            return -1;
+        }
+    return 0;
+}
+int ivf_grow_nlist(const ivf_grow *g) { return g->nlist; }
+
+static int list_push(ivf_list *l, const char *row, uint32_t id, int d, size_t esz) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : BLK, bytes = cap * (size_t)d * esz;
+        void *nc = realloc(l->codes, bytes);
+        if (nc) l->codes = nc;
+        uint32_t *ni = nc ? realloc(l->ids, cap * sizeof *ni) : NULL;
+        if (ni) l->ids = ni;
+        if (!nc || !ni) return -1;
+        memset((char *)l->codes + l->cap * (size_t)d * esz, 0, bytes - l->cap * (size_t)d * esz); /* pad lanes */
+        l->cap = cap;
+    }
+    char *blk = (char *)l->codes + (l->n / BLK) * (size_t)d * BLK * esz;
+    size_t lane = l->n % BLK;
+    for (int j = 0; j < d; j++) memcpy(blk + ((size_t)j * BLK + lane) * esz, row + (size_t)j * esz, esz);
+    l->ids[l->n++] = id;
+    return 0;
+}
+
+/* Rows [g->ntotal, n) to their nearest cell by inner product. */
+static int assign(ivf_grow *g, const void *keys, size_t n, char *err, size_t errlen) {
+    float *x = malloc((size_t)ASSIGN_CHUNK * (size_t)g->d * sizeof *x), *dist = malloc(ASSIGN_CHUNK * sizeof *dist);
+    idx_t *cell = malloc(ASSIGN_CHUNK * sizeof *cell);
+    int rc = x && dist && cell ? 0 : -1;
+    if (rc) snprintf(err, errlen, "out of memory assigning rows");
+    size_t row = (size_t)g->d * g->esz;
+    while (rc == 0 && g->ntotal < n) {
+        size_t m = n - g->ntotal < ASSIGN_CHUNK ? n - g->ntotal : ASSIGN_CHUNK;
+        const char *src = (const char *)keys + g->ntotal * row;
+        widen(x, src, g->dt, m * (size_t)g->d);
+        if (faiss_Index_search(g->quant, (idx_t)m, x, 1, dist, cell) != 0) {
+            snprintf(err, errlen, "faiss coarse search: %s", faiss_get_last_error());
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < m && rc == 0; i++)
+            if (cell[i] < 0 || cell[i] >= g->nlist ||
+                list_push(&g->lists[cell[i]], src + i * row, (uint32_t)(g->ntotal + i), g->d, g->esz) != 0) {
+                snprintf(err, errlen, "out of memory growing an inverted list");
+                rc = -1;
+            }
+        if (rc == 0) g->ntotal += m;
+    }
+    free(x), free(dist), free(cell);
+    return rc;
+}
+
+/* A fixed hash of i in [0, n): the sample depends on the rows only, never on a clock or a global RNG. */
+static size_t sample_offset(size_t i, size_t n) {
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (size_t)((z ^ (z >> 31)) % n);
+}
+
+/* k-means (FAISS Clustering, inner-product assignment) of c cells on rows [0, T(c)), then every row reassigned. */
+static int train(ivf_grow *g, const void *keys, size_t n, int c, char *err, size_t errlen) {
+    size_t t = threshold(c), ns = t < (size_t)SAMPLE_PER_CELL * (size_t)c ? t : (size_t)SAMPLE_PER_CELL * (size_t)c;
+    size_t stride = t / ns, row = (size_t)g->d * g->esz;
+    float *x = malloc(ns * (size_t)g->d * sizeof *x);
+    ivf_list *lists = calloc((size_t)c, sizeof *lists);
+    FaissIndex *quant = NULL;
+    FaissClustering *km = NULL;
+    int rc = -1;
+    if (!x || !lists) {
+        snprintf(err, errlen, "out of memory training %d cells", c);
+        goto done;
+    }
+    for (size_t i = 0; i < ns; i++) /* one row from each stride-long stretch, at a seeded random offset: a plain
+                                         stride would alias with periodic structure in the sequence */
+        widen(x + i * (size_t)g->d, (const char *)keys + (i * stride + sample_offset(i, stride)) * row, g->dt,
+              (size_t)g->d);
+    FaissClusteringParameters cp;
+    faiss_ClusteringParameters_init(&cp);
+    cp.niter = KMEANS_ITERS;
+    cp.min_points_per_centroid = 1;         /* the sample is sized here; no FAISS warnings */
+    cp.max_points_per_centroid = 1 << 30;   /* and never resampled: training depends on the rows only */
+    float *cent = NULL;
+    size_t ncent = 0;
+    if (faiss_index_factory(&quant, g->d, "Flat", METRIC_INNER_PRODUCT) != 0 ||
+        faiss_Clustering_new_with_params(&km, g->d, c, &cp) != 0 || faiss_Clustering_train(km, (idx_t)ns, x, quant) != 0) {
+        snprintf(err, errlen, "faiss k-means (%d cells): %s", c, faiss_get_last_error());
+        goto done;
+    }
+    faiss_Clustering_centroids(km, &cent, &ncent);
+    if (ncent != (size_t)c * (size_t)g->d || faiss_Index_reset(quant) != 0 || faiss_Index_add(quant, c, cent) != 0) {
+        snprintf(err, errlen, "faiss k-means (%d cells): no centroids: %s", c, faiss_get_last_error());
+        goto done;
+    }
+    drop_lists(g);
+    g->quant = quant, g->lists = lists, g->nlist = c;
+    quant = NULL, lists = NULL;
+    rc = assign(g, keys, n, err, errlen);
+    if (rc != 0) drop_lists(g); /* untrained again: the caller's searches stay exact */
+done:
+    if (km) faiss_Clustering_free(km);
+    if (quant) faiss_Index_free(quant);
+    free(lists);
+    free(x);
+    return rc;
+}
+
+int ivf_grow_add(ivf_grow *g, const void *keys, size_t n_total, char *err, size_t errlen) {
+    if (n_total > UINT32_MAX) { /* list ids are 32-bit */
+        snprintf(err, errlen, "IVF-grow holds at most %u rows", UINT32_MAX);
+        return -1;
+    }
+    int c = nlist_for(g->max_nlist, n_total);
+    if (c > g->nlist) return train(g, keys, n_total, c, err, errlen);
+    return g->nlist ? assign(g, keys, n_total, err, errlen) : hold(g, keys, n_total, err, errlen);
+}
+
+/* ---------------------------------------------------------------- search */
+
+typedef void (*score_fn)(float *out, const float *q, const char *blk, int d);
+
+#ifdef __AVX512F__
+static inline __m512 ld_f32(const char *p) { return _mm512_loadu_ps((const float *)p); }
+static inline __m512 ld_bf16(const char *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+static inline __m512 ld_f16(const char *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+#define SCORE_BLOCK(NAME, LOAD, ESZ)                                                                              \
+    static void NAME(float *out, const float *q, const char *blk, int d) {                                         \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
+        int j = 0;                                                                                                 \
+        for (; j + 4 <= d; j += 4) {                                                                               \
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[j]), LOAD(blk + (size_t)j * BLK * ESZ), a0);                     \
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 1]), LOAD(blk + (size_t)(j + 1) * BLK * ESZ), a1);           \
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 2]), LOAD(blk + (size_t)(j + 2) * BLK * ESZ), a2);           \
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 3]), LOAD(blk + (size_t)(j + 3) * BLK * ESZ), a3);           \
+        }                                                                                                          \
+        for (; j < d; j++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[j]), LOAD(blk + (size_t)j * BLK * ESZ), a0);      \
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));                       \
+    }
+#else
+#define SCORE_BLOCK(NAME, LOAD, ESZ)                                                                              \
+    static void NAME(float *out, const float *q, const char *blk, int d) {                                         \
+        for (int l = 0; l < BLK; l++) out[l] = 0.f;                                                                \
+        for (int j = 0; j < d; j++)                                                                                \
+            for (int l = 0; l < BLK; l++) out[l] += q[j] * LOAD(blk + ((size_t)j * BLK + (size_t)l) * ESZ);        \
+    }
+static inline float ld_f32(const char *p) { float f; memcpy(&f, p, 4); return f; }
+static inline float ld_bf16(const char *p) { uint16_t h; memcpy(&h, p, 2); return kern_bf16_to_f32(h); }
+static inline float ld_f16(const char *p) { uint16_t h; memcpy(&h, p, 2); return kern_f16_to_f32(h); }
+#endif
+SCORE_BLOCK(score_block_f32, ld_f32, 4)
+SCORE_BLOCK(score_block_bf16, ld_bf16, 2)
+SCORE_BLOCK(score_block_f16, ld_f16, 2)
+
+/* The hot loop: one query against one list, into its heap. */
+static void scan_list(const ivf_grow *g, score_fn score, const float *q, const ivf_list *l, int k, float *hs,
+                      int64_t *hi, int *cnt) {
+    float sc[BLK];
+    size_t blk_bytes = (size_t)g->d * BLK * g->esz;
+    for (size_t b = 0; b * BLK < l->n; b++) {
+        score(sc, q, (const char *)l->codes + b * blk_bytes, g->d);
+        size_t lanes = l->n - b * BLK < BLK ? l->n - b * BLK : BLK;
+        float worst = *cnt == k ? hs[0] : -INFINITY; /* a lane below it cannot enter the heap */
+        for (size_t t = 0; t < lanes; t++)
+            if (sc[t] >= worst) topk_push(hs, hi, cnt, k, sc[t], (int64_t)l->ids[b * BLK + t]);
+    }
+}
+
+/* One query over its probed cells (or, untrained, over every row). */
+static void scan_query(const ivf_grow *g, score_fn score, const float *q, const idx_t *cells, int np, int k,
+                       float *hs, int64_t *hi, int64_t *ids, float *scores) {
+    int cnt = 0;
+    if (!g->nlist) scan_list(g, score, q, &g->pending, k, hs, hi, &cnt);
+    for (int p = 0; p < np; p++)
+        if (cells[p] >= 0 && cells[p] < g->nlist) /* FAISS pads missing cells with -1 */
+            scan_list(g, score, q, &g->lists[cells[p]], k, hs, hi, &cnt);
+    topk_out(hs, hi, cnt, k, ids, scores);
+}
+
+int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, int k, int64_t *ids, float *scores,
+                    char *err, size_t errlen) {
+    int np = g->nprobe < g->nlist ? g->nprobe : g->nlist;
+    size_t d = (size_t)g->d;
+    float *qp = malloc(nq * d * sizeof *qp), *cd = malloc((nq * (size_t)np + 1) * sizeof *cd);
+    float *hs = malloc(nq * (size_t)k * sizeof *hs);
+    idx_t *cells = malloc((nq * (size_t)np + 1) * sizeof *cells);
+    int64_t *hi = malloc(nq * (size_t)k * sizeof *hi);
+    int rc = 0;
+    if (!qp || !cd || !hs || !cells || !hi) {
+        snprintf(err, errlen, "out of memory in search");
+        rc = -1;
+        goto done;
+    }
+    for (size_t i = 0; i < nq; i++) memcpy(qp + i * d, q + i * ldq, d * sizeof *qp); /* FAISS takes packed rows */
+    if (np && faiss_Index_search(g->quant, (idx_t)nq, qp, np, cd, cells) != 0) {
+        snprintf(err, errlen, "faiss coarse search: %s", faiss_get_last_error());
+        rc = -1;
+        goto done;
+    }
+    score_fn score = g->dt == MEM_DTYPE_F32 ? score_block_f32 : g->dt == MEM_DTYPE_BF16 ? score_block_bf16 : score_block_f16;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (size_t i = 0; i < nq; i++)
+        scan_query(g, score, qp + i * d, cells + i * (size_t)np, np, k, hs + i * (size_t)k, hi + i * (size_t)k,
+                   ids + i * (size_t)k, scores + i * (size_t)k);
+done:
+    free(qp), free(cd), free(hs), free(cells), free(hi);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- bytes */
+
+size_t ivf_grow_bytes(const ivf_grow *g) {
+    if (!g) return 0;
+    size_t row = (size_t)g->d * g->esz + sizeof(uint32_t), b = (size_t)g->nlist * (size_t)g->d * sizeof(float);
+    b += g->pending.cap * row;
+    for (int c = 0; c < g->nlist; c++) b += g->lists[c].cap * row;
+    return b;
+}
+
+size_t ivf_grow_bytes_for(int d, mem_dtype dt, int max_nlist, size_t rows) {
+    int c = nlist_for(max_nlist, rows);
+    size_t row = (size_t)d * (dt == MEM_DTYPE_F32 ? 4 : 2) + sizeof(uint32_t);
+    /* lists double their capacity: at most 2x their rows, plus one block each */
+    return (size_t)c * (size_t)d * sizeof(float) + (2 * rows + (size_t)c * BLK) * row;
+}
