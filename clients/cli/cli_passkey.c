@@ -37,11 +37,26 @@ static void usage(FILE *f) {
             "  --seed S             key generator seed (default 1)\n"
             "  --last-context-length N  LongLLaMA: tokens kept local (default: config.json's)\n"
             "  --knn K              LongLLaMA: attend to the top-K memory rows per query (default 0 = dense)\n"
+            "  --mem-index KIND     kNN index: flat (exact, default), brute, ivf, ivf-grow (approximate, cells grow\n"
+            "                       with the memory: for 100K+ tokens), hnsw\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
             "  -v, --verbose        print every trial\n",
             cli_default_model());
+}
+
+static bool parse_mem_index(const char *cmd, const char *v, mnemo_mem_index *out) {
+    static const struct { const char *name; mnemo_mem_index kind; } kinds[] = {
+        {"flat", MNEMO_MEM_INDEX_FLAT}, {"brute", MNEMO_MEM_INDEX_BRUTE}, {"ivf", MNEMO_MEM_INDEX_IVF},
+        {"ivf-grow", MNEMO_MEM_INDEX_IVF_GROW}, {"hnsw", MNEMO_MEM_INDEX_HNSW}};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(v, kinds[i].name)) {
+            *out = kinds[i].kind;
+            return true;
+        }
+    fprintf(stderr, "mnemo %s: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n", cmd, v);
+    return false;
 }
 
 static int parse_list(const char *cmd, const char *flag, const char *s, double min, double max, double *out) {
@@ -141,6 +156,7 @@ int cli_passkey(int argc, char **argv) {
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
     int32_t trials = 2, lcl = 0, knn = 0, threads = 0;
+    mnemo_mem_index mem_index = MNEMO_MEM_INDEX_FLAT;
     uint64_t seed = 1;
     bool json = false, verbose = false, progress = false;
     for (int i = 1; i < argc; i++) {
@@ -154,6 +170,7 @@ int cli_passkey(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(cmd, a, v, &seed)) return 2; }
         else if (!strcmp(a, "--last-context-length")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &lcl)) return 2; }
         else if (!strcmp(a, "--knn")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 20, &knn)) return 2; }
+        else if (!strcmp(a, "--mem-index")) { VALUE(); if (!parse_mem_index(cmd, v, &mem_index)) return 2; }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
@@ -171,6 +188,7 @@ int cli_passkey(int argc, char **argv) {
     }
     mnemo_context_params cp = mnemo_context_default_params();
     cp.mem_knn_k = knn;
+    cp.mem_index = mem_index;
     mnemo_context *ctx = NULL;
     if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK ||
         (lcl && mnemo_context_set_last_context_length(ctx, lcl) != MNEMO_OK)) {

@@ -126,5 +126,15 @@ with tempfile.TemporaryDirectory() as td:
                      os.path.join(td, "missing.snap"), "--prompt", "x", "-n", "1")
     check(rc == 1 and "missing.snap" in err, f"a missing session file: exit {rc}, {err!r}")
 
+# Passkey retrieval on the LongLLaMA fixture: runs end to end with each kNN index (a random tiny model: accuracy is
+# not the point here), reports one JSON line per trial and per length, and refuses an unknown index kind.
+for kind in ("flat", "ivf-grow"):
+    rc, out, err = run("passkey", "--model", ll, "--lengths", "256,512", "--depths", "0.5", "--trials", "1",
+                       "--knn", "4", "--mem-index", kind, "--json")
+    lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+    check(rc == 0 and len(lines) >= 2, f"passkey --mem-index {kind}: exit {rc}, {len(lines)} lines, {err[-200:]!r}")
+rc, out, err = run("passkey", "--model", ll, "--mem-index", "lsh")
+check(rc == 2 and "--mem-index" in err and "lsh" in err, f"passkey --mem-index lsh refused: exit {rc}, {err!r}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
