@@ -46,6 +46,10 @@ static const opt_def OPTS[] = {
     {"--max-sessions", OPT_INT, OFF(max_sessions), 0, 100000, "live sessions at once (default 16; 0 = no sessions)"},
     {"--session-max-bytes", OPT_SIZE, OFF(session_max_bytes), 0, 1e15,
      "memory per session, keys + values + index (4294967296; 0 = no limit)"},
+    {"--mem-knn", OPT_INT, OFF(mem_knn), 0, 1 << 20,
+     "LongLLaMA: attend to the top-K memory rows per query (default 0 = all rows, as released)"},
+    {"--mem-index", OPT_STR, OFF(mem_index), 0, 0,
+     "kNN index with --mem-knn: flat (exact, default) | brute | ivf | ivf-grow (100K+ tokens) | hnsw"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
 };
 #undef OFF
@@ -67,6 +71,7 @@ void server_opts_defaults(server_opts *o) {
     o->conn_timeout_s = 60;
     o->max_sessions = 16;
     o->session_max_bytes = (size_t)4 << 30;
+    o->mem_index = "flat";
     const char *key = getenv("MNEMO_API_KEY");
     if (key && *key) o->api_key = key;
 }

@@ -32,6 +32,8 @@ typedef struct {
     const char *session_dir;   /* --session-dir: where session snapshots are saved and restored; NULL = off */
     int max_sessions;          /* --max-sessions: live sessions */
     size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */
+    int mem_knn;               /* --mem-knn: LongLLaMA memory layers attend to the top-K rows; 0 = every row (dense) */
+    const char *mem_index;     /* --mem-index: the kNN index (flat | brute | ivf | ivf-grow | hnsw) */
     int verbose;               /* -v: log each request */
 } server_opts;
 

@@ -94,7 +94,10 @@ static int load(server_app *app) {
         if (rc < 0) log_line("warning: %s; using llama2 (choose with --chat-template)", why);
         if (rc <= 0) app->tmpl = TMPL_LLAMA2;
     }
-    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch};
+    mnemo_mem_index mem_index = MNEMO_MEM_INDEX_FLAT;
+    mnemo_mem_index_parse(o->mem_index, &mem_index); /* (checked in main) */
+    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
+                       .mem_knn = o->mem_knn, .mem_index = mem_index};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -104,7 +107,8 @@ static int load(server_app *app) {
         return -1;
     }
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
-                           .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch};
+                           .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
+                           .mem_knn = o->mem_knn, .mem_index = mem_index};
     app->sessions = sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);
@@ -166,6 +170,12 @@ int main(int argc, char **argv) {
     if (strcmp(o->chat_template, "auto") != 0 && chat_template_parse(o->chat_template, &app.tmpl) != 0) {
         fprintf(stderr, "mnemo-server: --chat-template must be auto, llama2, chatml or plain (got '%s')\n",
                 o->chat_template);
+        return 2;
+    }
+    mnemo_mem_index mem_index;
+    if (mnemo_mem_index_parse(o->mem_index, &mem_index) != MNEMO_OK) {
+        fprintf(stderr, "mnemo-server: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
+                o->mem_index);
         return 2;
     }
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {

@@ -142,7 +142,8 @@ scheduler *sched_new(mnemo_model *model, const sched_config *cfg, metrics *mx, c
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch};
+    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch, .mem_knn = cfg->mem_knn,
+                        .mem_index = cfg->mem_index};
     s->w = worker_new(model, &wc, mx, err, errlen);
     if (!s->w) {
         free(s);

@@ -26,6 +26,8 @@ typedef struct {
     int queue;      /* waiting jobs beyond the free slots */
     int n_ctx;      /* per slot */
     int batch;      /* tokens per step */
+    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
+    mnemo_mem_index mem_index; /* the kNN index */
 } sched_config;
 
 typedef struct {

@@ -167,6 +167,8 @@ int sessions_create(session_store *st, const char *id, const char *restore, char
     cp.n_ctx = st->cfg.n_ctx;
     cp.n_batch = st->cfg.n_batch;
     cp.mem_max_bytes = st->cfg.max_bytes;
+    cp.mem_knn_k = st->cfg.mem_knn;
+    cp.mem_index = st->cfg.mem_index;
     /* Reserve the id and a place first (busy, so nobody uses it while the context is built). */
     pthread_mutex_lock(&st->mu);
     int free_at = -1, n_live = 0;

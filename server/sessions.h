@@ -32,6 +32,8 @@ typedef struct {
     uint64_t max_bytes;   /* per session: memory keys + values + index (LongLLaMA); 0 = no limit */
     const char *dir;      /* snapshot directory; NULL = save/restore disabled */
     int32_t n_ctx, n_batch;
+    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
+    mnemo_mem_index mem_index; /* the kNN index */
 } session_config;
 
 typedef struct {

@@ -52,6 +52,8 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     mnemo_context_params cp = mnemo_context_default_params();
     cp.n_ctx = cfg->n_ctx;
     cp.n_batch = cfg->batch;
+    cp.mem_knn_k = cfg->mem_knn;
+    cp.mem_index = cfg->mem_index;
     for (int i = 0; i < w->n_slots; i++) {
         mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].own);
         w->slots[i].ctx = w->slots[i].own;

@@ -25,6 +25,8 @@ typedef struct {
     int n_slots;
     int n_ctx;   /* KV positions per slot */
     int batch;   /* token budget per step */
+    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
+    mnemo_mem_index mem_index; /* the kNN index */
 } worker_config;
 
 worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen);

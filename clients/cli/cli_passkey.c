@@ -47,14 +47,7 @@ static void usage(FILE *f) {
 }
 
 static bool parse_mem_index(const char *cmd, const char *v, mnemo_mem_index *out) {
-    static const struct { const char *name; mnemo_mem_index kind; } kinds[] = {
-        {"flat", MNEMO_MEM_INDEX_FLAT}, {"brute", MNEMO_MEM_INDEX_BRUTE}, {"ivf", MNEMO_MEM_INDEX_IVF},
-        {"ivf-grow", MNEMO_MEM_INDEX_IVF_GROW}, {"hnsw", MNEMO_MEM_INDEX_HNSW}};
-    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (!strcmp(v, kinds[i].name)) {
-            *out = kinds[i].kind;
-            return true;
-        }
+    if (mnemo_mem_index_parse(v, out) == MNEMO_OK) return true;
     fprintf(stderr, "mnemo %s: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n", cmd, v);
     return false;
 }

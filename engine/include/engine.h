@@ -136,6 +136,10 @@ typedef struct {
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
+/* "flat", "brute", "ivf", "ivf-grow", "hnsw" <-> mnemo_mem_index (for command lines and configs).
+ * parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other name; name: "?" for an unknown value. */
+MNEMO_API mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *out);
+MNEMO_API const char *mnemo_mem_index_name(mnemo_mem_index index);
 MNEMO_API mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *params,
                                          mnemo_context **out);
 MNEMO_API void mnemo_context_free(mnemo_context *ctx);

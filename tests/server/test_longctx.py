@@ -41,4 +41,28 @@ def test_memory_accounting(ll_server):
     assert m['mnemo_memory_bytes{kind="local_kv"}'] > 0
     st, p = ll_server.get_json("/props")
     assert st == 200 and p["memory"]["memory_tokens"] == m["mnemo_memory_tokens"]
+    assert p["memory_attention"] == {"mode": "dense", "knn_k": 0, "index": "flat"}
     assert p["memory"]["memory_key_bytes"] == m['mnemo_memory_bytes{kind="memory_keys"}']
+
+
+def test_knn_memory_server():
+    """--mem-knn / --mem-index: slots and sessions attend to their top-k memory rows through the chosen index."""
+    s = Server("--parallel", "1", "--mem-knn", "4", "--mem-index", "ivf-grow", model=LONGLLAMA)
+    try:
+        st, p = s.get_json("/props")
+        assert st == 200 and p["memory_attention"] == {"mode": "knn", "knn_k": 4, "index": "ivf-grow"}
+        body = complete(s, "hello world " * 400, 40)
+        assert body["usage"]["completion_tokens"] == 40
+        again = complete(s, "hello world " * 400, 40)
+        assert again["choices"][0]["text"] == body["choices"][0]["text"]
+        m = s.metrics()
+        assert m['mnemo_memory_bytes{kind="index"}'] > 0  # the index holds the memory's keys
+        st, sess = s.post("/v1/sessions", {})
+        assert st == 201, sess
+        st, b = s.post("/v1/completions", {"prompt": "the cat sat on the mat " * 200, "max_tokens": 4,
+                                           "temperature": 0, "session": sess["id"]})
+        assert st == 200, b
+        st, info = s.get_json("/v1/sessions/" + sess["id"])
+        assert st == 200 and info["memory"]["index_bytes"] > 0, info
+    finally:
+        assert s.stop() == 0, "".join(s.log)

@@ -15,6 +15,30 @@ mnemo_context_params mnemo_context_default_params(void) {
     return p;
 }
 
+static const struct {
+    const char *name;
+    mnemo_mem_index kind;
+} MEM_INDEX_NAMES[] = {{"flat", MNEMO_MEM_INDEX_FLAT},
+                       {"brute", MNEMO_MEM_INDEX_BRUTE},
+                       {"ivf", MNEMO_MEM_INDEX_IVF},
+                       {"ivf-grow", MNEMO_MEM_INDEX_IVF_GROW},
+                       {"hnsw", MNEMO_MEM_INDEX_HNSW}};
+
+mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *out) {
+    for (size_t i = 0; name && out && i < sizeof MEM_INDEX_NAMES / sizeof *MEM_INDEX_NAMES; i++)
+        if (!strcmp(name, MEM_INDEX_NAMES[i].name)) {
+            *out = MEM_INDEX_NAMES[i].kind;
+            return MNEMO_OK;
+        }
+    return MNEMO_ERR_INVALID_ARG;
+}
+
+const char *mnemo_mem_index_name(mnemo_mem_index index) {
+    for (size_t i = 0; i < sizeof MEM_INDEX_NAMES / sizeof *MEM_INDEX_NAMES; i++)
+        if (MEM_INDEX_NAMES[i].kind == index) return MEM_INDEX_NAMES[i].name;
+    return "?";
+}
+
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
