@@ -2,8 +2,8 @@
  * ivf_grow.c — the growing inverted-file index; design and growth rule in ivf_grow.h.
  *
  * Hot loop: score_block_* — one query against 16 rows stored transposed ([d][16] per block), widened from the
- * storage dtype in registers: d FMAs per 16 rows, no horizontal sums. Each query keeps a k-heap; a block's
- * lanes below the heap's worst score are skipped with one vector compare.
+ * storage dtype in registers: d FMAs per 16 rows, no horizontal sums. A query keeps the rows that beat its
+ * running k-th best score in a 2k buffer, cut back by quickselect when full; the final k are sorted.
  */
 #include "ivf_grow.h"
 
@@ -21,7 +21,7 @@
 #endif
 
 #include "kernels.h" /* bf16/f16 conversions */
-#include "topk_heap.h"
+#include "topk_heap.h" /* topk_better: the order every memstore search returns */
 
 #define BLK 16              /* rows per transposed block: one AVX-512 register of scores */
 #define FIRST_NLIST 128     /* cells at the first training */
@@ -264,29 +264,126 @@ SCORE_BLOCK(score_block_f32, ld_f32, 4)
 SCORE_BLOCK(score_block_bf16, ld_bf16, 2)
 SCORE_BLOCK(score_block_f16, ld_f16, 2)
 
-/* The hot loop: one query against one list, into its heap. */
-static void scan_list(const ivf_grow *g, score_fn score, const float *q, const ivf_list *l, int k, float *hs,
-                      int64_t *hi, int *cnt) {
+/* A scored row as one integer that sorts like topk_better (higher score first, ties to the lower id): the score's
+ * bits mapped to an order-preserving uint32 above (UINT32_MAX - id). Selection then compares integers only. */
+typedef uint64_t cand;
+
+static inline cand cand_make(float s, uint32_t id) {
+    uint32_t u;
+    memcpy(&u, &s, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((uint64_t)u << 32) | (uint64_t)(UINT32_MAX - id);
+}
+static inline float cand_score(cand c) {
+    uint32_t u = (uint32_t)(c >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u;
+    float s;
+    memcpy(&s, &u, 4);
+    return s;
+}
+static inline int64_t cand_id(cand c) { return (int64_t)(UINT32_MAX - (uint32_t)c); }
+static inline void cand_swap(cand *a, cand *b) { cand t = *a; *a = *b; *b = t; }
+
+/* Reorders c[0..n) so that its k best (largest) come first, in any order: quickselect, O(n). */
+static void select_best(cand *c, size_t n, size_t k) {
+    size_t lo = 0, hi = n; /* the k-th best lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (c[mid] > c[lo]) cand_swap(&c[mid], &c[lo]); /* median of three, moved to the end */
+        if (c[last] > c[lo]) cand_swap(&c[last], &c[lo]);
+        if (c[mid] > c[last]) cand_swap(&c[mid], &c[last]);
+        cand pv = c[last];
+        size_t store = lo;
+        for (size_t i = lo; i < last; i++) { /* Lomuto without a branch: [store, i) holds rows <= pivot */
+            cand v = c[i];
+            c[i] = c[store], c[store] = v;
+            store += v > pv;
+        }
+        cand_swap(&c[last], &c[store]); /* c[lo..store) > pivot, pivot at store */
+        if (store == k || store + 1 == k) return;
+        if (store > k) hi = store;
+        else lo = store + 1;
+    }
+}
+
+/* Sorts c[0..n) largest first (n <= k: a few hundred). */
+static void sort_desc(cand *c, size_t n) {
+    while (n > 16) {
+        size_t mid = n / 2, last = n - 1;
+        if (c[mid] > c[0]) cand_swap(&c[mid], &c[0]);
+        if (c[last] > c[0]) cand_swap(&c[last], &c[0]);
+        if (c[mid] > c[last]) cand_swap(&c[mid], &c[last]);
+        cand pv = c[last];
+        size_t store = 0;
+        for (size_t i = 0; i < last; i++)
+            if (c[i] > pv) cand_swap(&c[i], &c[store++]);
+        cand_swap(&c[last], &c[store]);
+        sort_desc(c + store + 1, n - store - 1); /* recurse on one side, loop on the other */
+        n = store;
+    }
+    for (size_t i = 1; i < n; i++) { /* insertion sort of the last few */
+        cand v = c[i];
+        size_t j = i;
+        for (; j > 0 && c[j - 1] < v; j--) c[j] = c[j - 1];
+        c[j] = v;
+    }
+}
+
+/* The k best of the rows seen so far, in buf[0..*m) (capacity 2k + BLK): rows below the current k-th best score
+ * are dropped on arrival; when the buffer fills, it is cut back to its k best. With rows in random order only
+ * ~k·ln(n/k) rows ever enter, so selection stays a small part of the scan. */
+typedef struct {
+    cand *buf;
+    size_t m, k;
+    float thr; /* the k-th best score so far (-inf until k rows were seen) */
+} topk_acc;
+
+static void acc_cut(topk_acc *a) {
+    select_best(a->buf, a->m, a->k);
+    cand worst = a->buf[0];
+    for (size_t i = 1; i < a->k; i++) worst = a->buf[i] < worst ? a->buf[i] : worst;
+    a->thr = cand_score(worst);
+    a->m = a->k;
+}
+
+/* The hot loop: every row of one list scored, the promising ones kept. */
+static void scan_list(const ivf_grow *g, score_fn score, const float *q, const ivf_list *l, topk_acc *a) {
     float sc[BLK];
     size_t blk_bytes = (size_t)g->d * BLK * g->esz;
     for (size_t b = 0; b * BLK < l->n; b++) {
         score(sc, q, (const char *)l->codes + b * blk_bytes, g->d);
         size_t lanes = l->n - b * BLK < BLK ? l->n - b * BLK : BLK;
-        float worst = *cnt == k ? hs[0] : -INFINITY; /* a lane below it cannot enter the heap */
+        const uint32_t *ids = l->ids + b * BLK;
+#ifdef __AVX512F__
+        __mmask16 keep = _mm512_cmp_ps_mask(_mm512_loadu_ps(sc), _mm512_set1_ps(a->thr), _CMP_GE_OQ) &
+                         (__mmask16)((1u << lanes) - 1u); /* most blocks: none */
+        for (; keep; keep &= (__mmask16)(keep - 1)) {
+            int t = __builtin_ctz(keep);
+            a->buf[a->m++] = cand_make(sc[t], ids[t]);
+        }
+#else
         for (size_t t = 0; t < lanes; t++)
-            if (sc[t] >= worst) topk_push(hs, hi, cnt, k, sc[t], (int64_t)l->ids[b * BLK + t]);
+            if (sc[t] >= a->thr) a->buf[a->m++] = cand_make(sc[t], ids[t]);
+#endif
+        if (a->m >= 2 * a->k) acc_cut(a);
     }
 }
 
-/* One query over its probed cells (or, untrained, over every row). */
+/* One query over its probed cells (or, untrained, over every row), best first into ids/scores. */
 static void scan_query(const ivf_grow *g, score_fn score, const float *q, const idx_t *cells, int np, int k,
-                       float *hs, int64_t *hi, int64_t *ids, float *scores) {
-    int cnt = 0;
-    if (!g->nlist) scan_list(g, score, q, &g->pending, k, hs, hi, &cnt);
+                       cand *buf, int64_t *ids, float *scores) {
+    topk_acc a = {buf, 0, (size_t)k, -INFINITY};
+    if (!g->nlist) scan_list(g, score, q, &g->pending, &a);
     for (int p = 0; p < np; p++)
         if (cells[p] >= 0 && cells[p] < g->nlist) /* FAISS pads missing cells with -1 */
-            scan_list(g, score, q, &g->lists[cells[p]], k, hs, hi, &cnt);
-    topk_out(hs, hi, cnt, k, ids, scores);
+            scan_list(g, score, q, &g->lists[cells[p]], &a);
+    size_t m = a.m < (size_t)k ? a.m : (size_t)k;
+    if (a.m > m) select_best(buf, a.m, m);
+    sort_desc(buf, m);
+    for (size_t i = 0; i < (size_t)k; i++) {
+        ids[i] = i < m ? cand_id(buf[i]) : -1;
+        scores[i] = i < m ? cand_score(buf[i]) : -INFINITY;
+    }
 }
 
 int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, int k, int64_t *ids, float *scores,
@@ -294,11 +391,9 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
     int np = g->nprobe < g->nlist ? g->nprobe : g->nlist;
     size_t d = (size_t)g->d;
     float *qp = malloc(nq * d * sizeof *qp), *cd = malloc((nq * (size_t)np + 1) * sizeof *cd);
-    float *hs = malloc(nq * (size_t)k * sizeof *hs);
     idx_t *cells = malloc((nq * (size_t)np + 1) * sizeof *cells);
-    int64_t *hi = malloc(nq * (size_t)k * sizeof *hi);
     int rc = 0;
-    if (!qp || !cd || !hs || !cells || !hi) {
+    if (!qp || !cd || !cells) {
         snprintf(err, errlen, "out of memory in search");
         rc = -1;
         goto done;
@@ -310,12 +405,24 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
         goto done;
     }
     score_fn score = g->dt == MEM_DTYPE_F32 ? score_block_f32 : g->dt == MEM_DTYPE_BF16 ? score_block_bf16 : score_block_f16;
-#pragma omp parallel for schedule(dynamic, 8)
-    for (size_t i = 0; i < nq; i++)
-        scan_query(g, score, qp + i * d, cells + i * (size_t)np, np, k, hs + i * (size_t)k, hi + i * (size_t)k,
-                   ids + i * (size_t)k, scores + i * (size_t)k);
+    int oom = 0;
+#pragma omp parallel reduction(| : oom)
+    {
+        cand *buf = malloc((2 * (size_t)k + BLK) * sizeof *buf);
+        if (!buf) oom = 1;
+#pragma omp for schedule(dynamic, 8)
+        for (size_t i = 0; i < nq; i++)
+            if (buf)
+                scan_query(g, score, qp + i * d, cells + i * (size_t)np, np, k, buf, ids + i * (size_t)k,
+                           scores + i * (size_t)k);
+        free(buf);
+    }
+    if (oom) {
+        snprintf(err, errlen, "out of memory in search");
+        rc = -1;
+    }
 done:
-    free(qp), free(cd), free(hs), free(cells), free(hi);
+    free(qp), free(cd), free(cells);
     return rc;
 }
 
