@@ -23,17 +23,6 @@ typedef struct {
     float *acc;   /* hd: sum of exp(score - m) * v */
 } online_row;
 
-/* Prefetches the key and value rows of ids (-1 = none), every cache line of each. */
-static void prefetch_rows(const char *mk, const char *mv, const int64_t *ids, int64_t n, size_t row_bytes) {
-    for (int64_t j = 0; j < n; j++) {
-        if (ids[j] < 0) continue;
-        for (size_t off = 0; off < row_bytes; off += 64) {
-            __builtin_prefetch(mk + (size_t)ids[j] * row_bytes + off);
-            __builtin_prefetch(mv + (size_t)ids[j] * row_bytes + off);
-        }
-    }
-}
-
 /* Folds scores s[0..n) with value rows v (row stride ldv) into r. */
 static void fold(online_row *r, const float *s, int64_t n, const float *v, int64_t ldv, int64_t hd) {
     float mx = r->m;
@@ -109,13 +98,9 @@ int kern_cpu_attention_mem(kern_ctx *kc, float *out, const float *q, const float
                 }
             } else if (n_mem > 0) { /* selected rows, per query */
                 const char *mk = mem_k[g], *mv = mem_v[g];
-                size_t row_bytes = (size_t)hd * esz;
                 for (int64_t r = 0; r < nb; r++) {
                     const float *qv = q + ((i0 + r) * hq + h) * hd;
                     const int64_t *ids = sel + ((i0 + r) * hq + h) * n_sel;
-                    if (r + 1 < nb) /* the next query's rows are scattered over a memory far larger than the caches:
-                                       ask for them now, so their misses overlap this query's work */
-                        prefetch_rows(mk, mv, sel + ((i0 + r + 1) * hq + h) * n_sel, n_sel, row_bytes);
                     for (int64_t t0 = 0; t0 < n_sel; t0 += TILE) {
                         int64_t cnt = 0, lim = n_sel - t0 < TILE ? n_sel - t0 : TILE;
                         for (int64_t j = 0; j < lim; j++) {
