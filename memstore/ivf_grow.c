@@ -101,7 +101,6 @@ void ivf_grow_free(ivf_grow *g) {
     free(g);
 }
 
-int ivf_grow_trained(const ivf_grow *g) { return g->nlist > 0; }
 
 /* Before training: rows [g->ntotal, n) into the one exact list. */
 static int hold(ivf_grow *g, const void *keys, size_t n, char *err, size_t errlen) {
@@ -113,7 +112,6 @@ static int hold(ivf_grow *g, const void *keys, size_t n, char *err, size_t errle
         }
     return 0;
 }
-int ivf_grow_nlist(const ivf_grow *g) { return g->nlist; }
 
 static int list_push(ivf_list *l, const char *row, uint32_t id, int d, size_t esz) {
     if (l->n == l->cap) {
@@ -284,42 +282,41 @@ static inline float cand_score(cand c) {
 static inline int64_t cand_id(cand c) { return (int64_t)(UINT32_MAX - (uint32_t)c); }
 static inline void cand_swap(cand *a, cand *b) { cand t = *a; *a = *b; *b = t; }
 
+/* One quicksort step on c[lo..hi), hi - lo >= 2: a median-of-three pivot ends at the returned index p, with
+ * c[lo..p) larger and c(p..hi) not larger. Lomuto without a branch: [store, i) holds rows <= pivot. */
+static size_t partition_desc(cand *c, size_t lo, size_t hi) {
+    size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+    if (c[mid] > c[lo]) cand_swap(&c[mid], &c[lo]);
+    if (c[last] > c[lo]) cand_swap(&c[last], &c[lo]);
+    if (c[mid] > c[last]) cand_swap(&c[mid], &c[last]);
+    cand pv = c[last];
+    size_t store = lo;
+    for (size_t i = lo; i < last; i++) {
+        cand v = c[i];
+        c[i] = c[store], c[store] = v;
+        store += v > pv;
+    }
+    cand_swap(&c[last], &c[store]);
+    return store;
+}
+
 /* Reorders c[0..n) so that its k best (largest) come first, in any order: quickselect, O(n). */
 static void select_best(cand *c, size_t n, size_t k) {
     size_t lo = 0, hi = n; /* the k-th best lies in [lo, hi) */
     while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        if (c[mid] > c[lo]) cand_swap(&c[mid], &c[lo]); /* median of three, moved to the end */
-        if (c[last] > c[lo]) cand_swap(&c[last], &c[lo]);
-        if (c[mid] > c[last]) cand_swap(&c[mid], &c[last]);
-        cand pv = c[last];
-        size_t store = lo;
-        for (size_t i = lo; i < last; i++) { /* Lomuto without a branch: [store, i) holds rows <= pivot */
-            cand v = c[i];
-            c[i] = c[store], c[store] = v;
-            store += v > pv;
-        }
-        cand_swap(&c[last], &c[store]); /* c[lo..store) > pivot, pivot at store */
-        if (store == k || store + 1 == k) return;
-        if (store > k) hi = store;
-        else lo = store + 1;
+        size_t p = partition_desc(c, lo, hi);
+        if (p == k || p + 1 == k) return;
+        if (p > k) hi = p;
+        else lo = p + 1;
     }
 }
 
 /* Sorts c[0..n) largest first (n <= k: a few hundred). */
 static void sort_desc(cand *c, size_t n) {
     while (n > 16) {
-        size_t mid = n / 2, last = n - 1;
-        if (c[mid] > c[0]) cand_swap(&c[mid], &c[0]);
-        if (c[last] > c[0]) cand_swap(&c[last], &c[0]);
-        if (c[mid] > c[last]) cand_swap(&c[mid], &c[last]);
-        cand pv = c[last];
-        size_t store = 0;
-        for (size_t i = 0; i < last; i++)
-            if (c[i] > pv) cand_swap(&c[i], &c[store++]);
-        cand_swap(&c[last], &c[store]);
-        sort_desc(c + store + 1, n - store - 1); /* recurse on one side, loop on the other */
-        n = store;
+        size_t p = partition_desc(c, 0, n);
+        sort_desc(c + p + 1, n - p - 1); /* recurse on one side, loop on the other */
+        n = p;
     }
     for (size_t i = 1; i < n; i++) { /* insertion sort of the last few */
         cand v = c[i];

@@ -31,8 +31,6 @@ void ivf_grow_reset(ivf_grow *g);                                        /* forg
 /* The store now holds n_total rows, keys [n_total][d] in dt (the store's own buffer): index the new ones,
  * retraining first when n_total reaches the next T(c). 0, or -1 with a message. */
 int ivf_grow_add(ivf_grow *g, const void *keys, size_t n_total, char *err, size_t errlen);
-int ivf_grow_trained(const ivf_grow *g); /* cells exist (else searches are exact scans) */
-int ivf_grow_nlist(const ivf_grow *g);
 
 /* Top-k of nq queries (row stride ldq) over the nprobe best cells, or over every row before training; same
  * output contract as mem_store_search. */

@@ -29,6 +29,7 @@ typedef struct {
     session_store *sessions;
     metrics *mx;
     chat_template tmpl;
+    mnemo_mem_index mem_index; /* --mem-index, parsed */
     char alias[256];
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */

@@ -94,10 +94,8 @@ static int load(server_app *app) {
         if (rc < 0) log_line("warning: %s; using llama2 (choose with --chat-template)", why);
         if (rc <= 0) app->tmpl = TMPL_LLAMA2;
     }
-    mnemo_mem_index mem_index = MNEMO_MEM_INDEX_FLAT;
-    mnemo_mem_index_parse(o->mem_index, &mem_index); /* (checked in main) */
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
-                       .mem_knn = o->mem_knn, .mem_index = mem_index};
+                       .mem_knn = o->mem_knn, .mem_index = app->mem_index};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -108,7 +106,7 @@ static int load(server_app *app) {
     }
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
-                           .mem_knn = o->mem_knn, .mem_index = mem_index};
+                           .mem_knn = o->mem_knn, .mem_index = app->mem_index};
     app->sessions = sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);
@@ -172,8 +170,7 @@ int main(int argc, char **argv) {
                 o->chat_template);
         return 2;
     }
-    mnemo_mem_index mem_index;
-    if (mnemo_mem_index_parse(o->mem_index, &mem_index) != MNEMO_OK) {
+    if (mnemo_mem_index_parse(o->mem_index, &app.mem_index) != MNEMO_OK) {
         fprintf(stderr, "mnemo-server: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
                 o->mem_index);
         return 2;
