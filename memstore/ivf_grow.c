@@ -3,11 +3,14 @@
  *
  * Hot loop: score_block_* — one query against 16 rows stored transposed ([d][16] per block), widened from the
  * storage dtype in registers: d FMAs per 16 rows, no horizontal sums. A query keeps the rows that beat its
- * running k-th best score in a 2k buffer, cut back by quickselect when full; the final k are sorted.
+ * running k-th best score in a 2k buffer, cut back by quickselect when full; the final k are sorted. A batch of
+ * queries is scanned cell by cell (its (query, cell) pairs bucketed by cell), so each list comes from memory once
+ * per batch: per query the scan would stream nprobe lists from DRAM once the lists outgrow the caches.
  */
 #include "ivf_grow.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +265,36 @@ SCORE_BLOCK(score_block_f32, ld_f32, 4)
 SCORE_BLOCK(score_block_bf16, ld_bf16, 2)
 SCORE_BLOCK(score_block_f16, ld_f16, 2)
 
+/* QB queries against one block: each row of the block is loaded and widened once for all of them. */
+#define QB 8
+typedef void (*scoreq_fn)(float *out, const float *const *q, const char *blk, int d);
+#ifdef __AVX512F__
+#define SCORE_BLOCKQ(NAME, LOAD, ESZ)                                                                             \
+    static void NAME(float *out, const float *const *q, const char *blk, int d) {                                \
+        __m512 a[QB];                                                                                              \
+        for (int u = 0; u < QB; u++) a[u] = _mm512_setzero_ps();                                                   \
+        for (int j = 0; j < d; j++) {                                                                              \
+            __m512 w = LOAD(blk + (size_t)j * BLK * ESZ);                                                          \
+            for (int u = 0; u < QB; u++) a[u] = _mm512_fmadd_ps(_mm512_set1_ps(q[u][j]), w, a[u]);                 \
+        }                                                                                                          \
+        for (int u = 0; u < QB; u++) _mm512_storeu_ps(out + u * BLK, a[u]);                                        \
+    }
+#else
+#define SCORE_BLOCKQ(NAME, LOAD, ESZ)                                                                             \
+    static void NAME(float *out, const float *const *q, const char *blk, int d) {                                \
+        for (int u = 0; u < QB; u++)                                                                               \
+            for (int l = 0; l < BLK; l++) out[u * BLK + l] = 0.f;                                                  \
+        for (int j = 0; j < d; j++)                                                                                \
+            for (int l = 0; l < BLK; l++) {                                                                        \
+                float w = LOAD(blk + ((size_t)j * BLK + (size_t)l) * ESZ);                                         \
+                for (int u = 0; u < QB; u++) out[u * BLK + l] += q[u][j] * w;                                      \
+            }                                                                                                      \
+    }
+#endif
+SCORE_BLOCKQ(scoreq_block_f32, ld_f32, 4)
+SCORE_BLOCKQ(scoreq_block_bf16, ld_bf16, 2)
+SCORE_BLOCKQ(scoreq_block_f16, ld_f16, 2)
+
 /* A scored row as one integer that sorts like topk_better (higher score first, ties to the lower id): the score's
  * bits mapped to an order-preserving uint32 above (UINT32_MAX - id). Selection then compares integers only. */
 typedef uint64_t cand;
@@ -343,44 +376,92 @@ static void acc_cut(topk_acc *a) {
     a->m = a->k;
 }
 
-/* The hot loop: every row of one list scored, the promising ones kept. */
-static void scan_list(const ivf_grow *g, score_fn score, const float *q, const ivf_list *l, topk_acc *a) {
-    float sc[BLK];
-    size_t blk_bytes = (size_t)g->d * BLK * g->esz;
+/* Keeps the rows of one scored block that beat the query's running k-th best. */
+static inline void acc_take(topk_acc *a, const float *sc, const uint32_t *ids, size_t lanes) {
+#ifdef __AVX512F__
+    __mmask16 keep = _mm512_cmp_ps_mask(_mm512_loadu_ps(sc), _mm512_set1_ps(a->thr), _CMP_GE_OQ) &
+                     (__mmask16)((1u << lanes) - 1u); /* most blocks: none */
+    for (; keep; keep &= (__mmask16)(keep - 1)) {
+        int t = __builtin_ctz(keep);
+        a->buf[a->m++] = cand_make(sc[t], ids[t]);
+    }
+#else
+    for (size_t t = 0; t < lanes; t++)
+        if (sc[t] >= a->thr) a->buf[a->m++] = cand_make(sc[t], ids[t]);
+#endif
+    if (a->m >= 2 * a->k) acc_cut(a);
+}
+
+/* The hot loop: every 16-row block of one list scored against each query that probes the list, QB queries per
+ * pass — the block is read from memory once and widened once per QB queries. */
+static void scan_list(const ivf_grow *g, score_fn score, scoreq_fn scoreq, const float *qp, const uint32_t *who,
+                      size_t nwho, const ivf_list *l, topk_acc *accs) {
+    float sc[QB * BLK];
+    size_t blk_bytes = (size_t)g->d * BLK * g->esz, d = (size_t)g->d;
     for (size_t b = 0; b * BLK < l->n; b++) {
-        score(sc, q, (const char *)l->codes + b * blk_bytes, g->d);
+        const char *blk = (const char *)l->codes + b * blk_bytes;
         size_t lanes = l->n - b * BLK < BLK ? l->n - b * BLK : BLK;
         const uint32_t *ids = l->ids + b * BLK;
-#ifdef __AVX512F__
-        __mmask16 keep = _mm512_cmp_ps_mask(_mm512_loadu_ps(sc), _mm512_set1_ps(a->thr), _CMP_GE_OQ) &
-                         (__mmask16)((1u << lanes) - 1u); /* most blocks: none */
-        for (; keep; keep &= (__mmask16)(keep - 1)) {
-            int t = __builtin_ctz(keep);
-            a->buf[a->m++] = cand_make(sc[t], ids[t]);
+        size_t w = 0;
+        for (; w + QB <= nwho; w += QB) {
+            const float *qs[QB];
+            for (int u = 0; u < QB; u++) qs[u] = qp + who[w + u] * d;
+            scoreq(sc, qs, blk, g->d);
+            for (int u = 0; u < QB; u++) acc_take(&accs[who[w + u]], sc + u * BLK, ids, lanes);
         }
-#else
-        for (size_t t = 0; t < lanes; t++)
-            if (sc[t] >= a->thr) a->buf[a->m++] = cand_make(sc[t], ids[t]);
-#endif
-        if (a->m >= 2 * a->k) acc_cut(a);
+        for (; w < nwho; w++) {
+            score(sc, qp + who[w] * d, blk, g->d);
+            acc_take(&accs[who[w]], sc, ids, lanes);
+        }
     }
 }
 
-/* One query over its probed cells (or, untrained, over every row), best first into ids/scores. */
-static void scan_query(const ivf_grow *g, score_fn score, const float *q, const idx_t *cells, int np, int k,
-                       cand *buf, int64_t *ids, float *scores) {
-    topk_acc a = {buf, 0, (size_t)k, -INFINITY};
-    if (!g->nlist) scan_list(g, score, q, &g->pending, &a);
-    for (int p = 0; p < np; p++)
-        if (cells[p] >= 0 && cells[p] < g->nlist) /* FAISS pads missing cells with -1 */
-            scan_list(g, score, q, &g->lists[cells[p]], &a);
-    size_t m = a.m < (size_t)k ? a.m : (size_t)k;
-    if (a.m > m) select_best(buf, a.m, m);
-    sort_desc(buf, m);
-    for (size_t i = 0; i < (size_t)k; i++) {
-        ids[i] = i < m ? cand_id(buf[i]) : -1;
-        scores[i] = i < m ? cand_score(buf[i]) : -INFINITY;
+/* A query's k best, best first, into ids/scores (-1 / -inf past the rows it saw). */
+static void acc_finish(topk_acc *a, int64_t *ids, float *scores) {
+    size_t k = a->k, m = a->m < k ? a->m : k;
+    if (a->m > m) select_best(a->buf, a->m, m);
+    sort_desc(a->buf, m);
+    for (size_t i = 0; i < k; i++) {
+        ids[i] = i < m ? cand_id(a->buf[i]) : -1;
+        scores[i] = i < m ? cand_score(a->buf[i]) : -INFINITY;
     }
+}
+
+/* Queries [q0, q1) over their probed cells (or, untrained, over every row), cell by cell: the (query, cell)
+ * pairs are bucketed by cell first, so a batch reads each list once however many of its queries probe it. */
+static int scan_queries(const ivf_grow *g, score_fn score, scoreq_fn scoreq, const float *qp, const idx_t *cells,
+                        int np, int k, size_t q0, size_t q1, int64_t *ids, float *scores) {
+    size_t nq = q1 - q0, nc = g->nlist ? (size_t)g->nlist : 1, npairs = g->nlist ? nq * (size_t)np : nq;
+    size_t *start = calloc(nc + 1, sizeof *start);
+    uint32_t *who = malloc((npairs + 1) * sizeof *who);
+    topk_acc *accs = malloc(nq * sizeof *accs);
+    cand *bufs = malloc(nq * (2 * (size_t)k + BLK) * sizeof *bufs);
+    int rc = start && who && accs && bufs ? 0 : -1;
+    if (rc == 0) {
+        for (size_t i = 0; i < nq; i++)
+            accs[i] = (topk_acc){bufs + i * (2 * (size_t)k + BLK), 0, (size_t)k, -INFINITY};
+        if (!g->nlist) { /* one exact list */
+            for (size_t i = 0; i < nq; i++) who[i] = (uint32_t)i;
+            scan_list(g, score, scoreq, qp + q0 * (size_t)g->d, who, nq, &g->pending, accs);
+        } else {
+            const idx_t *cq = cells + q0 * (size_t)np;
+            for (size_t p = 0; p < nq * (size_t)np; p++) /* FAISS pads missing cells with -1 */
+                if (cq[p] >= 0 && cq[p] < g->nlist) start[cq[p] + 1]++;
+            for (size_t c = 0; c < nc; c++) start[c + 1] += start[c];
+            for (size_t p = 0; p < nq * (size_t)np; p++)
+                if (cq[p] >= 0 && cq[p] < g->nlist) who[start[cq[p]]++] = (uint32_t)(p / (size_t)np);
+            for (size_t c = nc; c > 0; c--) start[c] = start[c - 1]; /* back to bucket starts */
+            start[0] = 0;
+            for (size_t c = 0; c < nc; c++)
+                if (start[c + 1] > start[c])
+                    scan_list(g, score, scoreq, qp + q0 * (size_t)g->d, who + start[c], start[c + 1] - start[c],
+                              &g->lists[c], accs);
+        }
+        for (size_t i = 0; i < nq; i++)
+            acc_finish(&accs[i], ids + (q0 + i) * (size_t)k, scores + (q0 + i) * (size_t)k);
+    }
+    free(start), free(who), free(accs), free(bufs);
+    return rc;
 }
 
 int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, int k, int64_t *ids, float *scores,
@@ -401,18 +482,18 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
         rc = -1;
         goto done;
     }
-    score_fn score = g->dt == MEM_DTYPE_F32 ? score_block_f32 : g->dt == MEM_DTYPE_BF16 ? score_block_bf16 : score_block_f16;
+    score_fn score = g->dt == MEM_DTYPE_F32    ? score_block_f32
+                     : g->dt == MEM_DTYPE_BF16 ? score_block_bf16
+                                               : score_block_f16;
+    scoreq_fn scoreq = g->dt == MEM_DTYPE_F32    ? scoreq_block_f32
+                       : g->dt == MEM_DTYPE_BF16 ? scoreq_block_bf16
+                                                 : scoreq_block_f16;
     int oom = 0;
 #pragma omp parallel reduction(| : oom)
-    {
-        cand *buf = malloc((2 * (size_t)k + BLK) * sizeof *buf);
-        if (!buf) oom = 1;
-#pragma omp for schedule(dynamic, 8)
-        for (size_t i = 0; i < nq; i++)
-            if (buf)
-                scan_query(g, score, qp + i * d, cells + i * (size_t)np, np, k, buf, ids + i * (size_t)k,
-                           scores + i * (size_t)k);
-        free(buf);
+    { /* each thread its own contiguous run of queries: their lists are shared, their accumulators are not */
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t q0 = nq * t / nt, q1 = nq * (t + 1) / nt;
+        if (q1 > q0 && scan_queries(g, score, scoreq, qp, cells, np, k, q0, q1, ids, scores) != 0) oom = 1;
     }
     if (oom) {
         snprintf(err, errlen, "out of memory in search");
