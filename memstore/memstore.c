@@ -293,30 +293,17 @@ void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, siz
     free(hi);
 }
 
-#define BF_TILE 1024
-
-/* Brute force over a head's stored rows, widened a tile at a time. */
+/* Exact search over a head's stored rows: the kernels' topk_ip op (CPU), keys widened from the store's dtype
+ * tile by tile inside it. Same order as every other path (higher score, ties to the lower id). */
 static int search_brute(mem_store *s, int head, size_t nq, const float *q, size_t ldq, int k, int64_t *ids,
                         float *scores) {
-    float *tile = malloc((size_t)BF_TILE * (size_t)s->hd * sizeof(float)), *hs = malloc(nq * (size_t)k * 4);
-    int64_t *hi = malloc(nq * (size_t)k * 8);
-    int *cnt = calloc(nq, sizeof *cnt);
-    if (!tile || !hs || !hi || !cnt) {
-        free(tile), free(hs), free(hi), free(cnt);
-        set_err(s, "out of memory in search");
+    kern_dtype dt = s->p.dtype == MEM_DTYPE_F32 ? KERN_F32 : s->p.dtype == MEM_DTYPE_F16 ? KERN_F16 : KERN_BF16;
+    int rc = kern_cpu_backend()->topk_ip(NULL, ids, scores, k, q, (int64_t)nq, (int64_t)ldq, s->k[head], dt,
+                                         (int64_t)s->size, s->hd, k);
+    if (rc != KERN_OK) {
+        set_err(s, rc == KERN_ENOMEM ? "out of memory in search" : "search: kernel error %d", rc);
         return -1;
     }
-    for (size_t t0 = 0; t0 < s->size; t0 += BF_TILE) {
-        size_t nt = s->size - t0 < BF_TILE ? s->size - t0 : BF_TILE;
-        mem_store_read_keys(s, head, t0, nt, tile);
-        for (size_t i = 0; i < nq; i++)
-            for (size_t j = 0; j < nt; j++)
-                topk_push(hs + i * (size_t)k, hi + i * (size_t)k, &cnt[i], k,
-                          dot(q + i * ldq, tile + j * (size_t)s->hd, s->hd), (int64_t)(t0 + j));
-    }
-    for (size_t i = 0; i < nq; i++)
-        topk_out(hs + i * (size_t)k, hi + i * (size_t)k, cnt[i], k, ids + i * (size_t)k, scores + i * (size_t)k);
-    free(tile), free(hs), free(hi), free(cnt);
     return 0;
 }
 

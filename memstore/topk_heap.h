@@ -1,6 +1,7 @@
 /*
- * topk_heap.h — the k best (score, id) pairs of a stream, shared by memstore's searches (brute force, IVF-grow).
- * A min-heap whose root is the worst pair kept; ties go to the lower id, so every search orders equal scores alike.
+ * topk_heap.h — the k best (score, id) pairs of a stream, for mem_topk_bruteforce, the scalar reference search the
+ * tests check every index against (kept independent of the kernels' topk_ip op, which the exact store search
+ * uses). A min-heap whose root is the worst pair kept; ties go to the lower id, as every search orders them.
  */
 #ifndef MNEMO_TOPK_HEAP_H
 #define MNEMO_TOPK_HEAP_H
