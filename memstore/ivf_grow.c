@@ -1,7 +1,7 @@
 /*
  * ivf_grow.c — the growing inverted-file index; design and growth rule in ivf_grow.h.
  *
- * Hot loop: score_block_* — one query against 16 rows stored transposed ([d][16] per block), widened from the
+ * Hot loop: scoreq_block_* — QB queries against 16 rows stored transposed ([d][16] per block), widened from the
  * storage dtype in registers: d FMAs per 16 rows, no horizontal sums. A query keeps the rows that beat its
  * running k-th best score in a 2k buffer, cut back by quickselect when full; the final k are sorted. A batch of
  * queries is scanned cell by cell (its (query, cell) pairs bucketed by cell), so each list comes from memory once
@@ -229,71 +229,62 @@ int ivf_grow_add(ivf_grow *g, const void *keys, size_t n_total, char *err, size_
 
 /* ---------------------------------------------------------------- search */
 
-typedef void (*score_fn)(float *out, const float *q, const char *blk, int d);
-
+/* One lane group of a block, widened to fp32 (AVX-512: 16 lanes at once). */
 #ifdef __AVX512F__
 static inline __m512 ld_f32(const char *p) { return _mm512_loadu_ps((const float *)p); }
 static inline __m512 ld_bf16(const char *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
 static inline __m512 ld_f16(const char *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-#define SCORE_BLOCK(NAME, LOAD, ESZ)                                                                              \
-    static void NAME(float *out, const float *q, const char *blk, int d) {                                         \
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
-        int j = 0;                                                                                                 \
-        for (; j + 4 <= d; j += 4) {                                                                               \
-            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[j]), LOAD(blk + (size_t)j * BLK * ESZ), a0);                     \
-            a1 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 1]), LOAD(blk + (size_t)(j + 1) * BLK * ESZ), a1);           \
-            a2 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 2]), LOAD(blk + (size_t)(j + 2) * BLK * ESZ), a2);           \
-            a3 = _mm512_fmadd_ps(_mm512_set1_ps(q[j + 3]), LOAD(blk + (size_t)(j + 3) * BLK * ESZ), a3);           \
-        }                                                                                                          \
-        for (; j < d; j++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[j]), LOAD(blk + (size_t)j * BLK * ESZ), a0);      \
-        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));                       \
-    }
 #else
-#define SCORE_BLOCK(NAME, LOAD, ESZ)                                                                              \
-    static void NAME(float *out, const float *q, const char *blk, int d) {                                         \
-        for (int l = 0; l < BLK; l++) out[l] = 0.f;                                                                \
-        for (int j = 0; j < d; j++)                                                                                \
-            for (int l = 0; l < BLK; l++) out[l] += q[j] * LOAD(blk + ((size_t)j * BLK + (size_t)l) * ESZ);        \
-    }
 static inline float ld_f32(const char *p) { float f; memcpy(&f, p, 4); return f; }
 static inline float ld_bf16(const char *p) { uint16_t h; memcpy(&h, p, 2); return kern_bf16_to_f32(h); }
 static inline float ld_f16(const char *p) { uint16_t h; memcpy(&h, p, 2); return kern_f16_to_f32(h); }
 #endif
-SCORE_BLOCK(score_block_f32, ld_f32, 4)
-SCORE_BLOCK(score_block_bf16, ld_bf16, 2)
-SCORE_BLOCK(score_block_f16, ld_f16, 2)
 
-/* QB queries against one block: each row of the block is loaded and widened once for all of them. */
-#define QB 8
+/* NQ queries against one block: each row of the block is loaded and widened once for all of them. Every score is
+ * summed the same way (four partial chains over j mod 4, then (0+1)+(2+3)) whichever kernel computed it, so a
+ * query scores the same alone or in a batch; four chains also hide the FMA latency when NQ is 1. */
+#define QB 4
 typedef void (*scoreq_fn)(float *out, const float *const *q, const char *blk, int d);
 #ifdef __AVX512F__
-#define SCORE_BLOCKQ(NAME, LOAD, ESZ)                                                                             \
+#define SCORE_BLOCKQ(NAME, LOAD, ESZ, NQ)                                                                         \
     static void NAME(float *out, const float *const *q, const char *blk, int d) {                                \
-        __m512 a[QB];                                                                                              \
-        for (int u = 0; u < QB; u++) a[u] = _mm512_setzero_ps();                                                   \
-        for (int j = 0; j < d; j++) {                                                                              \
+        __m512 a[NQ][4];                                                                                           \
+        for (int u = 0; u < NQ; u++) a[u][0] = a[u][1] = a[u][2] = a[u][3] = _mm512_setzero_ps();                  \
+        int j = 0;                                                                                                 \
+        for (; j + 4 <= d; j += 4)                                                                                 \
+            for (int c = 0; c < 4; c++) {                                                                          \
+                __m512 w = LOAD(blk + (size_t)(j + c) * BLK * ESZ);                                                \
+                for (int u = 0; u < NQ; u++) a[u][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[u][j + c]), w, a[u][c]);   \
+            }                                                                                                      \
+        for (; j < d; j++) {                                                                                       \
             __m512 w = LOAD(blk + (size_t)j * BLK * ESZ);                                                          \
-            for (int u = 0; u < QB; u++) a[u] = _mm512_fmadd_ps(_mm512_set1_ps(q[u][j]), w, a[u]);                 \
+            for (int u = 0; u < NQ; u++) a[u][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[u][j]), w, a[u][0]);           \
         }                                                                                                          \
-        for (int u = 0; u < QB; u++) _mm512_storeu_ps(out + u * BLK, a[u]);                                        \
+        for (int u = 0; u < NQ; u++)                                                                               \
+            _mm512_storeu_ps(out + u * BLK,                                                                        \
+                             _mm512_add_ps(_mm512_add_ps(a[u][0], a[u][1]), _mm512_add_ps(a[u][2], a[u][3])));     \
     }
 #else
-#define SCORE_BLOCKQ(NAME, LOAD, ESZ)                                                                             \
+#define SCORE_BLOCKQ(NAME, LOAD, ESZ, NQ)                                                                         \
     static void NAME(float *out, const float *const *q, const char *blk, int d) {                                \
-        for (int u = 0; u < QB; u++)                                                                               \
-            for (int l = 0; l < BLK; l++) out[u * BLK + l] = 0.f;                                                  \
-        for (int j = 0; j < d; j++)                                                                                \
+        int d4 = d / 4 * 4;                                                                                        \
+        for (int u = 0; u < NQ; u++)                                                                               \
             for (int l = 0; l < BLK; l++) {                                                                        \
-                float w = LOAD(blk + ((size_t)j * BLK + (size_t)l) * ESZ);                                         \
-                for (int u = 0; u < QB; u++) out[u * BLK + l] += q[u][j] * w;                                      \
+                float a[4] = {0.f, 0.f, 0.f, 0.f};                                                                 \
+                for (int j = 0; j < d; j++)                                                                        \
+                    a[j < d4 ? j % 4 : 0] += q[u][j] * LOAD(blk + ((size_t)j * BLK + (size_t)l) * ESZ);            \
+                out[u * BLK + l] = (a[0] + a[1]) + (a[2] + a[3]);                                                  \
             }                                                                                                      \
     }
 #endif
-SCORE_BLOCKQ(scoreq_block_f32, ld_f32, 4)
-SCORE_BLOCKQ(scoreq_block_bf16, ld_bf16, 2)
-SCORE_BLOCKQ(scoreq_block_f16, ld_f16, 2)
+SCORE_BLOCKQ(scoreq_block_f32, ld_f32, 4, QB)
+SCORE_BLOCKQ(scoreq_block_bf16, ld_bf16, 2, QB)
+SCORE_BLOCKQ(scoreq_block_f16, ld_f16, 2, QB)
+SCORE_BLOCKQ(score1_block_f32, ld_f32, 4, 1)
+SCORE_BLOCKQ(score1_block_bf16, ld_bf16, 2, 1)
+SCORE_BLOCKQ(score1_block_f16, ld_f16, 2, 1)
 
 /* A scored row as one integer that sorts like topk_better (higher score first, ties to the lower id): the score's
  * bits mapped to an order-preserving uint32 above (UINT32_MAX - id). Selection then compares integers only. */
@@ -394,7 +385,7 @@ static inline void acc_take(topk_acc *a, const float *sc, const uint32_t *ids, s
 
 /* The hot loop: every 16-row block of one list scored against each query that probes the list, QB queries per
  * pass — the block is read from memory once and widened once per QB queries. */
-static void scan_list(const ivf_grow *g, score_fn score, scoreq_fn scoreq, const float *qp, const uint32_t *who,
+static void scan_list(const ivf_grow *g, scoreq_fn scoreq, scoreq_fn score1, const float *qp, const uint32_t *who,
                       size_t nwho, const ivf_list *l, topk_acc *accs) {
     float sc[QB * BLK];
     size_t blk_bytes = (size_t)g->d * BLK * g->esz, d = (size_t)g->d;
@@ -410,7 +401,8 @@ static void scan_list(const ivf_grow *g, score_fn score, scoreq_fn scoreq, const
             for (int u = 0; u < QB; u++) acc_take(&accs[who[w + u]], sc + u * BLK, ids, lanes);
         }
         for (; w < nwho; w++) {
-            score(sc, qp + who[w] * d, blk, g->d);
+            const float *q1 = qp + who[w] * d;
+            score1(sc, &q1, blk, g->d);
             acc_take(&accs[who[w]], sc, ids, lanes);
         }
     }
@@ -429,7 +421,7 @@ static void acc_finish(topk_acc *a, int64_t *ids, float *scores) {
 
 /* Queries [q0, q1) over their probed cells (or, untrained, over every row), cell by cell: the (query, cell)
  * pairs are bucketed by cell first, so a batch reads each list once however many of its queries probe it. */
-static int scan_queries(const ivf_grow *g, score_fn score, scoreq_fn scoreq, const float *qp, const idx_t *cells,
+static int scan_queries(const ivf_grow *g, scoreq_fn scoreq, scoreq_fn score1, const float *qp, const idx_t *cells,
                         int np, int k, size_t q0, size_t q1, int64_t *ids, float *scores) {
     size_t nq = q1 - q0, nc = g->nlist ? (size_t)g->nlist : 1, npairs = g->nlist ? nq * (size_t)np : nq;
     size_t *start = calloc(nc + 1, sizeof *start);
@@ -442,7 +434,7 @@ static int scan_queries(const ivf_grow *g, score_fn score, scoreq_fn scoreq, con
             accs[i] = (topk_acc){bufs + i * (2 * (size_t)k + BLK), 0, (size_t)k, -INFINITY};
         if (!g->nlist) { /* one exact list */
             for (size_t i = 0; i < nq; i++) who[i] = (uint32_t)i;
-            scan_list(g, score, scoreq, qp + q0 * (size_t)g->d, who, nq, &g->pending, accs);
+            scan_list(g, scoreq, score1, qp + q0 * (size_t)g->d, who, nq, &g->pending, accs);
         } else {
             const idx_t *cq = cells + q0 * (size_t)np;
             for (size_t p = 0; p < nq * (size_t)np; p++) /* FAISS pads missing cells with -1 */
@@ -454,7 +446,7 @@ static int scan_queries(const ivf_grow *g, score_fn score, scoreq_fn scoreq, con
             start[0] = 0;
             for (size_t c = 0; c < nc; c++)
                 if (start[c + 1] > start[c])
-                    scan_list(g, score, scoreq, qp + q0 * (size_t)g->d, who + start[c], start[c + 1] - start[c],
+                    scan_list(g, scoreq, score1, qp + q0 * (size_t)g->d, who + start[c], start[c + 1] - start[c],
                               &g->lists[c], accs);
         }
         for (size_t i = 0; i < nq; i++)
@@ -482,18 +474,18 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
         rc = -1;
         goto done;
     }
-    score_fn score = g->dt == MEM_DTYPE_F32    ? score_block_f32
-                     : g->dt == MEM_DTYPE_BF16 ? score_block_bf16
-                                               : score_block_f16;
     scoreq_fn scoreq = g->dt == MEM_DTYPE_F32    ? scoreq_block_f32
                        : g->dt == MEM_DTYPE_BF16 ? scoreq_block_bf16
                                                  : scoreq_block_f16;
+    scoreq_fn score1 = g->dt == MEM_DTYPE_F32    ? score1_block_f32
+                       : g->dt == MEM_DTYPE_BF16 ? score1_block_bf16
+                                                 : score1_block_f16;
     int oom = 0;
 #pragma omp parallel reduction(| : oom)
     { /* each thread its own contiguous run of queries: their lists are shared, their accumulators are not */
         size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
         size_t q0 = nq * t / nt, q1 = nq * (t + 1) / nt;
-        if (q1 > q0 && scan_queries(g, score, scoreq, qp, cells, np, k, q0, q1, ids, scores) != 0) oom = 1;
+        if (q1 > q0 && scan_queries(g, scoreq, score1, qp, cells, np, k, q0, q1, ids, scores) != 0) oom = 1;
     }
     if (oom) {
         snprintf(err, errlen, "out of memory in search");

@@ -268,6 +268,19 @@ static void test_ivf_grow(void) {
         for (int q = 0; q < 10; q++) same &= ia[q * k] >= 0;
     }
     CHECK(same, "one append == 777-row appends: same ids");
+
+    /* A batch is scanned cell by cell (8 queries per block pass, per-thread query ranges): every query must get
+     * exactly what it gets alone, ids and scores bit for bit. (The scan guarantees it; FAISS's coarse search could
+     * in principle round a batch differently from one query at an exact tie between centroids.) */
+    enum { NB = 203 };
+    int64_t *bi = malloc(NB * k * sizeof *bi), one_i[k];
+    float *bs = malloc(NB * k * sizeof *bs), one_s[k];
+    int batch_same = bi && bs && mem_store_search(a, 1, NB, x + 5 * d + d / 2, (size_t)d, k, bi, bs) == 0;
+    for (int q = 0; batch_same && q < NB; q++)
+        batch_same = mem_store_search(a, 1, 1, x + (5 + q) * d + d / 2, (size_t)d, k, one_i, one_s) == 0 &&
+                     !memcmp(one_i, bi + q * k, sizeof one_i) && !memcmp(one_s, bs + q * k, sizeof one_s);
+    CHECK(batch_same, "IVF-grow: a batch of %d queries == each query alone", NB);
+    free(bi), free(bs);
     char path[] = "/tmp/mnemo_grow_XXXXXX", err[256] = "";
     int fd = mkstemp(path);
     close(fd);
