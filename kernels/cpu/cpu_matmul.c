@@ -84,11 +84,12 @@ static float gemv_row_bf16(const float *xp, const float *x, const uint16_t *r, i
     __m512 e[4], o[4];
     for (int u = 0; u < 4; u++) e[u] = o[u] = _mm512_setzero_ps();
     int64_t i = 0;
-#define BF16_STEP(u, off)                                                                                       \
-    do {                                                                                                        \
-        __m512i v = _mm512_loadu_si512((const void *)(r + i + (off)));                                          \
-        e[u] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_loadu_ps(xp + i + (off)), e[u]); \
-        o[u] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_loadu_ps(xp + i + (off) + 16), o[u]); \
+#define BF16_STEP(u, off)                                                                                      \
+    do {                                                                                                       \
+        __m512i v = _mm512_loadu_si512((const void *)(r + i + (off)));                                         \
+        __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), wo = _mm512_castsi512_ps(_mm512_and_si512(v, hi)); \
+        e[u] = _mm512_fmadd_ps(we, _mm512_loadu_ps(xp + i + (off)), e[u]);                                    \
+        o[u] = _mm512_fmadd_ps(wo, _mm512_loadu_ps(xp + i + (off) + 16), o[u]);                               \
     } while (0)
     for (; i + 128 <= k; i += 128) {
         BF16_STEP(0, 0);
@@ -128,7 +129,8 @@ static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, k
 #ifdef __AVX512F__
     /* m == 1 (decode): each thread gets one contiguous run of rows and reads it front to back. A single
      * sequential stream per core is what the hardware prefetchers follow best: measured on the developers'
-     * machines it reads at the read-only copy rate, where interleaving 4-8 row streams lost 20-40%. */
+     * machine (2026-11-23, tests/bench/RESULTS.md) it reads at the read-only rate, where 8 interleaved row
+     * streams lost 20-40%. */
     if (m == 1) {
         float *xp = dt == KERN_BF16 && k >= 32 ? kern_cpu_scratch(kc, (size_t)k) : NULL;
         if (xp) split_even_odd(xp, x, k / 32 * 32);
