@@ -24,7 +24,6 @@
 #endif
 
 #include "kernels.h" /* bf16/f16 conversions */
-#include "topk_heap.h" /* topk_better: the order every memstore search returns */
 
 #define BLK 16              /* rows per transposed block: one AVX-512 register of scores */
 #define FIRST_NLIST 128     /* cells at the first training */
@@ -286,7 +285,7 @@ SCORE_BLOCKQ(score1_block_f32, ld_f32, 4, 1)
 SCORE_BLOCKQ(score1_block_bf16, ld_bf16, 2, 1)
 SCORE_BLOCKQ(score1_block_f16, ld_f16, 2, 1)
 
-/* A scored row as one integer that sorts like topk_better (higher score first, ties to the lower id): the score's
+/* A scored row as one integer that sorts in memstore's order (higher score first, ties to the lower id): the score's
  * bits mapped to an order-preserving uint32 above (UINT32_MAX - id). Selection then compares integers only. */
 typedef uint64_t cand;
 

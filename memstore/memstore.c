@@ -17,7 +17,6 @@
 #include "kernels.h" /* fp16/bf16 conversions (round to nearest even, as torch) */
 #include "ivf_grow.h"
 #include "snapshot.h"
-#include "topk_heap.h"
 
 struct mem_store {
     int n_heads, hd;
@@ -280,17 +279,28 @@ static float dot(const float *a, const float *b, int d) {
     return s;
 }
 
+/* Best first: the higher score, or the same score and the lower id (the order every memstore search returns). */
+typedef struct { float s; int64_t id; } scored_row;
+static int scored_row_cmp(const void *a, const void *b) {
+    const scored_row *x = a, *y = b;
+    if (x->s != y->s) return x->s > y->s ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The reference: every row scored with a plain sequential dot product, then sorted — no heap, nothing shared
+ * with the searches it checks. */
 void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, size_t nq, size_t ldq, int k,
                          int64_t *ids, float *scores) {
-    float *hs = malloc((size_t)k * sizeof *hs);
-    int64_t *hi = malloc((size_t)k * sizeof *hi);
-    for (size_t i = 0; i < nq && hs && hi; i++) {
-        int cnt = 0;
-        for (size_t j = 0; j < n; j++) topk_push(hs, hi, &cnt, k, dot(q + i * ldq, keys + j * (size_t)d, d), (int64_t)j);
-        topk_out(hs, hi, cnt, k, ids + i * (size_t)k, scores + i * (size_t)k);
+    scored_row *rows = malloc((n ? n : 1) * sizeof *rows);
+    for (size_t i = 0; i < nq && rows; i++) {
+        for (size_t j = 0; j < n; j++) rows[j] = (scored_row){dot(q + i * ldq, keys + j * (size_t)d, d), (int64_t)j};
+        qsort(rows, n, sizeof *rows, scored_row_cmp);
+        for (size_t j = 0; j < (size_t)k; j++) {
+            ids[i * (size_t)k + j] = j < n ? rows[j].id : -1;
+            scores[i * (size_t)k + j] = j < n ? rows[j].s : -INFINITY;
+        }
     }
-    free(hs);
-    free(hi);
+    free(rows);
 }
 
 /* Exact search over a head's stored rows: the kernels' topk_ip op (CPU), keys widened from the store's dtype

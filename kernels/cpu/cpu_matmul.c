@@ -125,7 +125,7 @@ static float gemv_row(const float *x, const void *r, kern_dtype dt, int64_t k) {
 static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m,
                         int64_t n, int64_t k, float beta) {
     size_t es = kern_dtype_size(dt);
-    int64_t n4 = 0;
+    int64_t n_done = 0; /* output columns the m == 1 path wrote */
 #ifdef __AVX512F__
     /* m == 1 (decode): each thread gets one contiguous run of rows and reads it front to back. A single
      * sequential stream per core is what the hardware prefetchers follow best: measured on the developers'
@@ -134,7 +134,7 @@ static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, k
     if (m == 1) {
         float *xp = dt == KERN_BF16 && k >= 32 ? kern_cpu_scratch(kc, (size_t)k) : NULL;
         if (xp) split_even_odd(xp, x, k / 32 * 32);
-        n4 = n;
+        n_done = n;
 #pragma omp parallel for num_threads(kc->n_threads) schedule(static)
         for (int64_t j = 0; j < n; j++) {
             const char *r = (const char *)w + (size_t)j * (size_t)k * es;
@@ -144,7 +144,7 @@ static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, k
     }
 #endif
 #pragma omp parallel for num_threads(kc->n_threads) schedule(static)
-    for (int64_t j = n4; j < n; j++) {
+    for (int64_t j = n_done; j < n; j++) {
         float o[GEMV_MAX_ROWS];
         gemv_column(o, x, (const char *)w + (size_t)j * (size_t)k * es, dt, m, k);
         for (int64_t r = 0; r < m; r++) {

@@ -68,6 +68,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts v[0..n) and returns its median (0 when empty): v[0] and v[n-1] are then the range. */
+static double sort_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n ? v[n / 2] : 0;
+}
+
 static double sgemm_peak(int m) {
     const int shapes[][2] = {{8640, 3200}, {3200, 8640}, {3200, 3200}};
     double best = 0;
@@ -117,12 +123,12 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
         t_prefill += t / 3;
         pf_ratio[r] = bench_prefill_flops(c, n, 0) / t / sgemm_peak(n_prompt);
     }
-    qsort(pf_ratio, 3, sizeof *pf_ratio, cmp_double);
+    double pf_med = sort_median(pf_ratio, 3);
     double L = layers, prefill_rate = bench_prefill_flops(c, n, 0) / t_prefill;
 
     /* decode: one token at a time after the prompt. The memory bandwidth of a shared machine drifts by tens of
-     * percent within seconds, so every token is paired with a copy measured right after it (best of two), and
-     * the headline figure is the median of the per-token ratios. */
+     * percent within seconds, so every token is paired with a copy and a read-only pass measured right after it
+     * (best of two each), and the headline figure is the median of the per-token ratios. */
     double t_dec = 0, bytes = 0, bw_sum = 0, rd_sum = 0;
     double *ratio = malloc((size_t)n_decode * sizeof *ratio), *ratio_rd = malloc((size_t)n_decode * sizeof *ratio_rd);
     int done = 0;
@@ -140,13 +146,12 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
         ratio[i] = bi / bw / ti;
         ratio_rd[i] = bi / rd / ti;
     }
-    qsort(ratio, (size_t)done, sizeof *ratio, cmp_double);
-    qsort(ratio_rd, (size_t)done, sizeof *ratio_rd, cmp_double);
-    double med = done ? ratio[done / 2] : 0, med_rd = done ? ratio_rd[done / 2] : 0, tok_s = done / t_dec;
-    printf("%-5s layers %d  prefill %4d tok: %7.1f tok/s  %6.1f GFLOP/s = %5.1f%% of sgemm peak (median of 3; %.1f-%.1f%%) | "
-           "decode: %6.2f tok/s  %6.1f GB/s weights+KV, copy %5.1f GB/s = %5.1f%% of copy bandwidth "
-           "(median per token; range %.1f-%.1f%%); read-only %5.1f GB/s: %5.1f%%  (rc %d)\n",
-           kern_dtype_name(dt), layers, n_prompt, n / t_prefill, prefill_rate * 1e-9, 100 * pf_ratio[1], 100 * pf_ratio[0], 100 * pf_ratio[2], tok_s,
+    double med = sort_median(ratio, done), med_rd = sort_median(ratio_rd, done), tok_s = done / t_dec;
+    printf("%-5s layers %d  prefill %4d tok: %7.1f tok/s  %6.1f GFLOP/s = %5.1f%% of sgemm peak "
+           "(median of 3; %.1f-%.1f%%) | decode: %6.2f tok/s  %6.1f GB/s weights+KV, copy %5.1f GB/s = %5.1f%% of "
+           "copy bandwidth (median per token; range %.1f-%.1f%%); read-only %5.1f GB/s: %5.1f%%  (rc %d)\n",
+           kern_dtype_name(dt), layers, n_prompt, n / t_prefill, prefill_rate * 1e-9, 100 * pf_med,
+           100 * pf_ratio[0], 100 * pf_ratio[2], tok_s,
            bytes / t_dec * 1e-9, bw_sum / done * 1e-9, 100 * med, done ? 100 * ratio[0] : 0,
            done ? 100 * ratio[done - 1] : 0, rd_sum / done * 1e-9, 100 * med_rd, rc);
     free(ratio);
