@@ -159,6 +159,15 @@ void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n) {
         for (; i + 16 <= n; i += 16)
             _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
     }
+#elif defined(__AVX2__)
+    if (dt == KERN_BF16) {
+        for (; i + 8 <= n; i += 8) {
+            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    }
 #endif
     if (dt == KERN_BF16)
         for (; i < n; i++) dst[i] = kern_bf16_to_f32(s[i]);

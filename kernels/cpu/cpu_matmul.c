@@ -31,6 +31,15 @@ static inline __m512 load16_tail(const void *w, kern_dtype dt, int64_t i, __mmas
     if (dt == KERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
 }
+#define BF16_PAIR 32 /* bf16 weights per load in gemv_row_bf16 */
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __m256 load8(const void *w, kern_dtype dt, int64_t i) {
+    if (dt == KERN_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (dt == KERN_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+#define BF16_PAIR 16
 #endif
 
 static inline float weight_at(const void *w, kern_dtype dt, int64_t i) {
@@ -57,6 +66,14 @@ static void gemv_column(float *out, const float *x, const void *wrow, kern_dtype
         i = k;
     }
     for (int64_t r = 0; r < m; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[GEMV_MAX_ROWS];
+    for (int64_t r = 0; r < m; r++) acc[r] = _mm256_setzero_ps();
+    for (; i + 8 <= k; i += 8) {
+        __m256 wv = load8(wrow, dt, i);
+        for (int64_t r = 0; r < m; r++) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r]);
+    }
+    for (int64_t r = 0; r < m; r++) out[r] = kern_hsum256(acc[r]);
 #else
     for (int64_t r = 0; r < m; r++) out[r] = 0.f;
 #endif
@@ -120,20 +137,67 @@ static float gemv_row(const float *x, const void *r, kern_dtype dt, int64_t k) {
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The AVX2 forms of the three above: 8 lanes, so x is split per 16-block and a tail is summed in scalar. */
+static void split_even_odd(float *xp, const float *x, int64_t k16) {
+    for (int64_t i = 0; i < k16; i += 16)
+        for (int j = 0; j < 8; j++) {
+            xp[i + j] = x[i + 2 * j];
+            xp[i + 8 + j] = x[i + 2 * j + 1];
+        }
+}
+
+static float gemv_row_bf16(const float *xp, const float *x, const uint16_t *r, int64_t k) {
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256 e[4], o[4];
+    for (int u = 0; u < 4; u++) e[u] = o[u] = _mm256_setzero_ps();
+    int64_t i = 0;
+#define BF16_STEP(u, off)                                                                                      \
+    do {                                                                                                       \
+        __m256i v = _mm256_loadu_si256((const __m256i *)(r + i + (off)));                                      \
+        __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), wo = _mm256_castsi256_ps(_mm256_and_si256(v, hi)); \
+        e[u] = _mm256_fmadd_ps(we, _mm256_loadu_ps(xp + i + (off)), e[u]);                                    \
+        o[u] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xp + i + (off) + 8), o[u]);                                \
+    } while (0)
+    for (; i + 64 <= k; i += 64) {
+        BF16_STEP(0, 0);
+        BF16_STEP(1, 16);
+        BF16_STEP(2, 32);
+        BF16_STEP(3, 48);
+    }
+    for (; i + 16 <= k; i += 16) BF16_STEP(0, 0);
+#undef BF16_STEP
+    float s = kern_hsum256(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])),
+                                         _mm256_add_ps(_mm256_add_ps(o[0], o[1]), _mm256_add_ps(o[2], o[3]))));
+    for (; i < k; i++) s += kern_bf16_to_f32(r[i]) * x[i];
+    return s;
+}
+
+static float gemv_row(const float *x, const void *r, kern_dtype dt, int64_t k) {
+    __m256 a[4];
+    for (int u = 0; u < 4; u++) a[u] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32)
+        for (int u = 0; u < 4; u++) a[u] = _mm256_fmadd_ps(load8(r, dt, i + 8 * u), _mm256_loadu_ps(x + i + 8 * u), a[u]);
+    for (; i + 8 <= k; i += 8) a[0] = _mm256_fmadd_ps(load8(r, dt, i), _mm256_loadu_ps(x + i), a[0]);
+    float s = kern_hsum256(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+    for (; i < k; i++) s += weight_at(r, dt, i) * x[i];
+    return s;
+}
 #endif
 
 static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m,
                         int64_t n, int64_t k, float beta) {
     size_t es = kern_dtype_size(dt);
     int64_t n_done = 0; /* output columns the m == 1 path wrote */
-#ifdef __AVX512F__
+#ifdef BF16_PAIR
     /* m == 1 (decode): each thread gets one contiguous run of rows and reads it front to back. A single
      * sequential stream per core is what the hardware prefetchers follow best: measured on the developers'
      * machine (2026-11-23, tests/bench/RESULTS.md) it reads at the read-only rate, where 8 interleaved row
      * streams lost 20-40%. */
     if (m == 1) {
-        float *xp = dt == KERN_BF16 && k >= 32 ? kern_cpu_scratch(kc, (size_t)k) : NULL;
-        if (xp) split_even_odd(xp, x, k / 32 * 32);
+        float *xp = dt == KERN_BF16 && k >= BF16_PAIR ? kern_cpu_scratch(kc, (size_t)k) : NULL;
+        if (xp) split_even_odd(xp, x, k / BF16_PAIR * BF16_PAIR);
         n_done = n;
 #pragma omp parallel for num_threads(kc->n_threads) schedule(static)
         for (int64_t j = 0; j < n; j++) {
