@@ -1,18 +1,23 @@
 /*
- * ivf_grow.h — memstore's growing inverted-file index (MEM_INDEX_IVF_GROW): approximate top-k by inner product
- * whose cost per query stays near sqrt(N) rows as the memory grows, so a long prefill stays close to linear.
+ * ivf_grow.h — memstore's growing inverted-file index (MEM_INDEX_IVF_GROW): approximate top-k by inner product at a
+ * cost per query that stays bounded as the memory grows, so a long prefill stays linear in its length.
  *
- * Why not FAISS's IVF alone: its cell count is fixed at creation (the scan share of a growing memory then grows
- * with N: quadratic prefill), and Debian's FAISS is built without SIMD (its list scan runs a scalar dot
- * product, ~20x the cost per row of a BLAS scan). Here FAISS does what it does well — k-means (Clustering over an
- * IndexFlatIP) and the coarse search over the centroids (IndexFlatIP, BLAS) — and the lists hold copies of the
- * stored keys, in the store's dtype, in blocks of 16 rows transposed so one AVX-512 FMA scores 16 rows.
+ * Why not FAISS's IVF: its cell count is fixed at creation (a query then scans a share of a growing memory:
+ * quadratic prefill), and Debian's FAISS is built without SIMD (its list scan runs a scalar dot product, ~20x the
+ * cost per row of the blocked scan here). FAISS's k-means was used for training at first and dropped: at 256 cells
+ * and up its per-call overhead made retraining take longer than the scans it served (measured 2026-11-23).
  *
- * Growth: nlist c takes the values 128, 256, ... (capped by max_nlist). Cells c are trained once the memory holds
- * T(c) = max(c^2/4, 64c) rows, on a strided sample of at most 64c of the rows [0, T(c)), then every row is
- * reassigned. Training depends only on the first T(c) rows, so a store rebuilt from a snapshot, whatever the
- * append sizes were, holds the same index as the live one. Below T(first c) = 8192 rows every row sits in one
- * list that each query scans whole: exact. Rows per cell ~ sqrt(N)/2 .. sqrt(N); nprobe cells per query.
+ * Layout: cells hold copies of the stored keys, in the store's dtype, in blocks of 16 rows transposed so one
+ * AVX-512 FMA (two AVX2 FMAs) scores 16 rows. The cell centroids are grouped: a query scores the group centroids,
+ * then the cells of its GROUP_PROBES best groups, then the rows of its nprobe best cells.
+ *
+ * Growth: cells c = 128 once the memory holds 8192 rows, then c = rows / 256 at each doubling (256 cells at 65536
+ * rows, 512 at 131072, ... up to max_nlist), so a cell holds ~256-512 rows and a query scans ~nprobe x 256-512 rows
+ * whatever the length; the coarse search costs ~c/32 + 16 x 32 centroid products. Cells c are trained by
+ * spherical k-means: c/32 groups on a sample of the rows [0, T(c)), then each group's share of the sample into
+ * cells, in proportion to its size; then every row is reassigned. Training depends only on the first T(c) rows, so
+ * a store rebuilt from a snapshot, whatever the append sizes were, holds the same index as the live one. Below
+ * 8192 rows every row sits in one list that each query scans whole: exact.
  */
 #ifndef MNEMO_IVF_GROW_H
 #define MNEMO_IVF_GROW_H
@@ -36,6 +41,9 @@ int ivf_grow_add(ivf_grow *g, const void *keys, size_t n_total, char *err, size_
  * output contract as mem_store_search. */
 int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, int k, int64_t *ids, float *scores,
                     char *err, size_t errlen);
+
+/* What a query costs: cells and groups trained (0 before training), and the rows of the largest cell. */
+void ivf_grow_shape(const ivf_grow *g, int *cells, int *groups, size_t *largest_cell);
 
 size_t ivf_grow_bytes(const ivf_grow *g);                        /* centroids + lists (codes, ids, padding) */
 size_t ivf_grow_bytes_for(int d, mem_dtype dt, int max_nlist, size_t rows); /* upper bound at `rows` rows */

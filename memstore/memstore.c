@@ -31,7 +31,7 @@ struct mem_store {
 
 mem_params mem_default_params(void) {
     mem_params p = {.dtype = MEM_DTYPE_BF16, .index = MEM_INDEX_FLAT, .ivf_nlist = 256, .ivf_nprobe = 16,
-                    .hnsw_m = 32, .hnsw_ef_search = 512, .ivf_grow_max_nlist = 4096};
+                    .hnsw_m = 32, .hnsw_ef_search = 512, .ivf_grow_max_nlist = 65536};
     return p;
 }
 
@@ -104,9 +104,9 @@ mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *e
                       : mp.index == MEM_INDEX_HNSW && (mp.hnsw_m < 2 || mp.hnsw_m > 256 || mp.hnsw_ef_search < 1 ||
                                                        mp.hnsw_ef_search > 65536)
                           ? "HNSW needs 2 <= m <= 256 and 1 <= ef_search <= 65536"
-                      : mp.index == MEM_INDEX_IVF_GROW && (mp.ivf_grow_max_nlist < 1 || mp.ivf_grow_max_nlist > 65536 ||
+                      : mp.index == MEM_INDEX_IVF_GROW && (mp.ivf_grow_max_nlist < 1 || mp.ivf_grow_max_nlist > (1 << 20) ||
                                                            mp.ivf_nprobe < 1 || mp.ivf_nprobe > 65536)
-                          ? "IVF-grow needs 1 <= max nlist <= 65536 and 1 <= nprobe <= 65536"
+                          ? "IVF-grow needs 1 <= max nlist <= 1048576 and 1 <= nprobe <= 65536"
                           : NULL;
     if (bad) {
         if (err && errlen) snprintf(err, errlen, "memstore: %s", bad);

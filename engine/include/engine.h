@@ -115,7 +115,8 @@ MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_toke
 /* ---------------------------------------------------------------- context */
 /* kNN index over a LongLLaMA memory (mem_knn_k > 0): exact inner product (FAISS IndexFlatIP, the default), brute
  * force in C, or approximate: FAISS IVF (256 cells) / HNSW, or IVF_GROW, whose cell count grows with the memory
- * so a query costs ~sqrt(rows) — the one for 100K+ token prefills (recall < 1; exact below 8192 rows). */
+ * so a query costs the same at any length — the one for 100K+ token prefills (linear time; recall < 1 and falling
+ * slowly with length, see tests/bench/RESULTS.md; exact below 8192 rows). */
 typedef enum {
     MNEMO_MEM_INDEX_FLAT = 0,
     MNEMO_MEM_INDEX_BRUTE = 1,

@@ -31,10 +31,11 @@ typedef enum {
                            searches are exact brute force. */
     MEM_INDEX_HNSW,     /* FAISS HNSW<m>,Flat, inner product: approximate; weak for queries far from the keys
                            (recall@32 ~0.8 at 20K rows with efSearch 512, falling as memory grows): prefer IVF */
-    MEM_INDEX_IVF_GROW, /* approximate IVF whose cell count grows with the memory (128 cells from 8192 rows,
-                           doubling as rows quadruple, up to ivf_grow_max_nlist): FAISS k-means and coarse
-                           search, lists scanned with AVX-512 in the storage dtype; ivf_nprobe cells per query.
-                           A query costs ~sqrt(rows): the index for 100K+ token prefills. Exact below 8192 rows. */
+    MEM_INDEX_IVF_GROW, /* approximate IVF whose cell count grows with the memory (128 cells from 8192 rows, then
+                           rows/256 at each doubling, up to ivf_grow_max_nlist), with a two-level coarse search:
+                           a query costs about the same at 10K rows as at 1M, so prefill time is linear in the
+                           length. Own spherical k-means and AVX-512/AVX2 scans in the storage dtype; ivf_nprobe
+                           cells per query. The index for 100K+ token prefills. Exact below 8192 rows. */
 } mem_index_kind;
 
 typedef struct {
@@ -42,10 +43,10 @@ typedef struct {
     mem_index_kind index;
     int ivf_nlist, ivf_nprobe;   /* IVF: cells, cells visited per query */
     int hnsw_m, hnsw_ef_search;  /* HNSW: graph degree, search beam */
-    int ivf_grow_max_nlist;      /* IVF_GROW: most cells it grows to (nprobe is ivf_nprobe) */
+    int ivf_grow_max_nlist;      /* IVF_GROW: most cells it grows to, 256 rows each (nprobe is ivf_nprobe) */
 } mem_params;
 
-mem_params mem_default_params(void); /* bf16, MEM_INDEX_FLAT, IVF 256/16, HNSW 32/512, IVF_GROW up to 4096 */
+mem_params mem_default_params(void); /* bf16, MEM_INDEX_FLAT, IVF 256/16, HNSW 32/512, IVF_GROW up to 65536 cells */
 
 typedef struct mem_store mem_store;
 

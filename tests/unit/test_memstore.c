@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "ivf_grow.h"
 #include "memstore.h"
 #include "snapshot.h"
 #include "test_util.h"
@@ -244,6 +245,33 @@ static void test_ivf_grow(void) {
                    sizes[i], in ? "in-distribution queries" : "far queries", ms);
             CHECK(r >= (in ? 0.85 : 0.75), "IVF-grow recall@128 %.3f >= %.2f at %zu rows", r, in ? 0.85 : 0.75, sizes[i]);
         }
+
+    /* The cost of a query stays bounded as the memory grows: cells ~ rows / 256 from 64K rows on, one group per
+     * ~32 cells, and no cell far above the mean (k-means gone degenerate would put most rows in a few cells). */
+    {
+        const int dg = 32;
+        const size_t steps[] = {8192, 65536, 131072, 262144};
+        float *xg = clustered(262144, dg, 2000);
+        uint16_t *kg = malloc(262144 * (size_t)dg * sizeof *kg);
+        for (size_t i = 0; i < 262144 * (size_t)dg; i++) kg[i] = kern_f32_to_bf16(xg[i]);
+        ivf_grow *g = ivf_grow_new(dg, MEM_DTYPE_BF16, 16, 65536);
+        char gerr[200] = "";
+        for (int i = 0; i < 4; i++) {
+            int cells = 0, groups = 0;
+            size_t big = 0;
+            int rc = ivf_grow_add(g, kg, steps[i], gerr, sizeof gerr);
+            ivf_grow_shape(g, &cells, &groups, &big);
+            int want = steps[i] < 65536 ? 128 : (int)(steps[i] / 256);
+            printf("IVF-grow at %zu rows: %d cells in %d groups, largest cell %zu rows (mean %.0f)\n", steps[i], cells,
+                   groups, big, (double)steps[i] / cells);
+            CHECK(rc == 0 && cells >= want * 9 / 10 && cells <= want * 11 / 10 && groups >= want / 32 * 3 / 4 &&
+                      big <= 8 * steps[i] / (size_t)want,
+                  "IVF-grow at %zu rows: %d cells (want ~%d), %d groups, largest %zu: %s", steps[i], cells, want, groups,
+                  big, gerr);
+        }
+        ivf_grow_free(g);
+        free(xg), free(kg);
+    }
 
     /* The index depends on the rows only, not on how they were appended, and survives a snapshot. */
     const int d = 64, k = 16;
