@@ -26,9 +26,9 @@
 #include "kernels.h" /* bf16/f16 conversions */
 
 #define BLK 16              /* rows per transposed block: one AVX-512 register of scores */
-#define FIRST_NLIST 128     /* cells at the first training ... */
-#define FIRST_ROWS 8192     /* ... once this many rows exist; below, one exact list */
-#define ROWS_PER_CELL 256   /* later trainings: rows / 256 cells, so a cell holds ~256-512 rows until the next */
+#define FIRST_ROWS 8192     /* the first training; below, one exact list */
+#define ROWS_PER_CELL 256   /* each training: rows / 256 cells, so a cell holds ~256-512 rows until the next */
+#define FIRST_NLIST (FIRST_ROWS / ROWS_PER_CELL)
 #define CELLS_PER_GROUP 32  /* the coarse search's upper level: one group per 32 cells */
 #define GROUP_PROBES 16     /* groups whose cells a query scores: 16 x ~32 candidate cells for its nprobe */
 #define SAMPLE_PER_CELL 64  /* k-means sample: at most 64 rows per cell */
@@ -57,8 +57,9 @@ struct ivf_grow {
 
 /* Rows at which c cells are trained. */
 static size_t threshold(int c) { return c <= FIRST_NLIST ? (size_t)FIRST_ROWS : (size_t)c * ROWS_PER_CELL; }
+/* (c below FIRST_NLIST only when max_nlist is: trained at FIRST_ROWS all the same) */
 
-/* Cells the index should have at n rows: the largest c in 128, 256, ... (capped) with T(c) <= n; 0 if none. */
+/* Cells the index should have at n rows: the largest c in 32, 64, ... (capped) with T(c) <= n; 0 if none. */
 static int nlist_for(int max_nlist, size_t n) {
     int best = 0;
     for (int c = FIRST_NLIST < max_nlist ? FIRST_NLIST : max_nlist;; c *= 2) {

@@ -11,9 +11,8 @@
  * AVX-512 FMA (two AVX2 FMAs) scores 16 rows. The cell centroids are grouped: a query scores the group centroids,
  * then the cells of its GROUP_PROBES best groups, then the rows of its nprobe best cells.
  *
- * Growth: cells c = 128 once the memory holds 8192 rows, then c = rows / 256 at each doubling (256 cells at 65536
- * rows, 512 at 131072, ... up to max_nlist), so a cell holds ~256-512 rows and a query scans ~nprobe x 256-512 rows
- * whatever the length; the coarse search costs ~c/32 + 16 x 32 centroid products. Cells c are trained by
+ * Growth: c = rows / 256 cells, retrained at each doubling from 8192 rows (32 cells at 8192 rows, 64 at 16384, ...
+ * up to max_nlist), so a cell holds ~256-512 rows and a query scans ~nprobe x 256-512 rows whatever the length; the coarse search costs ~c/32 + 16 x 32 centroid products. Cells c are trained by
  * spherical k-means: c/32 groups on a sample of the rows [0, T(c)), then each group's share of the sample into
  * cells, in proportion to its size; then every row is reassigned. Training depends only on the first T(c) rows, so
  * a store rebuilt from a snapshot, whatever the append sizes were, holds the same index as the live one. Below

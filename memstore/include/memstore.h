@@ -31,8 +31,8 @@ typedef enum {
                            searches are exact brute force. */
     MEM_INDEX_HNSW,     /* FAISS HNSW<m>,Flat, inner product: approximate; weak for queries far from the keys
                            (recall@32 ~0.8 at 20K rows with efSearch 512, falling as memory grows): prefer IVF */
-    MEM_INDEX_IVF_GROW, /* approximate IVF whose cell count grows with the memory (128 cells from 8192 rows, then
-                           rows/256 at each doubling, up to ivf_grow_max_nlist), with a two-level coarse search:
+    MEM_INDEX_IVF_GROW, /* approximate IVF whose cell count grows with the memory (rows/256 cells, retrained at each
+                           doubling from 8192 rows, up to ivf_grow_max_nlist), with a two-level coarse search:
                            a query costs about the same at 10K rows as at 1M, so prefill time is linear in the
                            length. Own spherical k-means and AVX-512/AVX2 scans in the storage dtype; ivf_nprobe
                            cells per query. The index for 100K+ token prefills. Exact below 8192 rows. */

@@ -16,8 +16,8 @@
  * Modes:
  *   dense     LongLlamaForCausalLM, dense memory attention (the released LongLLaMA behaviour)
  *   knn-flat  mem_knn_k = --knn-k (default 128) with the exact FAISS flat index
- *   knn-ivf-grow  same with memstore's growing IVF (128 cells from 8192 rows, then rows/256 cells at each
- *             doubling, two-level coarse search, nprobe 16: a query costs the same at any length; exact before)
+ *   knn-ivf-grow  same with memstore's growing IVF (rows/256 cells, retrained at each doubling from 8192 rows,
+ *             two-level coarse search, nprobe 16: a query costs the same at any length; exact before)
  *   knn-ivf   same with FAISS IVF256,Flat (nprobe 16; trained once 9984 rows exist)  [not in the default set]
  *   knn-hnsw  same with FAISS HNSW32,Flat (efSearch 512)   [not in the default set: slow to build]
  *   llama     the same weights as LlamaForCausalLM (no mem_layers), full causal attention, n_ctx = N + decode
