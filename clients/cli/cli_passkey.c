@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "  --knn K              LongLLaMA: attend to the top-K memory rows per query (default 0 = dense)\n"
             "  --mem-index KIND     kNN index: flat (exact, default), brute, ivf, ivf-grow (approximate, cells grow\n"
             "                       with the memory: for 100K+ tokens), hnsw\n"
+            "  --mem-nprobe N       ivf, ivf-grow: cells a query scans (default 16; more: higher recall, slower)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
@@ -148,7 +149,7 @@ int cli_passkey(int argc, char **argv) {
     const char *cmd = "passkey", *model_dir = cli_default_model(), *v;
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
-    int32_t trials = 2, lcl = 0, knn = 0, threads = 0;
+    int32_t trials = 2, lcl = 0, knn = 0, threads = 0, nprobe = 0;
     mnemo_mem_index mem_index = MNEMO_MEM_INDEX_FLAT;
     uint64_t seed = 1;
     bool json = false, verbose = false, progress = false;
@@ -164,6 +165,7 @@ int cli_passkey(int argc, char **argv) {
         else if (!strcmp(a, "--last-context-length")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &lcl)) return 2; }
         else if (!strcmp(a, "--knn")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 20, &knn)) return 2; }
         else if (!strcmp(a, "--mem-index")) { VALUE(); if (!parse_mem_index(cmd, v, &mem_index)) return 2; }
+        else if (!strcmp(a, "--mem-nprobe")) { VALUE(); if (!cli_int(cmd, a, v, 1, 65536, &nprobe)) return 2; }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
@@ -181,6 +183,7 @@ int cli_passkey(int argc, char **argv) {
     }
     mnemo_context_params cp = mnemo_context_default_params();
     cp.mem_knn_k = knn;
+    cp.mem_nprobe = nprobe;
     cp.mem_index = mem_index;
     mnemo_context *ctx = NULL;
     if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK ||

@@ -134,6 +134,8 @@ typedef struct {
     int32_t mem_knn_k;         /* 0: every memory row (dense, as released); k > 0: the top-k rows per query and head */
     mnemo_mem_index mem_index; /* the kNN index (used when mem_knn_k > 0) */
     uint64_t mem_max_bytes;    /* refuse to grow memory (keys + values + index) past this; 0 = no limit */
+    int32_t mem_nprobe;        /* IVF and IVF_GROW: cells a query scans; 0 = 16. More: higher recall, slower
+                                * (IVF: at most its 256 cells) */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);

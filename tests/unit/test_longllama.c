@@ -234,6 +234,18 @@ static void check_api(const char *dir) {
     cp.mem_knn_k = -1;
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_ERR_INVALID_ARG, "negative mem_knn_k refused");
     mnemo_context_free(ctx);
+    cp.mem_knn_k = 8, cp.mem_index = MNEMO_MEM_INDEX_IVF, cp.mem_nprobe = 257; /* IVF has 256 cells */
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), "mem_nprobe"),
+          "IVF nprobe 257 refused: %s", mnemo_context_error(ctx));
+    mnemo_context_free(ctx);
+    cp.mem_index = MNEMO_MEM_INDEX_IVF_GROW, cp.mem_nprobe = -1;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_ERR_INVALID_ARG, "negative nprobe refused");
+    mnemo_context_free(ctx);
+    cp.mem_nprobe = 64;
+    CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "IVF-grow nprobe 64 accepted");
+    mnemo_context_free(ctx);
+    ctx = NULL;
+    cp.mem_index = MNEMO_MEM_INDEX_FLAT, cp.mem_nprobe = 0;
     cp.mem_knn_k = 0;
     cp.mem_max_bytes = 4096;
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "context");

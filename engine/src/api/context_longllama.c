@@ -32,6 +32,12 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
     case MNEMO_MEM_INDEX_IVF_GROW: mp.index = MEM_INDEX_IVF_GROW; break;
     default: ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "unknown mem_index %d", (int)p->mem_index); return MNEMO_ERR_INVALID_ARG;
     }
+    if (p->mem_nprobe < 0 || p->mem_nprobe > (mp.index == MEM_INDEX_IVF ? mp.ivf_nlist : 65536)) {
+        ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "mem_nprobe must be in 0..%d for this index (got %d)",
+                 mp.index == MEM_INDEX_IVF ? mp.ivf_nlist : 65536, p->mem_nprobe);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (p->mem_nprobe > 0) mp.ivf_nprobe = p->mem_nprobe;
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense attention never searches: no index to keep */
     /* On a GPU exact kNN searches the device copy of the keys (topk_ip, k <= 1024): no host index either */
     const kern_backend *be = ctx->model->be;
