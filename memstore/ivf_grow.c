@@ -8,7 +8,8 @@
  * centroids of those groups (its nprobe best cells), the rows of those cells (its k best). Every level is a list of
  * 16-row blocks stored transposed ([d][16] per block) and scored by scoreq_block_* — QB queries against 16 rows,
  * widened from the storage dtype in registers: d FMAs per 16 rows, no horizontal sums. A query keeps the rows that
- * beat its running k-th best in a 2k buffer, cut back by quickselect when full; the final k are sorted. A batch is
+ * beat its running k-th best in a 2k buffer, cut back by quickselect when full (k <= 16: a sorted buffer, by
+ * insertion); the final k are sorted. A batch is
  * scanned list by list (its (query, list) pairs bucketed by list), so each list comes from memory once per batch.
  */
 #include "ivf_grow.h"
