@@ -9,8 +9,8 @@
  * 16-row blocks stored transposed ([d][16] per block) and scored by scoreq_block_* — QB queries against 16 rows,
  * widened from the storage dtype in registers: d FMAs per 16 rows, no horizontal sums. A query keeps the rows that
  * beat its running k-th best in a 2k buffer, cut back by quickselect when full (k <= 16: a sorted buffer, by
- * insertion); the final k are sorted. A batch is
- * scanned list by list (its (query, list) pairs bucketed by list), so each list comes from memory once per batch.
+ * insertion); the final k are sorted. A batch is scanned list by list (its (query, list) pairs bucketed by list),
+ * so each list comes from memory once per batch.
  */
 #include "ivf_grow.h"
 
@@ -475,6 +475,12 @@ static int coarse(const ivf_grow *g, const float *qp, size_t nq, int np, int64_t
     return rc;
 }
 
+/* Inside a parallel region: this thread's contiguous share [*r0, *r1) of n items. */
+static void thread_share(size_t n, size_t *r0, size_t *r1) {
+    size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    *r0 = n * t / nt, *r1 = n * (t + 1) / nt;
+}
+
 /* ---------------------------------------------------------------- building */
 
 /* Rows [g->ntotal, n) to their nearest cell. */
@@ -491,8 +497,8 @@ static int assign(ivf_grow *g, const void *keys, size_t n, char *err, size_t err
         int oom = 0;
 #pragma omp parallel reduction(| : oom)
         {
-            size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-            size_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+            size_t r0, r1;
+            thread_share(m, &r0, &r1);
             if (r1 > r0 && coarse(g, x + r0 * d, r1 - r0, 1, cell + r0, score + r0) != 0) oom = 1;
         }
         for (size_t i = 0; i < m && !oom; i++) /* in row order: a list's rows stay in store order */
@@ -530,8 +536,8 @@ static int nearest(const ivf_list *cl, int d, const float *x, size_t n, int64_t 
     int oom = 0;
 #pragma omp parallel reduction(| : oom)
     {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
+        size_t r0, r1;
+        thread_share(n, &r0, &r1);
         if (r1 > r0 && scan_queries(&s, cl, 1, NULL, 1, x + r0 * (size_t)d, r1 - r0, 1, label + r0,
                                     score + r0) != 0)
             oom = 1;
@@ -559,7 +565,8 @@ static int kmeans(int d, int k, const float *x, size_t n, float *cent, int64_t *
     int64_t *lab = label ? label : malloc(n * sizeof *lab);
     float *score = malloc(n * sizeof *score);
     int rc = sum && cnt && lab && score ? 0 : -1;
-    for (int i = 0; rc == 0 && i < k; i++) memcpy(cent + (size_t)i * d, x + (size_t)i * n / (size_t)k * (size_t)d, (size_t)d * 4);
+    for (int i = 0; rc == 0 && i < k; i++) /* k points spread over the sample */
+        memcpy(cent + (size_t)i * d, x + (size_t)i * n / (size_t)k * (size_t)d, (size_t)d * sizeof *cent);
     normalize(cent, k, d);
     for (int it = 0; rc == 0 && it <= KMEANS_ITERS; it++) {
         ivf_list cl = {0};
@@ -700,8 +707,8 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
     int oom = 0;
 #pragma omp parallel reduction(| : oom)
     { /* each thread its own contiguous run of queries: their lists are shared, their accumulators are not */
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t q0 = nq * t / nt, q1 = nq * (t + 1) / nt;
+        size_t q0, q1;
+        thread_share(nq, &q0, &q1);
         if (q1 > q0 && search_range(g, qp, q0, q1, k, ids, scores) != 0) oom = 1;
     }
     free(qp);

@@ -32,9 +32,10 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
     case MNEMO_MEM_INDEX_IVF_GROW: mp.index = MEM_INDEX_IVF_GROW; break;
     default: ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "unknown mem_index %d", (int)p->mem_index); return MNEMO_ERR_INVALID_ARG;
     }
-    if (p->mem_nprobe < 0 || p->mem_nprobe > (mp.index == MEM_INDEX_IVF ? mp.ivf_nlist : 65536)) {
-        ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "mem_nprobe must be in 0..%d for this index (got %d)",
-                 mp.index == MEM_INDEX_IVF ? mp.ivf_nlist : 65536, p->mem_nprobe);
+    int max_nprobe = mp.index == MEM_INDEX_IVF ? mp.ivf_nlist : 65536; /* IVF: its cells; memstore's own bound */
+    if (p->mem_nprobe < 0 || p->mem_nprobe > max_nprobe) {
+        ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "mem_nprobe must be in 0..%d for this index (got %d)", max_nprobe,
+                 p->mem_nprobe);
         return MNEMO_ERR_INVALID_ARG;
     }
     if (p->mem_nprobe > 0) mp.ivf_nprobe = p->mem_nprobe;
