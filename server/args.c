@@ -50,6 +50,8 @@ static const opt_def OPTS[] = {
      "LongLLaMA: attend to the top-K memory rows per query (default 0 = all rows, as released)"},
     {"--mem-index", OPT_STR, OFF(mem_index), 0, 0,
      "kNN index with --mem-knn: flat (exact, default) | brute | ivf | ivf-grow (100K+ tokens) | hnsw"},
+    {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
+     "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
 };
 #undef OFF

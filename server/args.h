@@ -34,6 +34,7 @@ typedef struct {
     size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */
     int mem_knn;               /* --mem-knn: LongLLaMA memory layers attend to the top-K rows; 0 = every row (dense) */
     const char *mem_index;     /* --mem-index: the kNN index (flat | brute | ivf | ivf-grow | hnsw) */
+    int mem_nprobe;            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
     int verbose;               /* -v: log each request */
 } server_opts;
 

@@ -95,7 +95,8 @@ static int load(server_app *app) {
         if (rc <= 0) app->tmpl = TMPL_LLAMA2;
     }
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
-                       .mem_knn = o->mem_knn, .mem_index = app->mem_index};
+                       .mem_knn = o->mem_knn, .mem_index = app->mem_index,
+                       .mem_nprobe = o->mem_nprobe};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -106,7 +107,7 @@ static int load(server_app *app) {
     }
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
-                           .mem_knn = o->mem_knn, .mem_index = app->mem_index};
+                           .mem_knn = o->mem_knn, .mem_index = app->mem_index, .mem_nprobe = o->mem_nprobe};
     app->sessions = sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);
@@ -173,6 +174,11 @@ int main(int argc, char **argv) {
     if (mnemo_mem_index_parse(o->mem_index, &app.mem_index) != MNEMO_OK) {
         fprintf(stderr, "mnemo-server: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
                 o->mem_index);
+        return 2;
+    }
+    if (app.mem_index == MNEMO_MEM_INDEX_IVF && o->mem_nprobe > 256) { /* engine.h: IVF has 256 cells */
+        fprintf(stderr, "mnemo-server: --mem-nprobe must be at most 256 with --mem-index ivf (got %d)\n",
+                o->mem_nprobe);
         return 2;
     }
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {

@@ -101,9 +101,13 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "queue_size", json_integer(o->queue));
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
     json_object_set_new(p, "memory", memory_json(&ss.memory)); /* by kind, over all slots */
-    if (mnemo_model_has_memory(app->model)) /* how LongLLaMA memory layers read their memory */
-        json_object_set_new(p, "memory_attention", json_pack("{s:s, s:i, s:s}", "mode", o->mem_knn ? "knn" : "dense",
-                                                             "knn_k", o->mem_knn, "index", o->mem_index));
+    if (mnemo_model_has_memory(app->model)) { /* how LongLLaMA memory layers read their memory */
+        json_t *ma = json_pack("{s:s, s:i, s:s}", "mode", o->mem_knn ? "knn" : "dense", "knn_k", o->mem_knn, "index",
+                               o->mem_index);
+        if (app->mem_index == MNEMO_MEM_INDEX_IVF || app->mem_index == MNEMO_MEM_INDEX_IVF_GROW) /* cells scanned */
+            json_object_set_new(ma, "nprobe", json_integer(o->mem_nprobe ? o->mem_nprobe : 16));
+        json_object_set_new(p, "memory_attention", ma);
+    }
     mnemo_memory_stats sm;
     int n_sessions;
     sessions_totals(app->sessions, &sm, &n_sessions);

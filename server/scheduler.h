@@ -28,6 +28,7 @@ typedef struct {
     int batch;      /* tokens per step */
     int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
     mnemo_mem_index mem_index; /* the kNN index */
+    int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
 } sched_config;
 
 typedef struct {

@@ -27,6 +27,7 @@ typedef struct {
     int batch;   /* token budget per step */
     int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
     mnemo_mem_index mem_index; /* the kNN index */
+    int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
 } worker_config;
 
 worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen);

@@ -47,10 +47,11 @@ def test_memory_accounting(ll_server):
 
 def test_knn_memory_server():
     """--mem-knn / --mem-index: slots and sessions attend to their top-k memory rows through the chosen index."""
-    s = Server("--parallel", "1", "--mem-knn", "4", "--mem-index", "ivf-grow", model=LONGLLAMA)
+    s = Server("--parallel", "1", "--mem-knn", "4", "--mem-index", "ivf-grow", "--mem-nprobe", "32",
+               model=LONGLLAMA)
     try:
         st, p = s.get_json("/props")
-        assert st == 200 and p["memory_attention"] == {"mode": "knn", "knn_k": 4, "index": "ivf-grow"}
+        assert st == 200 and p["memory_attention"] == {"mode": "knn", "knn_k": 4, "index": "ivf-grow", "nprobe": 32}
         body = complete(s, "hello world " * 400, 40)
         assert body["usage"]["completion_tokens"] == 40
         again = complete(s, "hello world " * 400, 40)
