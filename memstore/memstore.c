@@ -15,6 +15,7 @@
 #include <faiss/c_api/index_factory_c.h>
 
 #include "kernels.h" /* fp16/bf16 conversions (round to nearest even, as torch) */
+#include "huge_buffer.h"
 #include "ivf_grow.h"
 #include "snapshot.h"
 
@@ -22,7 +23,8 @@ struct mem_store {
     int n_heads, hd;
     mem_params p;
     size_t size, cap, esz;
-    void **k, **v;          /* [n_heads] -> [cap][hd] in dtype */
+    void **k, **v;          /* [n_heads] -> [head_cap[h]][hd] in dtype (huge_buffer) */
+    size_t *head_cap;       /* [n_heads] rows k[h] and v[h] hold: cap, or more after a growth that failed midway */
     FaissIndex **index;     /* [n_heads], NULL for MEM_INDEX_NONE and MEM_INDEX_IVF_GROW */
     ivf_grow **grow;        /* [n_heads], MEM_INDEX_IVF_GROW only */
     int trained;            /* IVF: trained (before that, searches are exact brute force) */
@@ -120,9 +122,10 @@ mem_store *mem_store_new(int n_heads, int head_dim, const mem_params *p, char *e
     s->esz = dtype_size(mp.dtype);
     s->k = calloc((size_t)n_heads, sizeof *s->k);
     s->v = calloc((size_t)n_heads, sizeof *s->v);
+    s->head_cap = calloc((size_t)n_heads, sizeof *s->head_cap);
     s->index = calloc((size_t)n_heads, sizeof *s->index);
     s->grow = calloc((size_t)n_heads, sizeof *s->grow);
-    if (!s->k || !s->v || !s->index || !s->grow) goto oom;
+    if (!s->k || !s->v || !s->head_cap || !s->index || !s->grow) goto oom;
     for (int h = 0; h < n_heads; h++)
         if (make_index(s, h) != 0) {
             if (err && errlen) snprintf(err, errlen, "memstore: %s", s->err);
@@ -139,13 +142,15 @@ oom:
 void mem_store_free(mem_store *s) {
     if (!s) return;
     for (int h = 0; h < s->n_heads; h++) {
-        if (s->k) free(s->k[h]);
-        if (s->v) free(s->v[h]);
+        size_t bytes = s->head_cap ? s->head_cap[h] * (size_t)s->hd * s->esz : 0;
+        if (s->k) huge_buffer_free(s->k[h], bytes);
+        if (s->v) huge_buffer_free(s->v[h], bytes);
         if (s->index && s->index[h]) faiss_Index_free(s->index[h]);
         if (s->grow) ivf_grow_free(s->grow[h]);
     }
     free(s->k);
     free(s->v);
+    free(s->head_cap);
     free(s->index);
     free(s->grow);
     free(s);
@@ -174,16 +179,28 @@ static size_t grown_cap(size_t cap, size_t need) {
 static int reserve(mem_store *s, size_t need) {
     if (need <= s->cap) return 0;
     size_t cap = grown_cap(s->cap, need);
-    size_t row = (size_t)s->hd * s->esz;
-    for (int h = 0; h < s->n_heads; h++) {
-        void *nk = realloc(s->k[h], cap * row);
-        if (nk) s->k[h] = nk;
-        void *nv = nk ? realloc(s->v[h], cap * row) : NULL;
-        if (nv) s->v[h] = nv;
+    size_t row = (size_t)s->hd * s->esz, bytes = cap * row;
+    if (bytes / row != cap) {
+        set_err(s, "memory of %zu rows is too large", cap);
+        return -1;
+    }
+    for (int h = 0; h < s->n_heads; h++) { /* a head grows whole or not at all */
+        if (s->head_cap[h] >= cap) continue;
+        void *nk = huge_buffer_alloc(bytes), *nv = nk ? huge_buffer_alloc(bytes) : NULL;
         if (!nk || !nv) {
+            huge_buffer_free(nk, bytes);
             set_err(s, "out of memory growing memory to %zu rows", cap);
             return -1;
         }
+        if (s->size) {
+            memcpy(nk, s->k[h], s->size * row);
+            memcpy(nv, s->v[h], s->size * row);
+        }
+        huge_buffer_free(s->k[h], s->head_cap[h] * row);
+        huge_buffer_free(s->v[h], s->head_cap[h] * row);
+        s->k[h] = nk;
+        s->v[h] = nv;
+        s->head_cap[h] = cap;
     }
     s->cap = cap;
     return 0;
