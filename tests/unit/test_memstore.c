@@ -183,11 +183,12 @@ static void test_faiss_flat(void) {
 /* recall@32 of an index against brute force over the same stored keys. in_dist: queries drawn from the keys'
  * own clusters (held out), as ANN benchmarks do; otherwise from other random centres, far from every cluster:
  * the top-k are then each cluster's extreme rows along the query, the hard case for graph walks. */
-static double recall_k(mem_index_kind kind, size_t n, int in_dist, int k, double *ms) {
+static double recall_np(mem_index_kind kind, size_t n, int in_dist, int k, int nprobe, double *ms) {
     const int d = 64;
     const size_t nq = 100;
     mem_params p = mem_default_params(), pb = p;
     p.index = kind;
+    if (nprobe) p.ivf_nprobe = nprobe;
     pb.index = MEM_INDEX_NONE;
     mem_store *a = mem_store_new(1, d, &p, NULL, 0), *b = mem_store_new(1, d, &pb, NULL, 0);
     float *x = clustered(n + nq, d, 200), *qf = in_dist ? NULL : clustered(nq, d, 50);
@@ -211,6 +212,9 @@ static double recall_k(mem_index_kind kind, size_t n, int in_dist, int k, double
     return (double)hit / (double)(nq * k);
 }
 
+static double recall_k(mem_index_kind kind, size_t n, int in_dist, int k, double *ms) {
+    return recall_np(kind, n, in_dist, k, 0, ms);
+}
 static double recall(mem_index_kind kind, size_t n, int in_dist, double *ms) { return recall_k(kind, n, in_dist, 32, ms); }
 
 static void test_approximate(void) {
@@ -246,6 +250,17 @@ static void test_ivf_grow(void) {
                    sizes[i], in ? "in-distribution queries" : "far queries", ms);
             CHECK(r >= (in ? 0.85 : 0.75), "IVF-grow recall@128 %.3f >= %.2f at %zu rows", r, in ? 0.85 : 0.75, sizes[i]);
         }
+
+    /* nprobe is the recall knob: at 32768 rows (128 cells in 4 groups, all of them probed) one cell per query
+     * misses, 16 find more, and all 128 cells are an exact search. */
+    {
+        double r1 = recall_np(MEM_INDEX_IVF_GROW, 32768, 0, 128, 1, &ms);
+        double r16 = recall_np(MEM_INDEX_IVF_GROW, 32768, 0, 128, 16, &ms);
+        double rall = recall_np(MEM_INDEX_IVF_GROW, 32768, 0, 128, 128, &ms);
+        printf("IVF-grow at 32768 rows, far queries, recall@128: nprobe 1 %.3f, 16 %.3f, 128 (every cell) %.3f\n", r1,
+               r16, rall);
+        CHECK(r1 < r16 && rall == 1.0, "nprobe 1 %.3f < nprobe 16 %.3f < nprobe 128 %.3f == 1", r1, r16, rall);
+    }
 
     /* The cost of a query stays bounded as the memory grows: cells ~ rows / 256 from 8192 rows on, one group per
      * ~32 cells, and no cell far above the mean (k-means gone degenerate would put most rows in a few cells). */
