@@ -25,6 +25,7 @@
 #endif
 
 #include "kernels.h" /* bf16/f16 conversions */
+#include "widen.h"
 
 #define BLK 16              /* rows per transposed block: one AVX-512 register of scores */
 #define FIRST_ROWS 8192     /* the first training; below, one exact list */
@@ -73,12 +74,6 @@ static int nlist_for(int max_nlist, size_t n) {
 }
 
 static int groups_for(int c) { return c / CELLS_PER_GROUP > 1 ? c / CELLS_PER_GROUP : 1; }
-
-static void widen(float *dst, const void *src, mem_dtype dt, size_t n) {
-    if (dt == MEM_DTYPE_F32) memcpy(dst, src, n * 4);
-    else if (dt == MEM_DTYPE_BF16) for (size_t i = 0; i < n; i++) dst[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
-    else for (size_t i = 0; i < n; i++) dst[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
-}
 
 ivf_grow *ivf_grow_new(int d, mem_dtype dt, int nprobe, int max_nlist) {
     ivf_grow *g = calloc(1, sizeof *g);
@@ -493,7 +488,7 @@ static int assign(ivf_grow *g, const void *keys, size_t n, char *err, size_t err
     while (rc == 0 && g->ntotal < n) {
         size_t m = n - g->ntotal < ASSIGN_CHUNK ? n - g->ntotal : ASSIGN_CHUNK;
         const char *src = (const char *)keys + g->ntotal * row;
-        widen(x, src, g->dt, m * d);
+        mem_widen(x, src, g->dt, m * d);
         int oom = 0;
 #pragma omp parallel reduction(| : oom)
         {
@@ -616,7 +611,7 @@ static int train(ivf_grow *g, const void *keys, size_t n, int c, char *err, size
     if (!x || !xs || !gcent || !label || !first || !cells_of) goto oom;
     for (size_t i = 0; i < ns; i++) /* one row from each stride-long stretch, at a seeded random offset: a plain
                                          stride would alias with periodic structure in the sequence */
-        widen(x + i * d, (const char *)keys + (i * stride + sample_offset(i, stride)) * row, g->dt, d);
+        mem_widen(x + i * d, (const char *)keys + (i * stride + sample_offset(i, stride)) * row, g->dt, d);
     /* groups from every (ns / (TOP_SAMPLE_PER_GROUP * ng))-th sampled row, then every sampled row labelled */
     size_t ntop = ns < (size_t)TOP_SAMPLE_PER_GROUP * (size_t)ng ? ns : (size_t)TOP_SAMPLE_PER_GROUP * (size_t)ng;
     for (size_t i = 0; i < ntop; i++) memcpy(xs + i * d, x + i * (ns / ntop) * d, d * sizeof *x);

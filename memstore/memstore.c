@@ -18,6 +18,7 @@
 #include "huge_buffer.h"
 #include "ivf_grow.h"
 #include "snapshot.h"
+#include "widen.h"
 
 struct mem_store {
     int n_heads, hd;
@@ -50,13 +51,6 @@ static void store_row(void *dst, const float *src, mem_dtype dt, int n) {
     if (dt == MEM_DTYPE_F32) memcpy(dst, src, (size_t)n * 4);
     else if (dt == MEM_DTYPE_BF16) for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = kern_f32_to_bf16(src[i]);
     else for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = kern_f32_to_f16(src[i]);
-}
-
-static void widen(float *dst, const void *src, mem_dtype dt, size_t n) {
-    if (n == 0) return; /* src may be NULL (nothing stored yet) */
-    if (dt == MEM_DTYPE_F32) memcpy(dst, src, n * 4);
-    else if (dt == MEM_DTYPE_BF16) for (size_t i = 0; i < n; i++) dst[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
-    else for (size_t i = 0; i < n; i++) dst[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
 }
 
 static int make_index(mem_store *s, int h) {
@@ -232,7 +226,7 @@ static int index_rows(mem_store *s, size_t first, size_t n) {
     }
     int rc = 0;
     for (int h = 0; h < s->n_heads && rc == 0; h++) {
-        widen(buf, (const char *)s->k[h] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+        mem_widen(buf, (const char *)s->k[h] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
         if (s->p.index == MEM_INDEX_IVF && !s->trained && faiss_Index_train(s->index[h], (int64_t)n, buf) != 0) {
             set_err(s, "faiss train (head %d): %s", h, faiss_get_last_error());
             rc = -1;
@@ -277,12 +271,12 @@ const char *mem_store_error(const mem_store *s) { return s ? s->err : "no store"
 
 void mem_store_read_keys(const mem_store *s, int head, size_t first, size_t n, float *out) {
     if (n == 0) return; /* (no buffer before the first append) */
-    widen(out, (const char *)s->k[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+    mem_widen(out, (const char *)s->k[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
 }
 
 void mem_store_read_values(const mem_store *s, int head, size_t first, size_t n, float *out) {
     if (n == 0) return;
-    widen(out, (const char *)s->v[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
+    mem_widen(out, (const char *)s->v[head] + first * (size_t)s->hd * s->esz, s->p.dtype, n * (size_t)s->hd);
 }
 
 const void *mem_store_raw_keys(const mem_store *s, int head) { return s->k[head]; }
