@@ -498,6 +498,29 @@ static void test_snapshot(void) {
     unlink(path);
 }
 
+/* Stores from 2 MiB up live in huge-page mappings and grow by allocate-copy-free: rows appended in chunks across
+ * that size (malloc -> mapping -> bigger mappings) read back exactly (f32 stores are not rounded). */
+static void test_growth(void) {
+    const int H = 2, d = 64;
+    const size_t n = 30000; /* 256 B per row and head: 2 MiB at 8192 rows */
+    float *x = clustered(n, H * d, 20), *back = malloc(n * (size_t)d * sizeof *back);
+    mem_params p = mem_default_params();
+    p.dtype = MEM_DTYPE_F32, p.index = MEM_INDEX_NONE;
+    mem_store *s = mem_store_new(H, d, &p, NULL, 0);
+    int ok = s && back;
+    for (size_t i = 0; ok && i < n; i += 2999)
+        ok = mem_store_append(s, n - i < 2999 ? n - i : 2999, x + i * H * d, x + i * H * d, (size_t)(H * d)) == 0;
+    for (int h = 0; ok && h < H; h++) {
+        mem_store_read_keys(s, h, 0, n, back);
+        for (size_t i = 0; ok && i < n; i++) ok = !memcmp(back + i * d, x + (i * H + h) * d, d * sizeof *back);
+        mem_store_read_values(s, h, 0, n, back);
+        for (size_t i = 0; ok && i < n; i++) ok = !memcmp(back + i * d, x + (i * H + h) * d, d * sizeof *back);
+    }
+    CHECK(ok && mem_store_size(s) == n, "%zu rows appended 2999 at a time across 2 MiB read back exactly", n);
+    mem_store_free(s);
+    free(x), free(back);
+}
+
 int main(void) {
     test_rounding();
     test_rounding_edges();
@@ -508,5 +531,6 @@ int main(void) {
     test_errors();
     test_concurrent();
     test_snapshot();
+    test_growth();
     return test_summary();
 }
