@@ -54,6 +54,9 @@
  *   --dtype bf16|f32    weight dtype (default bf16)
  *   --tokenizer PATH    tokenizer.model to copy (default: tests/fixtures/tokenizer.model next to this source)
  *   --dir DIR           write the checkpoints under DIR instead of a fresh temp dir;  --keep  do not delete them
+ *   --trace             also record, inside each prefill, when the tokens done first reach 4K·2^(i/4) (quarter
+ *                       octaves): JSON "trace":[[tokens, seconds], ...] and, on the human side, the time per token
+ *                       of each octave — the marginal cost as the memory grows, from one run
  *   --json              JSON lines on stdout (one per run, one per fit); the human table then goes to stderr
  *   -v                  say on stderr which run starts
  */
@@ -79,6 +82,7 @@
 #include "engine.h"
 
 #define MAX_LENGTHS 16
+#define MAX_TRACE 64 /* quarter octaves from 4K: past 64M tokens */
 #define MAX_MODES 6
 #define WARMUP_STEPS 2
 
@@ -97,7 +101,7 @@ typedef struct {
     int hidden, heads, ffn, layers, window, last_ctx, vocab;
     bool bf16;
     const char *tokenizer, *dir;
-    bool keep, json, verbose;
+    bool keep, json, verbose, trace;
 } options;
 
 static FILE *human; /* the table: stdout, or stderr with --json */
@@ -194,6 +198,7 @@ static void parse_options(options *o, int argc, char **argv) {
         if (!strcmp(a, "--keep")) { o->keep = true; continue; }
         if (!strcmp(a, "--json")) { o->json = true; continue; }
         if (!strcmp(a, "-v")) { o->verbose = true; continue; }
+        if (!strcmp(a, "--trace")) { o->trace = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             puts("usage: bench_longctx [--lengths 8K,16K,...] [--1m] [--modes dense,knn-flat,knn-ivf,knn-ivf-grow,knn-hnsw,llama]\n"
                  "       [--budget S|mode=S,...] [--decode N] [--knn-k K] [--threads N] [--batch N] [--device cpu|cuda]\n"
@@ -441,7 +446,26 @@ typedef struct {
     int64_t rss_base_kib; /* VmRSS after load + context creation */
     mnemo_memory_stats mem;
     uint64_t kv_bytes;
+    int n_trace; /* --trace: (tokens done, seconds since the prefill began) at quarter octaves from 4K */
+    int64_t trace_done[MAX_TRACE];
+    double trace_s[MAX_TRACE];
 } run_result;
+
+/* The progress callback of --trace: a point each time the tokens done pass the next quarter octave, and at the end. */
+typedef struct {
+    run_result *r;
+    double t0, next;
+} trace_state;
+
+static bool trace_progress(int64_t done, int64_t total, void *user) {
+    trace_state *ts = user;
+    if (((double)done >= ts->next || done == total) && ts->r->n_trace < MAX_TRACE) {
+        ts->r->trace_done[ts->r->n_trace] = done;
+        ts->r->trace_s[ts->r->n_trace++] = now_s() - ts->t0;
+        while (ts->next <= (double)done) ts->next *= 1.189207115002721; /* 2^(1/4) */
+    }
+    return true;
+}
 
 static int64_t proc_status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -518,7 +542,10 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     for (int64_t i = 1; i < n; i++) tok[i] = (mnemo_token)(3 + rng_next() % (uint64_t)(V - 3));
 
     double t = now_s(), c = cpu_s();
+    trace_state ts = {r, t, 4096};
+    if (o->trace) mnemo_context_set_progress(ctx, trace_progress, &ts);
     st = mnemo_decode(ctx, tok, (int32_t)n);
+    mnemo_context_set_progress(ctx, NULL, NULL);
     r->prefill_s = now_s() - t;
     r->prefill_cpu_s = cpu_s() - c;
     if (st != MNEMO_OK) {
@@ -716,13 +743,27 @@ static void print_row(const options *o, const run_record *rec) {
                "\"prefill_us_per_token\":%.3f,\"rss_peak_kib\":%lld,\"rss_base_kib\":%lld,\"decode_ms_median\":%.4f,"
                "\"decode_ms_p90\":%.4f,\"decode_ms_min\":%.4f,\"decode_cpu_ms_median\":%.4f,\"decode_steps\":%d,\"local_tokens\":%d,\"mem_tokens\":%llu,"
                "\"local_kv_bytes\":%llu,\"mem_key_bytes\":%llu,\"mem_value_bytes\":%llu,\"mem_index_bytes\":%llu,"
-               "\"kv_mem_bytes_per_token\":%.1f,\"wall_s\":%.2f,\"load1\":%.2f}\n",
+               "\"kv_mem_bytes_per_token\":%.1f,\"wall_s\":%.2f,\"load1\":%.2f",
                MODE_NAMES[rec->mode], (long long)rec->n, r->prefill_s, r->prefill_cpu_s, r->prefill_s / n * 1e6,
                (long long)rec->rss_peak_kib, (long long)r->rss_base_kib, r->decode_med_ms, r->decode_p90_ms,
                r->decode_min_ms, r->decode_cpu_med_ms, o->decode_steps, r->mem.local_tokens, (unsigned long long)r->mem.mem_tokens,
                (unsigned long long)r->mem.local_kv_bytes, (unsigned long long)r->mem.mem_key_bytes,
                (unsigned long long)r->mem.mem_value_bytes, (unsigned long long)r->mem.mem_index_bytes,
                (double)held / n, rec->wall_s, rec->load1);
+    if (o->json) {
+        if (r->n_trace) {
+            printf(",\"trace\":[");
+            for (int i = 0; i < r->n_trace; i++)
+                printf("%s[%lld,%.4f]", i ? "," : "", (long long)r->trace_done[i], r->trace_s[i]);
+            printf("]");
+        }
+        printf("}\n");
+    }
+    /* the marginal cost: time per token between points an octave apart (4 quarter octaves) */
+    for (int i = 4; i < r->n_trace; i += 4)
+        fprintf(human, "  trace %-9s %8lld -> %8lld tokens: %8.1f us/token\n", MODE_NAMES[rec->mode],
+                (long long)r->trace_done[i - 4], (long long)r->trace_done[i],
+                (r->trace_s[i] - r->trace_s[i - 4]) / (double)(r->trace_done[i] - r->trace_done[i - 4]) * 1e6);
     fflush(NULL);
 }
 
