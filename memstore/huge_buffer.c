@@ -32,6 +32,8 @@ void *huge_buffer_alloc(size_t bytes) {
     return is_mapped(bytes) ? map_aligned(bytes) : malloc(bytes ? bytes : 1);
 }
 
+size_t huge_buffer_footprint(size_t bytes) { return is_mapped(bytes) && mapped_len(bytes) >= bytes ? mapped_len(bytes) : bytes; }
+
 void huge_buffer_free(void *p, size_t bytes) {
     if (!p) return;
     if (is_mapped(bytes))

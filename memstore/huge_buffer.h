@@ -16,6 +16,9 @@
 
 /* An uninitialised buffer of bytes (at least 1), or NULL when out of memory. */
 void *huge_buffer_alloc(size_t bytes);
+/* The bytes a buffer made with this many bytes reserves: a mapping is whole huge pages, and its last page, partly
+ * used, is resident whole once touched. Memory accounting counts this, not the bytes asked for. */
+size_t huge_buffer_footprint(size_t bytes);
 /* Releases a buffer made by huge_buffer_alloc with this many bytes (NULL is ignored). */
 void huge_buffer_free(void *p, size_t bytes);
 

@@ -367,7 +367,7 @@ int mem_store_search(mem_store *s, int head, size_t nq, const float *q, size_t l
 }
 
 static mem_bytes bytes_for(const mem_store *s, size_t cap, size_t index_rows) {
-    size_t per_head = cap * (size_t)s->hd * s->esz;
+    size_t per_head = huge_buffer_footprint(cap * (size_t)s->hd * s->esz); /* whole huge pages from 2 MiB */
     mem_bytes b = {per_head * (size_t)s->n_heads, per_head * (size_t)s->n_heads, 0};
     if (s->p.index != MEM_INDEX_NONE && s->p.index != MEM_INDEX_IVF_GROW) {
         size_t vec = (size_t)s->hd * sizeof(float) + (s->p.index == MEM_INDEX_HNSW ? 2u * (size_t)s->p.hnsw_m * 4u : 0u) +
