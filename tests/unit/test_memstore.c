@@ -517,6 +517,12 @@ static void test_growth(void) {
         for (size_t i = 0; ok && i < n; i++) ok = !memcmp(back + i * d, x + (i * H + h) * d, d * sizeof *back);
     }
     CHECK(ok && mem_store_size(s) == n, "%zu rows appended 2999 at a time across 2 MiB read back exactly", n);
+    /* past 2 MiB a head's rows live in whole 2 MiB pages, and the accounting says so (mem_max_bytes relies on it) */
+    mem_bytes b = s ? mem_store_bytes(s) : (mem_bytes){0, 0, 0};
+    size_t per_head = b.keys / H, page = (size_t)2 << 20;
+    CHECK(b.keys == b.values && per_head % page == 0 && per_head >= n * d * sizeof(float) &&
+              per_head < n * d * sizeof(float) * 2 + page,
+          "bytes of a store on huge pages: %zu per head and kind, whole 2 MiB pages", per_head);
     mem_store_free(s);
     free(x), free(back);
 }
