@@ -32,7 +32,9 @@ void *huge_buffer_alloc(size_t bytes) {
     return is_mapped(bytes) ? map_aligned(bytes) : malloc(bytes ? bytes : 1);
 }
 
-size_t huge_buffer_footprint(size_t bytes) { return is_mapped(bytes) && mapped_len(bytes) >= bytes ? mapped_len(bytes) : bytes; }
+size_t huge_buffer_footprint(size_t bytes) {
+    return is_mapped(bytes) && mapped_len(bytes) >= bytes ? mapped_len(bytes) : bytes; /* (>=: no wrap-around) */
+}
 
 void huge_buffer_free(void *p, size_t bytes) {
     if (!p) return;

@@ -17,25 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "kernels.h"
 #include "memstore.h"
 
 enum { HEADS = 4, HD = 64, NQ = 512, NKV = 1024, K = 128 };
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_u64(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-static float frand(void) { return (float)((next_u64() >> 40) * (1.0 / (1ull << 24))) * 2.f - 1.f; } /* [-1, 1) */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static float frand(void) { return bench_frand(&rng); } /* [-1, 1) */
 
 static void die(const char *msg) {
     fprintf(stderr, "bench_memattn: %s\n", msg);
@@ -99,16 +89,16 @@ int main(int argc, char **argv) {
         for (int h = 0; h < HEADS; h++) mk[h] = mem_store_raw_keys(ms, h), mv[h] = mem_store_raw_values(ms, h);
         double best_local = 1e30, best_mem = 1e30;
         for (int r = 0; r < reps; r++) {
-            for (size_t i = 0; i < (size_t)NQ * HEADS * K; i++) sel[i] = (int64_t)(next_u64() % n); /* fresh rows */
-            double t0 = now_s();
+            for (size_t i = 0; i < (size_t)NQ * HEADS * K; i++) sel[i] = (int64_t)(bench_next_u64(&rng) % n); /* fresh rows */
+            double t0 = bench_now_s();
             if (be->attention_mem(kc, out, q, lk, lv, NQ, NKV, NKV - NQ, HEADS, HEADS, HD, 0.125f, mk, mv, KERN_BF16,
                                   0, NULL, 0) != KERN_OK)
                 die("attention_mem failed");
-            double t1 = now_s();
+            double t1 = bench_now_s();
             if (be->attention_mem(kc, out, q, lk, lv, NQ, NKV, NKV - NQ, HEADS, HEADS, HD, 0.125f, mk, mv, KERN_BF16,
                                   (int64_t)n, sel, K) != KERN_OK)
                 die("attention_mem failed");
-            double t2 = now_s();
+            double t2 = bench_now_s();
             best_local = t1 - t0 < best_local ? t1 - t0 : best_local;
             best_mem = t2 - t1 < best_mem ? t2 - t1 : best_mem;
         }

@@ -18,21 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "memstore.h"
 
 static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* [-1, 1) */
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / (1ull << 24))) * 2.f - 1.f;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static float frand(void) { return bench_frand(&rng); } /* [-1, 1) */
 
 static void die(const char *msg) {
     fprintf(stderr, "bench_recall: %s\n", msg);
@@ -99,7 +90,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--nprobe")) {
             nprobe = atoi(v);
         } else if (!strcmp(argv[i], "--exact")) {
-            exact = atoi(v);
+            exact = !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : -1; /* anything else is refused below */
         } else {
             die("unknown option (--help)");
         }
@@ -120,28 +111,28 @@ int main(int argc, char **argv) {
             char err[256] = "";
             mem_store *a = mem_store_new(1, d, &pa, err, sizeof err), *b = mem_store_new(1, d, &pb, err, sizeof err);
             if (!a || !b) die(err);
-            double t0 = now_s();
+            double t0 = bench_now_s();
             for (size_t m = 0; m < n; m += 512) /* as a prefill appends: one chunk at a time */
                 if (mem_store_append(a, n - m < 512 ? n - m : 512, x + m * d, x + m * d, (size_t)d) != 0)
                     die(mem_store_error(a));
-            double t_add = now_s() - t0;
+            double t_add = bench_now_s() - t0;
             if (exact && mem_store_append(b, n, x, x, (size_t)d) != 0) die(mem_store_error(b));
             int64_t *ia = malloc((size_t)nq * k * sizeof *ia), *ib = malloc((size_t)nq * k * sizeof *ib);
             float *sa = malloc((size_t)nq * k * sizeof *sa), *sb = malloc((size_t)nq * k * sizeof *sb);
             for (int far_q = 0; far_q < 2; far_q++) {
                 const float *q = far_q ? far : x + n * d;
-                t0 = now_s();
+                t0 = bench_now_s();
                 if (mem_store_search(a, 0, (size_t)nq, q, (size_t)d, k, ia, sa) != 0) die(mem_store_error(a));
-                double ta = now_s() - t0;
+                double ta = bench_now_s() - t0;
                 if (!exact) {
                     printf("%-13s %9zu %4s %9s %12.4f %12s %8s   (IVF-grow build %.1f s)\n", kinds[kind], n,
                            far_q ? "far" : "in", "-", ta * 1e3 / nq, "-", "-", t_add);
                     fflush(stdout);
                     continue;
                 }
-                t0 = now_s();
+                t0 = bench_now_s();
                 if (mem_store_search(b, 0, (size_t)nq, q, (size_t)d, k, ib, sb) != 0) die(mem_store_error(b));
-                double tb = now_s() - t0;
+                double tb = bench_now_s() - t0;
                 size_t hit = 0, want = 0; /* |returned ids ∩ exact top-k ids| / |exact top-k| */
                 for (int i = 0; i < nq; i++)
                     for (int j = 0; j < k; j++) {

@@ -13,15 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "kernels.h"
 #include "llama_weights.h"
 #include "model_config.h"
-
-static double bench_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *bench_alloc(size_t bytes) {
     void *p = NULL;
