@@ -79,6 +79,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "engine.h"
 
 #define MAX_LENGTHS 16
@@ -105,12 +106,6 @@ typedef struct {
 } options;
 
 static FILE *human; /* the table: stdout, or stderr with --json */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *fmt, ...) {
     va_list ap;
@@ -461,7 +456,7 @@ static bool trace_progress(int64_t done, int64_t total, void *user) {
     trace_state *ts = user;
     if (((double)done >= ts->next || done == total) && ts->r->n_trace < MAX_TRACE) {
         ts->r->trace_done[ts->r->n_trace] = done;
-        ts->r->trace_s[ts->r->n_trace++] = now_s() - ts->t0;
+        ts->r->trace_s[ts->r->n_trace++] = bench_now_s() - ts->t0;
         while (ts->next <= (double)done) ts->next *= 1.189207115002721; /* 2^(1/4) */
     }
     return true;
@@ -541,12 +536,12 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     tok[0] = mnemo_model_bos(model);
     for (int64_t i = 1; i < n; i++) tok[i] = (mnemo_token)(3 + rng_next() % (uint64_t)(V - 3));
 
-    double t = now_s(), c = cpu_s();
+    double t = bench_now_s(), c = cpu_s();
     trace_state ts = {r, t, 4096};
     if (o->trace) mnemo_context_set_progress(ctx, trace_progress, &ts);
     st = mnemo_decode(ctx, tok, (int32_t)n);
     mnemo_context_set_progress(ctx, NULL, NULL);
-    r->prefill_s = now_s() - t;
+    r->prefill_s = bench_now_s() - t;
     r->prefill_cpu_s = cpu_s() - c;
     if (st != MNEMO_OK) {
         r->status = st;
@@ -561,11 +556,11 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     double *lat = malloc((size_t)steps * sizeof *lat), *lat_cpu = malloc((size_t)steps * sizeof *lat_cpu);
     for (int i = 0; i < WARMUP_STEPS + steps && st == MNEMO_OK; i++) {
         mnemo_token x = (mnemo_token)(3 + rng_next() % (uint64_t)(V - 3));
-        t = now_s();
+        t = bench_now_s();
         c = cpu_s();
         st = mnemo_decode(ctx, &x, 1);
         if (i >= WARMUP_STEPS) {
-            lat[i - WARMUP_STEPS] = (now_s() - t) * 1e3;
+            lat[i - WARMUP_STEPS] = (bench_now_s() - t) * 1e3;
             lat_cpu[i - WARMUP_STEPS] = (cpu_s() - c) * 1e3;
         }
     }
@@ -619,7 +614,7 @@ static void run_one(const options *o, run_record *rec, double limit_s) {
     if (pipe(fd) != 0) die("pipe: %s", strerror(errno));
     fflush(NULL);
     rec->load1 = load1();
-    double t0 = now_s();
+    double t0 = bench_now_s();
     pid_t pid = fork();
     if (pid < 0) die("fork: %s", strerror(errno));
     if (pid == 0) {
@@ -650,7 +645,7 @@ static void run_one(const options *o, run_record *rec, double limit_s) {
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &wst, 0, &ru) < 0 && errno == EINTR) {}
-    rec->wall_s = now_s() - t0;
+    rec->wall_s = bench_now_s() - t0;
     rec->ran = true;
     rec->rss_peak_kib = ru.ru_maxrss;
     if (WIFSIGNALED(wst)) {
@@ -851,7 +846,7 @@ int main(int argc, char **argv) {
     }
     char threads_s[32] = "one per core";
     if (o.threads) snprintf(threads_s, sizeof threads_s, "%d", o.threads);
-    double t_start = now_s();
+    double t_start = bench_now_s();
     make_checkpoints(&o);
     if (!o.keep) atexit(remove_checkpoints);
     fprintf(human, "machine: %s, %ld cores online, MemAvailable %.1f GiB, load average %.2f at start\n", cpu,
@@ -921,6 +916,6 @@ int main(int argc, char **argv) {
     fprintf(human, "\nfits over the measured lengths (least squares; exponent = slope of log t against log N: 1 "
                    "linear, 2 quadratic)\n");
     for (int mi = 0; mi < o.n_modes; mi++) print_fits(&o, o.modes[mi], recs, nrec);
-    fprintf(human, "total %.0f s, load average %.2f at the end\n", now_s() - t_start, load1());
+    fprintf(human, "total %.0f s, load average %.2f at the end\n", bench_now_s() - t_start, load1());
     return 0;
 }
