@@ -241,12 +241,7 @@ static void parse_options(options *o, int argc, char **argv) {
 
 /* ------------------------------------------------------------------------------------------ checkpoint */
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng_next(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng_next(void) { return bench_next_u64(&rng_state); }
 
 static uint16_t f32_to_bf16(float f) { /* round to nearest even (values here are finite) */
     uint32_t u;
@@ -326,8 +321,7 @@ static void write_safetensors(const options *o, const char *path) {
         for (uint64_t done = 0; done < n;) {
             size_t m = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
             for (size_t j = 0; j < m; j++) {
-                float v = t[i].scale == 0.f ? 1.f
-                                            : ((float)(rng_next() >> 40) * (1.f / 16777216.f) * 2.f - 1.f) * t[i].scale;
+                float v = t[i].scale == 0.f ? 1.f : bench_frand(&rng_state) * t[i].scale;
                 if (o->bf16) {
                     uint16_t h = f32_to_bf16(v);
                     memcpy(buf + 2 * j, &h, 2);

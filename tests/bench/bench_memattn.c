@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
         for (int h = 0; h < HEADS; h++) mk[h] = mem_store_raw_keys(ms, h), mv[h] = mem_store_raw_values(ms, h);
         double best_local = 1e30, best_mem = 1e30;
         for (int r = 0; r < reps; r++) {
-            for (size_t i = 0; i < (size_t)NQ * HEADS * K; i++) sel[i] = (int64_t)(bench_next_u64(&rng) % n); /* fresh rows */
+            for (size_t i = 0; i < (size_t)NQ * HEADS * K; i++) /* fresh rows */
+                sel[i] = (int64_t)(bench_next_u64(&rng) % n);
             double t0 = bench_now_s();
             if (be->attention_mem(kc, out, q, lk, lv, NQ, NKV, NKV - NQ, HEADS, HEADS, HD, 0.125f, mk, mv, KERN_BF16,
                                   0, NULL, 0) != KERN_OK)
