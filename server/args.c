@@ -4,6 +4,8 @@
  */
 #include "args.h"
 
+#include <engine.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 #define MNEMO_DEFAULT_MODEL "tests/fixtures/models/mha"
 #endif
 
-typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE } opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE, OPT_I64 } opt_kind;
 
 typedef struct {
     const char *name;
@@ -47,9 +49,13 @@ static const opt_def OPTS[] = {
     {"--session-max-bytes", OPT_SIZE, OFF(session_max_bytes), 0, 1e15,
      "memory per session, keys + values + index (4294967296; 0 = no limit)"},
     {"--mem-knn", OPT_INT, OFF(mem_knn), 0, 1 << 20,
-     "LongLLaMA: attend to the top-K memory rows per query (default 0 = all rows, as released)"},
+     "LongLLaMA: past --mem-dense-rows, attend to the top-K memory rows per query (default 128; 0 = every row "
+     "at every length, as released)"},
+    {"--mem-dense-rows", OPT_I64, OFF(mem_dense_rows), 0, 1e15,
+     "LongLLaMA: memory rows read densely (exact) before kNN takes over (default 8192; 0 = kNN from the start)"},
     {"--mem-index", OPT_STR, OFF(mem_index), 0, 0,
-     "kNN index with --mem-knn: flat (exact, default) | brute | ivf | ivf-grow (100K+ tokens) | hnsw"},
+     "kNN index: auto (default: ivf-grow on the CPU, exact on a GPU) | flat (exact) | brute | ivf | ivf-grow | "
+     "hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
@@ -73,7 +79,9 @@ void server_opts_defaults(server_opts *o) {
     o->conn_timeout_s = 60;
     o->max_sessions = 16;
     o->session_max_bytes = (size_t)4 << 30;
-    o->mem_index = "flat";
+    o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */
+    o->mem_knn = MNEMO_MEM_KNN_K_DEFAULT;
+    o->mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT;
     const char *key = getenv("MNEMO_API_KEY");
     if (key && *key) o->api_key = key;
 }
@@ -112,6 +120,7 @@ static int set_value(server_opts *o, const opt_def *d, const char *v, char *err,
     }
     if (d->kind == OPT_INT) *(int *)p = (int)x;
     else if (d->kind == OPT_SIZE) *(size_t *)p = (size_t)x;
+    else if (d->kind == OPT_I64) *(int64_t *)p = (int64_t)x;
     else *(double *)p = x;
     return ARGS_OK;
 }

@@ -9,6 +9,7 @@
 #define MNEMO_SERVER_ARGS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct {
@@ -34,7 +35,8 @@ typedef struct {
     size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */
     int mem_knn;               /* --mem-knn: LongLLaMA memory layers attend to the top-K rows; 0 = every row (dense) */
     const char *mem_index;     /* --mem-index: the kNN index (flat | brute | ivf | ivf-grow | hnsw) */
-    int mem_nprobe;            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
+    int mem_nprobe;
+    int64_t mem_dense_rows;    /* --mem-dense-rows: with --mem-knn, memory layers stay dense up to this many rows */            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
     int verbose;               /* -v: log each request */
 } server_opts;
 

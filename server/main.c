@@ -96,7 +96,7 @@ static int load(server_app *app) {
     }
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
                        .mem_knn = o->mem_knn, .mem_index = app->mem_index,
-                       .mem_nprobe = o->mem_nprobe};
+                       .mem_nprobe = o->mem_nprobe, .mem_dense_rows = o->mem_dense_rows};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -107,7 +107,8 @@ static int load(server_app *app) {
     }
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
-                           .mem_knn = o->mem_knn, .mem_index = app->mem_index, .mem_nprobe = o->mem_nprobe};
+                           .mem_knn = o->mem_knn, .mem_index = app->mem_index, .mem_nprobe = o->mem_nprobe,
+                           .mem_dense_rows = o->mem_dense_rows};
     app->sessions = sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (mnemo_mem_index_parse(o->mem_index, &app.mem_index) != MNEMO_OK) {
-        fprintf(stderr, "mnemo-server: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
+        fprintf(stderr, "mnemo-server: --mem-index must be auto, flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
                 o->mem_index);
         return 2;
     }

@@ -102,10 +102,16 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
     json_object_set_new(p, "memory", memory_json(&ss.memory)); /* by kind, over all slots */
     if (mnemo_model_has_memory(app->model)) { /* how LongLLaMA memory layers read their memory */
-        json_t *ma = json_pack("{s:s, s:i, s:s}", "mode", o->mem_knn ? "knn" : "dense", "knn_k", o->mem_knn, "index",
-                               o->mem_index);
-        if (app->mem_index == MNEMO_MEM_INDEX_IVF || app->mem_index == MNEMO_MEM_INDEX_IVF_GROW) /* cells scanned */
-            json_object_set_new(ma, "nprobe", json_integer(o->mem_nprobe ? o->mem_nprobe : 16));
+        mnemo_mem_index index = mnemo_mem_index_resolve(app->model, app->mem_index);
+        bool knn = o->mem_knn > 0;
+        const char *mode = !knn ? "dense" : o->mem_dense_rows > 0 ? "dense_then_knn" : "knn";
+        json_t *ma = json_pack("{s:s, s:i}", "mode", mode, "knn_k", o->mem_knn);
+        if (knn) {
+            json_object_set_new(ma, "dense_rows", json_integer(o->mem_dense_rows)); /* dense up to here */
+            json_object_set_new(ma, "index", json_string(mnemo_mem_index_name(index))); /* auto: what it became */
+            if (index == MNEMO_MEM_INDEX_IVF || index == MNEMO_MEM_INDEX_IVF_GROW) /* cells scanned */
+                json_object_set_new(ma, "nprobe", json_integer(o->mem_nprobe ? o->mem_nprobe : 16));
+        }
         json_object_set_new(p, "memory_attention", ma);
     }
     mnemo_memory_stats sm;

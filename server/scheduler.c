@@ -143,7 +143,8 @@ scheduler *sched_new(mnemo_model *model, const sched_config *cfg, metrics *mx, c
         return NULL;
     }
     worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch, .mem_knn = cfg->mem_knn,
-                        .mem_index = cfg->mem_index, .mem_nprobe = cfg->mem_nprobe};
+                        .mem_index = cfg->mem_index, .mem_nprobe = cfg->mem_nprobe,
+                        .mem_dense_rows = cfg->mem_dense_rows};
     s->w = worker_new(model, &wc, mx, err, errlen);
     if (!s->w) {
         free(s);

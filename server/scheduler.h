@@ -29,6 +29,7 @@ typedef struct {
     int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
     mnemo_mem_index mem_index; /* the kNN index */
     int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
+    int64_t mem_dense_rows;    /* with mem_knn > 0: dense while a memory holds at most this many rows */
 } sched_config;
 
 typedef struct {

@@ -169,6 +169,7 @@ int sessions_create(session_store *st, const char *id, const char *restore, char
     cp.mem_max_bytes = st->cfg.max_bytes;
     cp.mem_knn_k = st->cfg.mem_knn;
     cp.mem_index = st->cfg.mem_index;
+    cp.mem_dense_rows = st->cfg.mem_dense_rows;
     cp.mem_nprobe = st->cfg.mem_nprobe;
     /* Reserve the id and a place first (busy, so nobody uses it while the context is built). */
     pthread_mutex_lock(&st->mu);

@@ -54,6 +54,7 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     cp.n_batch = cfg->batch;
     cp.mem_knn_k = cfg->mem_knn;
     cp.mem_index = cfg->mem_index;
+    cp.mem_dense_rows = cfg->mem_dense_rows;
     cp.mem_nprobe = cfg->mem_nprobe;
     for (int i = 0; i < w->n_slots; i++) {
         mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].own);

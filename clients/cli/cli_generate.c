@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "cli_memory.h"
 #include "cli_progress.h"
 #include "engine.h"
 
@@ -40,6 +41,7 @@ static void usage(FILE *f) {
             "  --save-session FILE    save the session (prompt + generated text) when done\n"
             "  -v, --verbose          log model details and timings\n",
             cli_default_model(), MAX_STOPS, MNEMO_MAX_LOGPROBS);
+    cli_memory_usage(f, 25);
 }
 
 typedef struct {
@@ -116,6 +118,9 @@ int cli_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
+        int mem = cli_memory_option(cmd, argc, argv, &i, &cp);
+        if (mem < 0) return 2;
+        if (mem) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
         else if (!strcmp(a, "--prompt")) { VALUE(); prompt = v; }

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_memory.h"
 #include "cli_progress.h"
 #include "engine.h"
 
@@ -36,21 +37,12 @@ static void usage(FILE *f) {
             "  --trials N           random keys per (length, depth) (default 2)\n"
             "  --seed S             key generator seed (default 1)\n"
             "  --last-context-length N  LongLLaMA: tokens kept local (default: config.json's)\n"
-            "  --knn K              LongLLaMA: attend to the top-K memory rows per query (default 0 = dense)\n"
-            "  --mem-index KIND     kNN index: flat (exact, default), brute, ivf, ivf-grow (approximate, cells grow\n"
-            "                       with the memory: for 100K+ tokens), hnsw\n"
-            "  --mem-nprobe N       ivf, ivf-grow: cells a query scans (default 16; more: higher recall, slower)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
             "  -v, --verbose        print every trial\n",
             cli_default_model());
-}
-
-static bool parse_mem_index(const char *cmd, const char *v, mnemo_mem_index *out) {
-    if (mnemo_mem_index_parse(v, out) == MNEMO_OK) return true;
-    fprintf(stderr, "mnemo %s: --mem-index must be flat, brute, ivf, ivf-grow or hnsw (got '%s')\n", cmd, v);
-    return false;
+    cli_memory_usage(f, 23);
 }
 
 static int parse_list(const char *cmd, const char *flag, const char *s, double min, double max, double *out) {
@@ -149,13 +141,16 @@ int cli_passkey(int argc, char **argv) {
     const char *cmd = "passkey", *model_dir = cli_default_model(), *v;
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
-    int32_t trials = 2, lcl = 0, knn = 0, threads = 0, nprobe = 0;
-    mnemo_mem_index mem_index = MNEMO_MEM_INDEX_FLAT;
+    int32_t trials = 2, lcl = 0, threads = 0;
+    mnemo_context_params cp = mnemo_context_default_params();
     uint64_t seed = 1;
     bool json = false, verbose = false, progress = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
+        int mem = cli_memory_option(cmd, argc, argv, &i, &cp);
+        if (mem < 0) return 2;
+        if (mem) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
         else if (!strcmp(a, "--lengths")) { VALUE(); if ((n_lengths = parse_list(cmd, a, v, 64, 1 << 24, lengths)) < 0) return 2; }
@@ -163,9 +158,6 @@ int cli_passkey(int argc, char **argv) {
         else if (!strcmp(a, "--trials")) { VALUE(); if (!cli_int(cmd, a, v, 1, 10000, &trials)) return 2; }
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(cmd, a, v, &seed)) return 2; }
         else if (!strcmp(a, "--last-context-length")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &lcl)) return 2; }
-        else if (!strcmp(a, "--knn")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 20, &knn)) return 2; }
-        else if (!strcmp(a, "--mem-index")) { VALUE(); if (!parse_mem_index(cmd, v, &mem_index)) return 2; }
-        else if (!strcmp(a, "--mem-nprobe")) { VALUE(); if (!cli_int(cmd, a, v, 1, 65536, &nprobe)) return 2; }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
@@ -181,10 +173,6 @@ int cli_passkey(int argc, char **argv) {
         mnemo_model_free(m);
         return 1;
     }
-    mnemo_context_params cp = mnemo_context_default_params();
-    cp.mem_knn_k = knn;
-    cp.mem_nprobe = nprobe;
-    cp.mem_index = mem_index;
     mnemo_context *ctx = NULL;
     if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK ||
         (lcl && mnemo_context_set_last_context_length(ctx, lcl) != MNEMO_OK)) {

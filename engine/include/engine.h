@@ -113,36 +113,51 @@ MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_toke
                                             size_t *len_out);
 
 /* ---------------------------------------------------------------- context */
-/* kNN index over a LongLLaMA memory (mem_knn_k > 0): exact inner product (FAISS IndexFlatIP, the default), brute
+/* kNN index over a LongLLaMA memory (mem_knn_k > 0): exact inner product (FAISS IndexFlatIP), brute
  * force in C, or approximate: FAISS IVF (256 cells) / HNSW, or IVF_GROW, whose cell count grows with the memory
  * so a query costs the same at any length — the one for 100K+ token prefills (linear time; recall < 1 and falling
- * slowly with length, see tests/bench/RESULTS.md; exact below 8192 rows). */
+ * slowly with length, see tests/bench/RESULTS.md; exact below 8192 rows). AUTO, the default: IVF_GROW when the
+ * model runs on the CPU, FLAT on a GPU (there the exact top-k runs on the device, cheaper than a host search). */
 typedef enum {
     MNEMO_MEM_INDEX_FLAT = 0,
     MNEMO_MEM_INDEX_BRUTE = 1,
     MNEMO_MEM_INDEX_IVF = 2,
     MNEMO_MEM_INDEX_HNSW = 3,
     MNEMO_MEM_INDEX_IVF_GROW = 4,
+    MNEMO_MEM_INDEX_AUTO = 5,
 } mnemo_mem_index;
+
+/* Defaults of LongLLaMA memory attention (mnemo_context_default_params): dense while a memory holds at most
+ * MNEMO_MEM_DENSE_ROWS_DEFAULT rows — exact, and no slower than a search there — then the top
+ * MNEMO_MEM_KNN_K_DEFAULT rows per query and head through the AUTO index, so cost per token stays flat instead of
+ * growing with the memory (a 93K-token prompt: 20x faster on the CPU). mem_knn_k = 0 keeps the released
+ * checkpoints' dense attention at every length (bit-faithful reproduction). */
+#define MNEMO_MEM_KNN_K_DEFAULT 128
+#define MNEMO_MEM_DENSE_ROWS_DEFAULT 8192
 
 typedef struct {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings. LongLLaMA: the local
                         * window is always max_position_embeddings and the context has no length limit */
     int32_t n_batch;   /* most tokens one forward step processes; longer inputs are split; 0 = 512 */
     bool logits_all;   /* keep logits for every position of a mnemo_decode call (else only the last) */
-    /* LongLLaMA memory layers (ignored for other models) */
-    int32_t mem_knn_k;         /* 0: every memory row (dense, as released); k > 0: the top-k rows per query and head */
+    /* LongLLaMA memory layers (ignored for other models; defaults above) */
+    int32_t mem_knn_k;         /* 0: every memory row (dense, as released); k > 0: the top-k rows per query and head
+                                * once the memory holds more than mem_dense_rows rows */
     mnemo_mem_index mem_index; /* the kNN index (used when mem_knn_k > 0) */
     uint64_t mem_max_bytes;    /* refuse to grow memory (keys + values + index) past this; 0 = no limit */
     int32_t mem_nprobe;        /* IVF and IVF_GROW: cells a query scans; 0 = 16. More: higher recall, slower
                                 * (IVF: at most its 256 cells) */
+    int64_t mem_dense_rows;    /* with mem_knn_k > 0: attention stays dense while a memory holds at most this many
+                                * rows (0: kNN from the first row) */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
-/* "flat", "brute", "ivf", "ivf-grow", "hnsw" <-> mnemo_mem_index (for command lines and configs).
+/* "flat", "brute", "ivf", "ivf-grow", "hnsw", "auto" <-> mnemo_mem_index (for command lines and configs).
  * parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other name; name: "?" for an unknown value. */
 MNEMO_API mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *out);
 MNEMO_API const char *mnemo_mem_index_name(mnemo_mem_index index);
+/* The index a context of this model gets for `index` (AUTO resolved by the model's backend; others unchanged). */
+MNEMO_API mnemo_mem_index mnemo_mem_index_resolve(const mnemo_model *model, mnemo_mem_index index);
 MNEMO_API mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *params,
                                          mnemo_context **out);
 MNEMO_API void mnemo_context_free(mnemo_context *ctx);

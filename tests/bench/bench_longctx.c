@@ -20,6 +20,8 @@
  *             two-level coarse search, nprobe 16: a query costs the same at any length; exact before)
  *   knn-ivf   same with FAISS IVF256,Flat (nprobe 16; trained once 9984 rows exist)  [not in the default set]
  *   knn-hnsw  same with FAISS HNSW32,Flat (efSearch 512)   [not in the default set: slow to build]
+ *   auto      mnemo_context_default_params() as they are: dense up to 8192 memory rows, then top-128 through
+ *             the AUTO index (IVF-grow on the CPU)   [not in the default set]
  *   llama     the same weights as LlamaForCausalLM (no mem_layers), full causal attention, n_ctx = N + decode
  * Every mode runs its lengths in increasing order under a time budget: before each length the prefill time is
  * predicted from the previous two (power law with the measured exponent, at least 1) and the mode stops when the
@@ -39,11 +41,11 @@
  * usage: bench_longctx [options]
  *   --lengths LIST      comma-separated context lengths, K/M suffixes allowed (default 8K,16K,32K,64K,128K,256K)
  *   --1m                append 1M to the lengths
- *   --modes LIST        from dense,knn-flat,knn-ivf,knn-ivf-grow,knn-hnsw,llama
+ *   --modes LIST        from dense,knn-flat,knn-ivf,knn-ivf-grow,knn-hnsw,llama,auto
  *                       (default dense,knn-flat,knn-ivf-grow,llama)
  *   --budget LIST       time budget of each mode, all its lengths together (load + prefill + decode), in seconds:
  *                       "S" for every mode or "mode=S,..." (defaults dense=120,knn-flat=150,knn-ivf=600,
- *                       knn-ivf-grow=600,knn-hnsw=300,llama=120: about 15 minutes on 2 cores with the default lengths)
+ *                       knn-ivf-grow=600,knn-hnsw=300,llama=120,auto=600: about 15 minutes on 2 cores with the default lengths)
  *   --decode N          timed decode steps per run (default 16)
  *   --knn-k K           kNN rows per query and head (default 128)
  *   --threads N         compute threads of the engine, OpenBLAS and FAISS (default 0: one per core)
@@ -84,12 +86,12 @@
 
 #define MAX_LENGTHS 16
 #define MAX_TRACE 64 /* quarter octaves from 4K: past 64M tokens */
-#define MAX_MODES 6
+#define MAX_MODES 7
 #define WARMUP_STEPS 2
 
 /* ------------------------------------------------------------------------------------------ options */
-typedef enum { MODE_DENSE, MODE_KNN_FLAT, MODE_KNN_IVF, MODE_KNN_HNSW, MODE_LLAMA, MODE_KNN_IVF_GROW } bench_mode;
-static const char *const MODE_NAMES[] = {"dense", "knn-flat", "knn-ivf", "knn-hnsw", "llama", "knn-ivf-grow"};
+typedef enum { MODE_DENSE, MODE_KNN_FLAT, MODE_KNN_IVF, MODE_KNN_HNSW, MODE_LLAMA, MODE_KNN_IVF_GROW, MODE_AUTO } bench_mode;
+static const char *const MODE_NAMES[] = {"dense", "knn-flat", "knn-ivf", "knn-hnsw", "llama", "knn-ivf-grow", "auto"};
 
 typedef struct {
     int64_t lengths[MAX_LENGTHS];
@@ -181,7 +183,7 @@ static int int_arg(const char *name, const char *v, int lo, int hi) {
 }
 
 static void parse_options(options *o, int argc, char **argv) {
-    *o = (options){.budget_s = {120, 150, 600, 300, 120, 600}, .decode_steps = 16, .knn_k = 128, .threads = 0,
+    *o = (options){.budget_s = {120, 150, 600, 300, 120, 600, 600}, .decode_steps = 16, .knn_k = 128, .threads = 0,
                    .batch = 512, .hidden = 256, .heads = 4, .ffn = 688, .layers = 4, .window = 1024,
                    .last_ctx = 512, .vocab = 32000, .bf16 = true};
     parse_lengths(o, "8K,16K,32K,64K,128K,256K");
@@ -506,8 +508,10 @@ static void child_run(const options *o, bench_mode mode, int64_t n, run_result *
     mnemo_context_params cp = mnemo_context_default_params();
     cp.n_batch = o->batch;
     if (mode == MODE_LLAMA) cp.n_ctx = (int32_t)(n + WARMUP_STEPS + o->decode_steps);
-    if (mode != MODE_DENSE && mode != MODE_LLAMA) {
+    if (mode == MODE_DENSE) cp.mem_knn_k = 0;
+    if (mode != MODE_DENSE && mode != MODE_LLAMA && mode != MODE_AUTO) { /* auto: the library's defaults */
         cp.mem_knn_k = o->knn_k;
+        cp.mem_dense_rows = 0; /* kNN from the first row, as measured before the dense-then-kNN default */
         cp.mem_index = mode == MODE_KNN_FLAT ? MNEMO_MEM_INDEX_FLAT
                        : mode == MODE_KNN_IVF ? MNEMO_MEM_INDEX_IVF
                        : mode == MODE_KNN_IVF_GROW ? MNEMO_MEM_INDEX_IVF_GROW : MNEMO_MEM_INDEX_HNSW;

@@ -136,5 +136,17 @@ for kind in ("flat", "ivf-grow"):
 rc, out, err = run("passkey", "--model", ll, "--mem-index", "lsh")
 check(rc == 2 and "--mem-index" in err and "lsh" in err, f"passkey --mem-index lsh refused: exit {rc}, {err!r}")
 
+# Memory options, shared by generate and passkey: the defaults are dense below 8192 memory rows, so a prompt of a
+# few windows decodes exactly as with --mem-knn 0 (dense at every length); bad values are refused.
+rc_d, out_d, err_d = run(*args, "--mem-knn", "0")
+check(rc_d == 0 and out_d == out1, f"defaults equal dense below --mem-dense-rows: {out_d!r} vs {out1!r} {err_d[-200:]!r}")
+for sub in ("generate", "passkey"):
+    for flag, val in (("--mem-knn", "-1"), ("--mem-dense-rows", "-1"), ("--mem-index", "lsh"), ("--mem-nprobe", "0")):
+        rc, out, err = run(sub, "--model", ll, "--prompt", "x", flag, val) if sub == "generate" else \
+            run(sub, "--model", ll, flag, val)
+        check(rc == 2 and flag in err and val in err, f"{sub} {flag} {val} refused: exit {rc}, {err!r}")
+    rc, out, err = run(sub, "--help")
+    check(rc == 0 and "--mem-dense-rows" in out and "default 128" in out, f"{sub} --help names the memory options")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -23,7 +23,8 @@ def test_help_and_bad_arguments():
     assert r.returncode == 0 and "--parallel" in r.stdout and "--api-key" in r.stdout
     for args in (["--port", "abc"], ["--parallel", "0"], ["--frobnicate"], ["--chat-template", "jinja"],
                  ["--host", "not-an-ip"], ["--mem-index", "lsh"], ["--mem-knn", "-1"],
-                 ["--mem-nprobe", "-1"], ["--mem-index", "ivf", "--mem-nprobe", "257"]):
+                 ["--mem-nprobe", "-1"], ["--mem-index", "ivf", "--mem-nprobe", "257"],
+                 ["--mem-dense-rows", "-1"], ["--mem-dense-rows", "1.5"]):
         r = run(*args, "--port", "0") if args[0] != "--port" else run(*args)
         assert r.returncode in (1, 2) and r.stderr.strip(), args
     r = run("--model", "/nonexistent/model", "--port", "0")

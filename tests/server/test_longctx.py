@@ -41,17 +41,20 @@ def test_memory_accounting(ll_server):
     assert m['mnemo_memory_bytes{kind="local_kv"}'] > 0
     st, p = ll_server.get_json("/props")
     assert st == 200 and p["memory"]["memory_tokens"] == m["mnemo_memory_tokens"]
-    assert p["memory_attention"] == {"mode": "dense", "knn_k": 0, "index": "flat"}
+    # the default: dense up to 8192 memory rows, then the top 128 through IVF-grow (this is the CPU)
+    assert p["memory_attention"] == {"mode": "dense_then_knn", "knn_k": 128, "dense_rows": 8192, "index": "ivf-grow",
+                                     "nprobe": 16}
     assert p["memory"]["memory_key_bytes"] == m['mnemo_memory_bytes{kind="memory_keys"}']
 
 
 def test_knn_memory_server():
     """--mem-knn / --mem-index: slots and sessions attend to their top-k memory rows through the chosen index."""
     s = Server("--parallel", "1", "--mem-knn", "4", "--mem-index", "ivf-grow", "--mem-nprobe", "32",
-               model=LONGLLAMA)
+               "--mem-dense-rows", "0", model=LONGLLAMA)
     try:
         st, p = s.get_json("/props")
-        assert st == 200 and p["memory_attention"] == {"mode": "knn", "knn_k": 4, "index": "ivf-grow", "nprobe": 32}
+        assert st == 200 and p["memory_attention"] == {"mode": "knn", "knn_k": 4, "dense_rows": 0, "index": "ivf-grow",
+                                                       "nprobe": 32}
         body = complete(s, "hello world " * 400, 40)
         assert body["usage"]["completion_tokens"] == 40
         again = complete(s, "hello world " * 400, 40)
@@ -65,5 +68,18 @@ def test_knn_memory_server():
         assert st == 200, b
         st, info = s.get_json("/v1/sessions/" + sess["id"])
         assert st == 200 and info["memory"]["index_bytes"] > 0, info
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_dense_memory_server():
+    """--mem-knn 0 keeps the released checkpoints' dense attention at every length; /props says so."""
+    s = Server("--parallel", "1", "--mem-knn", "0", model=LONGLLAMA)
+    try:
+        st, p = s.get_json("/props")
+        assert st == 200 and p["memory_attention"] == {"mode": "dense", "knn_k": 0}
+        body = complete(s, "hello world " * 400, 8)
+        assert body["usage"]["completion_tokens"] == 8
+        assert s.metrics()['mnemo_memory_bytes{kind="index"}'] == 0  # dense attention keeps no index
     finally:
         assert s.stop() == 0, "".join(s.log)

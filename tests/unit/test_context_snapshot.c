@@ -35,6 +35,7 @@ static mnemo_context *context(mnemo_model *m, int32_t n_ctx, int32_t knn_k, mnem
     cp.n_ctx = n_ctx;
     cp.mem_knn_k = knn_k;
     cp.mem_index = index;
+    cp.mem_dense_rows = 0; /* kNN cases search from the first memory row */
     mnemo_context *ctx = NULL;
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "context: %s", mnemo_context_error(ctx));
     return ctx;

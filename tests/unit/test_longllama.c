@@ -91,6 +91,7 @@ static float run_case(mnemo_model *m, json_t *c, const logit_block *blk, const m
     cp.n_batch = md->n_batch;
     cp.mem_knn_k = md->knn_k >= 0 ? md->knn_k : (int32_t)json_integer_value(json_object_get(c, "knn_k"));
     cp.mem_index = md->index;
+    cp.mem_dense_rows = 0; /* kNN modes search from the first memory row, as the reference's kNN does */
     mnemo_context *ctx = NULL;
     float worst = 0.f;
     const int32_t V = blk->n_vocab;
@@ -225,10 +226,68 @@ static void check_model(mnemo_device dev, const char *dir, const char *name) {
                   true, LOGIT_TOL_KNN);
 }
 
+/* The default memory attention: dense while the memory holds at most mem_dense_rows rows (bit-identical to a
+ * dense context there), the top-k rows beyond (different from dense once k < |memory|). */
+static void check_dense_then_knn(mnemo_model *m) {
+    mnemo_context_params def = mnemo_context_default_params();
+    CHECK(def.mem_knn_k == MNEMO_MEM_KNN_K_DEFAULT && def.mem_index == MNEMO_MEM_INDEX_AUTO &&
+              def.mem_dense_rows == MNEMO_MEM_DENSE_ROWS_DEFAULT && MNEMO_MEM_KNN_K_DEFAULT > 0,
+          "defaults: kNN k=%d index %d above %lld dense rows", def.mem_knn_k, (int)def.mem_index,
+          (long long)def.mem_dense_rows);
+    mnemo_mem_index auto_is = mnemo_mem_index_resolve(m, MNEMO_MEM_INDEX_AUTO), parsed = MNEMO_MEM_INDEX_FLAT;
+    CHECK(auto_is == MNEMO_MEM_INDEX_IVF_GROW && mnemo_mem_index_resolve(m, MNEMO_MEM_INDEX_BRUTE) ==
+                                                     MNEMO_MEM_INDEX_BRUTE,
+          "auto resolves to ivf-grow on the CPU (got %s)", mnemo_mem_index_name(auto_is));
+    CHECK(mnemo_mem_index_parse("auto", &parsed) == MNEMO_OK && parsed == MNEMO_MEM_INDEX_AUTO &&
+              !strcmp(mnemo_mem_index_name(MNEMO_MEM_INDEX_AUTO), "auto"),
+          "\"auto\" parses and names itself");
+    int32_t W = mnemo_model_n_ctx_train(m), piece = W / 2, dense_rows = 3 * W, n = 12 * W;
+    mnemo_context_params cd = def, cm = def;
+    cd.mem_knn_k = 0;
+    cm.mem_knn_k = 2, cm.mem_index = MNEMO_MEM_INDEX_BRUTE, cm.mem_dense_rows = -1;
+    mnemo_context *dense = NULL, *mixed = NULL;
+    CHECK(mnemo_context_new(m, &cm, &mixed) == MNEMO_ERR_INVALID_ARG, "negative mem_dense_rows refused");
+    mnemo_context_free(mixed);
+    cm.mem_dense_rows = dense_rows;
+    if (mnemo_context_new(m, &cd, &dense) != MNEMO_OK || mnemo_context_new(m, &cm, &mixed) != MNEMO_OK) {
+        CHECK(0, "contexts: %s", mnemo_context_error(mixed));
+        goto out;
+    }
+    mnemo_token ids[4096];
+    CHECK(n <= 4096, "window %d too large for this check", W);
+    for (int32_t i = 0; i < n && i < 4096; i++) ids[i] = 3 + (i * 7919) % 500;
+    int equal_below = 0, differ_above = 0, calls_above = 0;
+    for (int32_t fed = 0; fed + piece <= n && fed + piece <= 4096; fed += piece) {
+        mnemo_memory_stats ms;
+        if (mnemo_decode(dense, ids + fed, piece) != MNEMO_OK || mnemo_decode(mixed, ids + fed, piece) != MNEMO_OK ||
+            mnemo_context_memory(mixed, &ms) != MNEMO_OK) {
+            CHECK(0, "decode: %s / %s", mnemo_context_error(dense), mnemo_context_error(mixed));
+            break;
+        }
+        bool same = !memcmp(mnemo_get_logits(dense, -1), mnemo_get_logits(mixed, -1),
+                            (size_t)mnemo_model_n_vocab(m) * sizeof(float));
+        if ((int64_t)ms.mem_tokens <= dense_rows) {
+            CHECK(same, "memory of %llu rows (<= %d): logits equal dense", (unsigned long long)ms.mem_tokens,
+                  dense_rows);
+            equal_below += same;
+        } else {
+            calls_above++;
+            differ_above += !same;
+        }
+    }
+    CHECK(equal_below >= 4 && calls_above >= 4 && differ_above == calls_above,
+          "past %d memory rows k=2 attention differs from dense (%d of %d calls; %d equal below)", dense_rows,
+          differ_above, calls_above, equal_below);
+out:
+    mnemo_context_free(dense);
+    mnemo_context_free(mixed);
+}
+
 /* A LongLLaMA context has no length limit and reports its memory; plain-LLaMA-only calls are refused. */
 static void check_api(const char *dir) {
     mnemo_model *m = NULL;
     if (mnemo_model_load(dir, NULL, &m) != MNEMO_OK) return;
+    check_dense_then_knn(m);
     mnemo_context *ctx = NULL;
     mnemo_context_params cp = mnemo_context_default_params();
     cp.mem_knn_k = -1;

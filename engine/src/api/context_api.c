@@ -11,7 +11,12 @@
 #include "log.h"
 
 mnemo_context_params mnemo_context_default_params(void) {
-    mnemo_context_params p = {.n_ctx = 0, .n_batch = 512, .logits_all = false};
+    mnemo_context_params p = {.n_ctx = 0,
+                               .n_batch = 512,
+                               .logits_all = false,
+                               .mem_knn_k = MNEMO_MEM_KNN_K_DEFAULT,
+                               .mem_index = MNEMO_MEM_INDEX_AUTO,
+                               .mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT};
     return p;
 }
 
@@ -22,7 +27,8 @@ static const struct {
                        {"brute", MNEMO_MEM_INDEX_BRUTE},
                        {"ivf", MNEMO_MEM_INDEX_IVF},
                        {"ivf-grow", MNEMO_MEM_INDEX_IVF_GROW},
-                       {"hnsw", MNEMO_MEM_INDEX_HNSW}};
+                       {"hnsw", MNEMO_MEM_INDEX_HNSW},
+                       {"auto", MNEMO_MEM_INDEX_AUTO}};
 
 mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *out) {
     for (size_t i = 0; name && out && i < sizeof MEM_INDEX_NAMES / sizeof *MEM_INDEX_NAMES; i++)
@@ -37,6 +43,12 @@ const char *mnemo_mem_index_name(mnemo_mem_index index) {
     for (size_t i = 0; i < sizeof MEM_INDEX_NAMES / sizeof *MEM_INDEX_NAMES; i++)
         if (MEM_INDEX_NAMES[i].kind == index) return MEM_INDEX_NAMES[i].name;
     return "?";
+}
+
+mnemo_mem_index mnemo_mem_index_resolve(const mnemo_model *model, mnemo_mem_index index) {
+    if (index != MNEMO_MEM_INDEX_AUTO) return index;
+    /* a GPU searches its device copy exactly (topk_ip); a host index search would cross the bus every step */
+    return model && model->be && !model->be->host_memory ? MNEMO_MEM_INDEX_FLAT : MNEMO_MEM_INDEX_IVF_GROW;
 }
 
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...) {

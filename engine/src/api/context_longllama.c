@@ -23,8 +23,12 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
         ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "mem_knn_k must be >= 0 (got %d)", p->mem_knn_k);
         return MNEMO_ERR_INVALID_ARG;
     }
+    if (p->mem_dense_rows < 0) {
+        ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "mem_dense_rows must be >= 0 (got %lld)", (long long)p->mem_dense_rows);
+        return MNEMO_ERR_INVALID_ARG;
+    }
     mem_params mp = mem_default_params();
-    switch (p->mem_index) {
+    switch (mnemo_mem_index_resolve(ctx->model, p->mem_index)) {
     case MNEMO_MEM_INDEX_FLAT: mp.index = MEM_INDEX_FLAT; break;
     case MNEMO_MEM_INDEX_BRUTE: mp.index = MEM_INDEX_NONE; break;
     case MNEMO_MEM_INDEX_IVF: mp.index = MEM_INDEX_IVF; break;
@@ -58,6 +62,7 @@ mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_para
         return MNEMO_ERR_NOMEM;
     }
     ctx->ll->knn_on_device = knn_on_device;
+    ctx->ll->dense_rows = p->mem_dense_rows;
     if (longllama_device_init(ctx->ll, ctx->model->be, cfg->num_key_value_heads, cfg->head_dim) != 0) {
         context_longllama_free(ctx);
         ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");

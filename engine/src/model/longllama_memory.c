@@ -132,7 +132,8 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
         mv[g] = s->dev_be ? s->dev_v[(size_t)l * hkv + g] : mem_store_raw_values(ms, (int)g);
     }
     kern_dtype dt = s->mem_dt;
-    if (s->knn_k > 0 && n_mem > 0 && s->knn_on_device) { /* keys already there: GEMM + k-selection per head */
+    bool knn = s->knn_k > 0 && n_mem > 0 && n_mem > s->dense_rows; /* dense while the memory is small */
+    if (knn && s->knn_on_device) { /* keys already there: GEMM + k-selection per head */
         int64_t *dsel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k), false);
         if (!dsel) return KERN_ENOMEM;
         for (int64_t h = 0; h < hq; h++) {
@@ -143,7 +144,7 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
         return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, dsel,
                                  s->knn_k);
     }
-    if (s->knn_k > 0 && n_mem > 0) {
+    if (knn) {
         const float *hq_rows = q; /* the search runs on the host (FAISS) */
         if (s->dev_be) {
             float *h = longllama_stage(s, (size_t)(nq * hq * hd));

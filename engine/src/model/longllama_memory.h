@@ -25,7 +25,8 @@ typedef struct longllama_state {
     int32_t n_layer, window;     /* window W: local cache capacity */
     int32_t n_local;             /* tokens in the local cache */
     int32_t last_context_length; /* tail of a long input that stays local (per-call override in the API) */
-    int32_t knn_k;               /* 0: dense memory attention; else top-k rows per query and head */
+    int32_t knn_k;               /* 0: dense memory attention; else top-k rows per query and head ... */
+    int64_t dense_rows;          /* ... once the memory holds more than this many rows (dense until then) */
     int32_t kv_dim;
     kern_dtype mem_dt;           /* the stores' dtype (config mem_dtype) */
     mem_store **mem;             /* [n_layer]: a store for memory layers, NULL for ordinary ones */
