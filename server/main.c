@@ -154,6 +154,7 @@ static void shutdown_gracefully(server_app *app, http_server *http) {
 }
 
 int main(int argc, char **argv) {
+    mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep: the server shares its machine */
     static server_app app;
     server_opts_defaults(&app.opts);
     char err[512];

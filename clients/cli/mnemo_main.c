@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine.h"
+
 int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_passkey(int argc, char **argv);
@@ -21,6 +23,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep instead of spinning (README "Threads") */
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -76,6 +76,14 @@ typedef struct {
 
 MNEMO_API mnemo_model_params mnemo_model_default_params(void);
 
+/* For programs on machines shared with other CPU-bound work: call first thing in main(), before any thread
+ * starts. Unless the environment already sets OMP_WAIT_POLICY or GOMP_SPINCOUNT, it sets
+ * OMP_WAIT_POLICY=passive and re-executes the program (/proc/self/exe, same argv and pid) so that OpenMP, which
+ * reads the policy once at start-up, lets idle compute threads sleep instead of spinning on the cores the busy
+ * ones need (a long prompt beside another job: 2-5x faster; see README "Threads"). Returns only when nothing was
+ * needed or the exec failed. mnemo and mnemo-server call it; OMP_WAIT_POLICY=active opts out. */
+MNEMO_API void mnemo_threads_prefer_passive(char **argv);
+
 /* Load a checkpoint directory: config.json, model.safetensors | model.safetensors.index.json + shards |
  * pytorch_model.bin | pytorch_model.bin.index.json + shards, and tokenizer.model. Weights are memory-mapped.
  * *out always receives a handle (NULL only when even that allocation failed). */

@@ -206,6 +206,7 @@ mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int32_t n_entr
         total += entries[i].n;
         if (total > (1 << 20)) return ctx_fail(c, MNEMO_ERR_INVALID_ARG, "batch of more than 2^20 tokens");
     }
+    threads_use(entries[0].ctx->model);
     for (int32_t i = 0; i < n_entries; i++) { /* LongLLaMA: a full local window moves to memory first */
         mnemo_context *c = entries[i].ctx;
         if (c->ll && c->ll->n_local + entries[i].n > c->ll->window) {
@@ -220,6 +221,7 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
     if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
     mnemo_status st = check_entry(ctx, tokens, n);
     if (st != MNEMO_OK) return st;
+    threads_use(ctx->model);
     if (ctx->ll) return context_longllama_decode(ctx, tokens, n);
     /* Long inputs go through in chunks of n_batch; with logits_all each chunk writes its own rows. */
     const size_t V = (size_t)ctx->model->cfg.vocab_size;

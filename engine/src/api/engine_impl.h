@@ -63,6 +63,8 @@ mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tok
 mnemo_status context_longllama_flush(mnemo_context *ctx); /* local window -> memory */
 
 /* Set a context's message (printf-style) and return status. */
+/* Gives the calling thread the model's thread count for every OpenMP region (FAISS and memstore included). */
+void threads_use(const mnemo_model *m);
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
