@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "cli_log.h"
 #include "cli_progress.h"
 #include "engine.h"
 
@@ -156,7 +157,7 @@ int cli_generate(int argc, char **argv) {
         return 2;
     }
     gp.stop = stops;
-    mnemo_log_set_level(verbose ? MNEMO_LOG_INFO : MNEMO_LOG_WARN);
+    cli_log_init(verbose);
 
     mnemo_model *model = NULL;
     mnemo_context *ctx = NULL;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_log.h"
 #include "cli_progress.h"
 #include "engine.h"
 
@@ -173,6 +174,7 @@ int cli_passkey(int argc, char **argv) {
         else { fprintf(stderr, "mnemo passkey: unknown option '%s' (try --help)\n", a); return 2; }
 #undef VALUE
     }
+    cli_log_init(false);
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = threads;
     mnemo_model *m = NULL;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "cli_log.h"
 #include "engine.h"
 
 static void usage(FILE *f) {
@@ -32,6 +33,7 @@ int cli_tokenize(int argc, char **argv) {
         fprintf(stderr, "mnemo tokenize: missing TEXT (try --help)\n");
         return 2;
     }
+    cli_log_init(false);
     mnemo_model *model = NULL;
     int rc = 1;
     mnemo_token *ids = NULL;

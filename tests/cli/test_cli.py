@@ -88,6 +88,18 @@ for args, want_rc, want_msg in bad:
     rc, out, err = run(*args)
     check(rc == want_rc and want_msg in err, f"mnemo {' '.join(args)}: exit {rc} (want {want_rc}), stderr {err!r}")
     check("Segmentation" not in err and rc >= 0, f"mnemo {' '.join(args)}: crashed")
+# A load error is printed once, by the command (the library's own log line of it is not shown as well); -v still
+# shows the library's info lines.
+for sub in (["generate", "--prompt", "x"], ["tokenize", "x"], ["passkey"]):
+    rc, out, err = run(sub[0], "--model", "/nonexistent/model", *sub[1:])
+    check(rc == 1 and err.count("not a directory") == 1 and len(err.strip().splitlines()) == 1,
+          f"mnemo {sub[0]}: the load error once: {err!r}")
+rc, out, err = run("generate", "--model", mha, "--prompt", "x", "-n", "1", "-v")
+check(rc == 0 and "mnemo: info: loaded" in err, f"generate -v keeps the library's info lines: {err!r}")
+# A prompt longer than the context: the message gives the context's size, use and room without contradicting itself.
+rc, out, err = run("generate", "--model", mha, "--prompt", "To be, or not to be, that is the question", "--ctx", "8")
+check(rc == 1 and "does not fit in the context: it has 8 positions, 0 in use, 8 free" in err,
+      f"a prompt past --ctx: {err!r}")
 for sub in ("generate", "tokenize"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "usage: mnemo " + sub in out, f"{sub} --help")
