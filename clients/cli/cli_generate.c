@@ -19,7 +19,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo generate [--model DIR] (--prompt TEXT | -f FILE) [options]\n\n"
-            "  --model DIR            Hugging Face LLaMA checkpoint directory (default: %s)\n"
+            "  --model DIR            Hugging Face LLaMA checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
             "  --prompt TEXT          the prompt\n"
             "  -f, --file FILE        read the prompt from FILE (- = standard input), for prompts of any length\n"
             "  -n, --max-tokens N     tokens to generate (default 128)\n"
@@ -41,8 +41,8 @@ static void usage(FILE *f) {
             "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
             "  --load-session FILE    continue from a saved session (the prompt is appended to it)\n"
             "  --save-session FILE    save the session (prompt + generated text) when done\n"
-            "  -v, --verbose          log model details and timings\n",
-            cli_default_model(), MAX_STOPS, MNEMO_MAX_LOGPROBS);
+            "  -v, --verbose          log model details and timings\n\n%s\n",
+            MAX_STOPS, MNEMO_MAX_LOGPROBS, cli_default_model_help());
 }
 
 typedef struct {
@@ -104,7 +104,7 @@ static const char *finish_name(mnemo_finish_reason r) {
 }
 
 int cli_generate(int argc, char **argv) {
-    const char *cmd = "generate", *model_dir = cli_default_model(), *prompt = NULL, *prompt_file = NULL;
+    const char *cmd = "generate", *model_dir = NULL, *prompt = NULL, *prompt_file = NULL;
     const char *stops[MAX_STOPS];
     mnemo_model_params mp = mnemo_model_default_params();
     mnemo_context_params cp = mnemo_context_default_params();
@@ -172,6 +172,7 @@ int cli_generate(int argc, char **argv) {
     size_t file_len = 0;
     char *file_text = NULL; /* read before the model loads: a bad path fails fast */
     if (prompt_file && !(prompt = file_text = cli_read_text(cmd, prompt_file, &file_len))) goto out;
+    if (!model_dir && !(model_dir = cli_default_model(cmd))) goto out;
     if (mnemo_model_load(model_dir, &mp, &model) != MNEMO_OK) {
         fprintf(stderr, "mnemo generate: cannot load model: %s\n", mnemo_model_error(model));
         goto out;

@@ -34,7 +34,7 @@ static const char *QUESTION = "What is the pass key? The pass key is";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo passkey [--model DIR] [options]\n\n"
-            "  --model DIR          checkpoint directory (default: %s)\n"
+            "  --model DIR          checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
             "  --lengths L,L,...    prompt lengths in tokens (default 4096,8192,16384,32768 on a model with memory\n"
             "                       layers; else 1/4, 1/2, 3/4 and all of the model's context, less the answer)\n"
             "  --depths D,D,...     key depth as a fraction of the filler, 0..1 (default 0,0.25,0.5,0.75,1)\n"
@@ -50,8 +50,8 @@ static void usage(FILE *f) {
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
-            "  -v, --verbose        print every trial\n",
-            cli_default_model());
+            "  -v, --verbose        print every trial\n\n%s\n",
+            cli_default_model_help());
 }
 
 static bool parse_mem_index(const char *cmd, const char *v, mnemo_mem_index *out) {
@@ -182,7 +182,7 @@ static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t s
 }
 
 int cli_passkey(int argc, char **argv) {
-    const char *cmd = "passkey", *model_dir = cli_default_model(), *filler_file = NULL, *v;
+    const char *cmd = "passkey", *model_dir = NULL, *filler_file = NULL, *v;
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
     int32_t trials = 2, lcl = 0, knn = 0, threads = 0, nprobe = 0;
@@ -224,6 +224,7 @@ int cli_passkey(int argc, char **argv) {
     if (!filler) goto out;
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = threads;
+    if (!model_dir && !(model_dir = cli_default_model(cmd))) goto out;
     if (mnemo_model_load(model_dir, &mp, &m) != MNEMO_OK) {
         fprintf(stderr, "mnemo passkey: cannot load model: %s\n", mnemo_model_error(m));
         goto out;

@@ -11,15 +11,15 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo tokenize [--model DIR] [--no-bos] [--pieces] (TEXT | -f FILE)\n\n"
-            "  --model DIR   checkpoint directory with tokenizer.model (default: %s)\n"
+            "  --model DIR   checkpoint directory with tokenizer.model (default: $MNEMO_MODEL, else the demo model)\n"
             "  -f, --file F  tokenize the text of file F (- = standard input) instead of TEXT\n"
             "  --no-bos      do not prepend the BOS id\n"
-            "  --pieces      print 'id piece' per line instead of ids on one line\n",
-            cli_default_model());
+            "  --pieces      print 'id piece' per line instead of ids on one line\n\n%s\n",
+            cli_default_model_help());
 }
 
 int cli_tokenize(int argc, char **argv) {
-    const char *model_dir = cli_default_model(), *text = NULL, *text_file = NULL;
+    const char *model_dir = NULL, *text = NULL, *text_file = NULL;
     bool bos = true, pieces = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -49,6 +49,7 @@ int cli_tokenize(int argc, char **argv) {
     size_t len = text ? strlen(text) : 0;
     char *file_text = NULL;
     if (text_file && !(text = file_text = cli_read_text("tokenize", text_file, &len))) goto out;
+    if (!model_dir && !(model_dir = cli_default_model("tokenize"))) goto out;
     if (mnemo_model_load(model_dir, NULL, &model) != MNEMO_OK) {
         fprintf(stderr, "mnemo tokenize: cannot load model: %s\n", mnemo_model_error(model));
         goto out;

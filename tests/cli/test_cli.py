@@ -12,6 +12,7 @@ import sys
 
 BIN = sys.argv[1]
 FIX = sys.argv[2]
+os.environ.pop("MNEMO_MODEL", None)  # the default model is what these tests expect unless they set it
 passed = failed = 0
 
 
@@ -67,6 +68,17 @@ rc, out, err = run("generate", "--prompt", "ROMEO:", "-n", "60", "--temp", "0")
 clean = sum(c.isalpha() or c.isspace() or c in ".,;:!?'-" for c in out)
 check(rc == 0 and len(out) > 40 and "\ufffd" not in out and clean >= 0.95 * len(out),
       f"default demo model output not clean text: {out!r} {err}")
+
+# The default model: $MNEMO_MODEL overrides it (--model overrides both); a bad MNEMO_MODEL is named in the error.
+rc, out, err = run("generate", "--prompt", "Hello", "-n", "8", "--temp", "0", "-v", env=dict(os.environ, MNEMO_MODEL=mha))
+want = run("generate", "--model", mha, "--prompt", "Hello", "-n", "8", "--temp", "0")
+check(rc == 0 and out == want[1] and f"loaded {mha}:" in err, f"MNEMO_MODEL overrides the default: {err!r}")
+rc, out, err = run("tokenize", "Hello", env=dict(os.environ, MNEMO_MODEL="/nonexistent/model"))
+check(rc == 1 and err == "mnemo tokenize: MNEMO_MODEL=/nonexistent/model: No such file or directory (it must name a "
+      "checkpoint directory)\n", f"a bad MNEMO_MODEL: exit {rc}, {err!r}")
+rc, out, err = run("passkey", "--help")
+check(rc == 0 and "$MNEMO_MODEL" in out and "default model (no --model) now: " in out and "tiny-shakespeare" in out,
+      f"--help names the default model and MNEMO_MODEL: {out!r}")
 
 bad = [
     (["generate"], 2, "--prompt or --file is required"),
