@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "cli_args.h"
-#include "cli_log.h"
 #include "cli_haystack.h"
+#include "cli_log.h"
 #include "cli_progress.h"
 #include "cli_text_file.h"
 #include "engine.h"
