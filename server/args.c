@@ -11,9 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef MNEMO_DEFAULT_MODEL
-#define MNEMO_DEFAULT_MODEL "tests/fixtures/models/mha"
-#endif
+#include "engine.h"
 
 typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE, OPT_I64 } opt_kind;
 
@@ -27,7 +25,8 @@ typedef struct {
 
 #define OFF(f) offsetof(server_opts, f)
 static const opt_def OPTS[] = {
-    {"--model", OPT_STR, OFF(model_dir), 0, 0, "checkpoint directory (default: the tiny test model)"},
+    {"--model", OPT_STR, OFF(model_dir), 0, 0,
+     "checkpoint directory (default: $MNEMO_MODEL, else the tiny-shakespeare demo installed with mnemo)"},
     {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
     {"--alias", OPT_STR, OFF(alias), 0, 0, "model name served to clients (default: the model directory's name)"},
@@ -64,7 +63,7 @@ static const opt_def OPTS[] = {
 
 void server_opts_defaults(server_opts *o) {
     memset(o, 0, sizeof *o);
-    o->model_dir = MNEMO_DEFAULT_MODEL;
+    o->model_dir = NULL; /* main resolves it: mnemo_default_model_dir */
     o->host = "127.0.0.1";
     o->port = 8080;
     o->chat_template = "auto";
@@ -97,6 +96,9 @@ void server_opts_usage(FILE *f, const char *prog) {
         fprintf(f, "  %s%-*s %s\n", OPTS[i].name, (int)(22 - strlen(OPTS[i].name)), arg, OPTS[i].help);
     }
     fprintf(f, "  -v, --verbose            log every request\n  -h, --help               this text\n");
+    char dir[4096];
+    bool found = mnemo_default_model_dir(dir, sizeof dir) == MNEMO_OK;
+    fprintf(f, "\n%s: %s\n", found ? "default model (no --model) now" : "no default model", dir);
 }
 
 static int set_value(server_opts *o, const opt_def *d, const char *v, char *err, size_t errlen) {

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *model_dir;     /* --model: checkpoint directory */
+    const char *model_dir;     /* --model: checkpoint directory; NULL = mnemo_default_model_dir, resolved by main */
     const char *host;          /* --host: bind address (IPv4 or IPv6 literal) */
     int port;                  /* --port: 0 = pick a free one (printed on stderr) */
     const char *alias;         /* --alias: the model name clients use; default: the directory's basename */

@@ -188,6 +188,14 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    static char default_model[4096]; /* no --model: $MNEMO_MODEL or the demo installed beside this binary */
+    if (!o->model_dir) {
+        if (mnemo_default_model_dir(default_model, sizeof default_model) != MNEMO_OK) {
+            fprintf(stderr, "mnemo-server: %s\n", default_model);
+            return 1;
+        }
+        app.opts.model_dir = default_model;
+    }
     if (o->session_dir && sessions_check_dir(o->session_dir, err, sizeof err) != 0) {
         fprintf(stderr, "mnemo-server: %s\n", err);
         return 2;

@@ -6,11 +6,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#ifndef MNEMO_DEFAULT_MODEL
-#define MNEMO_DEFAULT_MODEL "models/tiny-shakespeare"
-#endif
+#include "engine.h"
 
-const char *cli_default_model(void) { return MNEMO_DEFAULT_MODEL; }
+const char *cli_default_model(const char *cmd) {
+    static char dir[4096];
+    if (mnemo_default_model_dir(dir, sizeof dir) == MNEMO_OK) return dir;
+    fprintf(stderr, "mnemo %s: %s\n", cmd, dir);
+    return NULL;
+}
+
+const char *cli_default_model_help(void) {
+    static char help[4096 + 64];
+    char dir[4096];
+    bool found = mnemo_default_model_dir(dir, sizeof dir) == MNEMO_OK;
+    snprintf(help, sizeof help, "%s: %s", found ? "default model (no --model) now" : "no default model", dir);
+    return help;
+}
 
 bool cli_int(const char *cmd, const char *flag, const char *s, long min, long max, int32_t *out) {
     char *end = NULL;

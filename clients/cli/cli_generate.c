@@ -10,16 +10,19 @@
 
 #include "cli_args.h"
 #include "cli_memory.h"
+#include "cli_log.h"
 #include "cli_progress.h"
+#include "cli_text_file.h"
 #include "engine.h"
 
 #define MAX_STOPS 16
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mnemo generate [--model DIR] --prompt TEXT [options]\n\n"
-            "  --model DIR            Hugging Face LLaMA checkpoint directory (default: %s)\n"
-            "  --prompt TEXT          the prompt (required)\n"
+            "usage: mnemo generate [--model DIR] (--prompt TEXT | -f FILE) [options]\n\n"
+            "  --model DIR            Hugging Face LLaMA checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --prompt TEXT          the prompt\n"
+            "  -f, --file FILE        read the prompt from FILE (- = standard input), for prompts of any length\n"
             "  -n, --max-tokens N     tokens to generate (default 128)\n"
             "  --temp T               temperature, 0 = greedy (default 0.8)\n"
             "  --top-k K              keep the K most likely tokens (default 40, 0 = off)\n"
@@ -40,8 +43,9 @@ static void usage(FILE *f) {
             "  --load-session FILE    continue from a saved session (the prompt is appended to it)\n"
             "  --save-session FILE    save the session (prompt + generated text) when done\n"
             "  -v, --verbose          log model details and timings\n",
-            cli_default_model(), MAX_STOPS, MNEMO_MAX_LOGPROBS);
+            MAX_STOPS, MNEMO_MAX_LOGPROBS);
     cli_memory_usage(f, 25);
+    fprintf(f, "\n%s\n", cli_default_model_help());
 }
 
 typedef struct {
@@ -103,7 +107,7 @@ static const char *finish_name(mnemo_finish_reason r) {
 }
 
 int cli_generate(int argc, char **argv) {
-    const char *cmd = "generate", *model_dir = cli_default_model(), *prompt = NULL;
+    const char *cmd = "generate", *model_dir = NULL, *prompt = NULL, *prompt_file = NULL;
     const char *stops[MAX_STOPS];
     mnemo_model_params mp = mnemo_model_default_params();
     mnemo_context_params cp = mnemo_context_default_params();
@@ -124,6 +128,7 @@ int cli_generate(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
         else if (!strcmp(a, "--prompt")) { VALUE(); prompt = v; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VALUE(); prompt_file = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 24, &gp.max_tokens)) return 2; }
         else if (!strcmp(a, "--temp")) { VALUE(); if (!cli_float(cmd, a, v, 0, 100, &gp.sampling.temperature)) return 2; }
         else if (!strcmp(a, "--top-k")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 24, &gp.sampling.top_k)) return 2; }
@@ -156,16 +161,24 @@ int cli_generate(int argc, char **argv) {
         else { fprintf(stderr, "mnemo generate: unknown option '%s' (try --help)\n", a); return 2; }
 #undef VALUE
     }
-    if (!prompt) {
-        fprintf(stderr, "mnemo generate: --prompt is required (try --help)\n");
+    if (prompt && prompt_file) {
+        fprintf(stderr, "mnemo generate: give the prompt with --prompt or with --file, not both\n");
+        return 2;
+    }
+    if (!prompt && !prompt_file) {
+        fprintf(stderr, "mnemo generate: --prompt or --file is required (try --help)\n");
         return 2;
     }
     gp.stop = stops;
-    mnemo_log_set_level(verbose ? MNEMO_LOG_INFO : MNEMO_LOG_WARN);
+    cli_log_init(verbose);
 
     mnemo_model *model = NULL;
     mnemo_context *ctx = NULL;
     int rc = 1;
+    size_t file_len = 0;
+    char *file_text = NULL; /* read before the model loads: a bad path fails fast */
+    if (prompt_file && !(prompt = file_text = cli_read_text(cmd, prompt_file, &file_len))) goto out;
+    if (!model_dir && !(model_dir = cli_default_model(cmd))) goto out;
     if (mnemo_model_load(model_dir, &mp, &model) != MNEMO_OK) {
         fprintf(stderr, "mnemo generate: cannot load model: %s\n", mnemo_model_error(model));
         goto out;
@@ -206,5 +219,6 @@ int cli_generate(int argc, char **argv) {
 out:
     mnemo_context_free(ctx);
     mnemo_model_free(model);
+    free(file_text);
     return rc;
 }

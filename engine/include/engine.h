@@ -91,6 +91,12 @@ MNEMO_API mnemo_status mnemo_model_load(const char *dir, const mnemo_model_param
 MNEMO_API void mnemo_model_free(mnemo_model *model);
 /* Why the load failed ("" after success). Valid until the model is freed. */
 MNEMO_API const char *mnemo_model_error(const mnemo_model *model);
+/* The model to load when the caller names none (the CLI and server without --model): $MNEMO_MODEL when set (it must
+ * be a directory), else the tiny-shakespeare demo beside the running executable (/proc/self/exe), installed
+ * (<exe dir>/../share/mnemo/models/tiny-shakespeare) or in the build tree (<exe dir>/share/mnemo/models/...).
+ * MNEMO_OK with the directory in out; MNEMO_ERR_IO with a message in out naming every place looked at;
+ * MNEMO_ERR_TOO_SMALL when cap cannot hold the path (out truncated). */
+MNEMO_API mnemo_status mnemo_default_model_dir(char *out, size_t cap);
 
 MNEMO_API int32_t mnemo_model_n_vocab(const mnemo_model *model);
 MNEMO_API int32_t mnemo_model_n_ctx_train(const mnemo_model *model); /* max_position_embeddings */

@@ -12,6 +12,7 @@ import sys
 
 BIN = sys.argv[1]
 FIX = sys.argv[2]
+os.environ.pop("MNEMO_MODEL", None)  # the default model is what these tests expect unless they set it
 passed = failed = 0
 
 
@@ -24,8 +25,8 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def run(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=120)
+def run(*args, stdin=None, env=None):
+    p = subprocess.run([BIN, *args], capture_output=True, timeout=120, input=stdin, env=env)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -68,8 +69,20 @@ clean = sum(c.isalpha() or c.isspace() or c in ".,;:!?'-" for c in out)
 check(rc == 0 and len(out) > 40 and "\ufffd" not in out and clean >= 0.95 * len(out),
       f"default demo model output not clean text: {out!r} {err}")
 
+# The default model: $MNEMO_MODEL overrides it (--model overrides both); a bad MNEMO_MODEL is named in the error.
+rc, out, err = run("generate", "--prompt", "Hello", "-n", "8", "--temp", "0", "-v", env=dict(os.environ, MNEMO_MODEL=mha))
+want = run("generate", "--model", mha, "--prompt", "Hello", "-n", "8", "--temp", "0")
+check(rc == 0 and out == want[1] and f"loaded {mha}:" in err, f"MNEMO_MODEL overrides the default: {err!r}")
+rc, out, err = run("tokenize", "Hello", env=dict(os.environ, MNEMO_MODEL="/nonexistent/model"))
+check(rc == 1 and err == "mnemo tokenize: MNEMO_MODEL=/nonexistent/model: No such file or directory (it must name a "
+      "checkpoint directory)\n", f"a bad MNEMO_MODEL: exit {rc}, {err!r}")
+rc, out, err = run("passkey", "--help")
+check(rc == 0 and "$MNEMO_MODEL" in out and "default model (no --model) now: " in out and "tiny-shakespeare" in out,
+      f"--help names the default model and MNEMO_MODEL: {out!r}")
+
 bad = [
-    (["generate"], 2, "--prompt is required"),
+    (["generate"], 2, "--prompt or --file is required"),
+    (["generate", "--prompt", "x", "-f", "/dev/null"], 2, "--prompt or with --file, not both"),
     (["generate", "--prompt", "x", "--temp", "abc"], 2, "--temp expects a number"),
     (["generate", "--prompt", "x", "--temp", "-1"], 2, "--temp expects a number"),
     (["generate", "--prompt", "x", "-n", "1e3"], 2, "-n expects an integer"),
@@ -80,7 +93,9 @@ bad = [
     (["generate", "--prompt"], 2, "needs a value"),
     (["generate", "--model", "/nonexistent/model", "--prompt", "x"], 1, "/nonexistent/model: not a directory"),
     (["generate", "--model", FIX, "--prompt", "x"], 1, "config.json: missing"),
-    (["tokenize"], 2, "missing TEXT"),
+    (["tokenize"], 2, "missing TEXT or --file"),
+    (["tokenize", "x", "--file", "/dev/null"], 2, "TEXT or with --file, not both"),
+    (["generate", "-f"], 2, "needs a value"),
     (["frobnicate"], 2, "unknown command"),
     ([], 2, "usage"),
 ]
@@ -88,7 +103,19 @@ for args, want_rc, want_msg in bad:
     rc, out, err = run(*args)
     check(rc == want_rc and want_msg in err, f"mnemo {' '.join(args)}: exit {rc} (want {want_rc}), stderr {err!r}")
     check("Segmentation" not in err and rc >= 0, f"mnemo {' '.join(args)}: crashed")
-for sub in ("generate", "tokenize"):
+# A load error is printed once, by the command (the library's own log line of it is not shown as well); -v still
+# shows the library's info lines.
+for sub in (["generate", "--prompt", "x"], ["tokenize", "x"], ["passkey"]):
+    rc, out, err = run(sub[0], "--model", "/nonexistent/model", *sub[1:])
+    check(rc == 1 and err.count("not a directory") == 1 and len(err.strip().splitlines()) == 1,
+          f"mnemo {sub[0]}: the load error once: {err!r}")
+rc, out, err = run("generate", "--model", mha, "--prompt", "x", "-n", "1", "-v")
+check(rc == 0 and "mnemo: info: loaded" in err, f"generate -v keeps the library's info lines: {err!r}")
+# A prompt longer than the context: the message gives the context's size, use and room without contradicting itself.
+rc, out, err = run("generate", "--model", mha, "--prompt", "To be, or not to be, that is the question", "--ctx", "8")
+check(rc == 1 and "does not fit in the context: it has 8 positions, 0 in use, 8 free" in err,
+      f"a prompt past --ctx: {err!r}")
+for sub in ("generate", "tokenize", "passkey"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "usage: mnemo " + sub in out, f"{sub} --help")
 
@@ -126,6 +153,75 @@ with tempfile.TemporaryDirectory() as td:
                      os.path.join(td, "missing.snap"), "--prompt", "x", "-n", "1")
     check(rc == 1 and "missing.snap" in err, f"a missing session file: exit {rc}, {err!r}")
 
+# Long prompts from files (-f/--file, "-" = stdin): past the 128 KiB a single argument may hold.
+import random
+import tempfile
+rng = random.Random(17)
+words = ["thou", "art", "the", "king", "of", "Denmark", "and", "I", "shall", "speak", "to", "him", "now", "well",
+         "'tis", "noble", "sweet", "prince", "good", "night"]
+sentences, size = [], 0
+while size <= 300 * 1024:
+    sentences.append(" ".join(rng.choice(words) for _ in range(rng.randint(4, 14))) + rng.choice(".,;!?"))
+    if len(sentences) % 10 == 0:
+        sentences[-1] += "\nAnd"  # line breaks inside the text; cuts below fall on spaces only
+    size += len(sentences[-1]) + 1
+big_text = " ".join(sentences) + "\n"
+assert len(big_text.encode()) > 300 * 1024
+with tempfile.TemporaryDirectory() as td:
+    big = os.path.join(td, "big.txt")
+    open(big, "w").write(big_text)
+    # SentencePiece splits at spaces, so the text cut at three spaces (each piece under 128 KiB, passed as TEXT)
+    # tokenizes to the same ids, piece by piece, as the whole file.
+    cuts = [big_text.index(" ", k * len(big_text) // 3) for k in (1, 2)]
+    pieces = [big_text[:cuts[0]], big_text[cuts[0] + 1:cuts[1]], big_text[cuts[1] + 1:]]
+    piece_ids = []
+    for piece in pieces:
+        rc, out, err = run("tokenize", "--model", mha, "--no-bos", piece)
+        check(rc == 0, f"tokenize a piece: {err!r}")
+        piece_ids += [int(x) for x in out.split()]
+    rc, out, err = run("tokenize", "--model", mha, "--no-bos", "-f", big)
+    file_ids = [int(x) for x in out.split()]
+    check(rc == 0 and len(file_ids) > 50000 and file_ids == piece_ids,
+          f"tokenize -f of {len(big_text)} bytes: {len(file_ids)} ids, {len(piece_ids)} from pieces, {err!r}")
+    rc, out, err = run("tokenize", "--model", mha, "--file", "-", stdin=big_text.encode())
+    check(rc == 0 and [int(x) for x in out.split()] == [1] + piece_ids, "tokenize --file - (stdin) with BOS")
+    # generate reads the whole file: on a 128-token context the message counts every one of its tokens (+ BOS)
+    rc, out, err = run("generate", "--model", mha, "-f", big, "-n", "1")
+    check(rc == 1 and f"a prompt of {len(file_ids) + 1} tokens does not fit" in err, f"generate -f big: {err!r}")
+    # generate -f on the default model: the same text as --prompt, from a file or stdin
+    small = os.path.join(td, "small.txt")
+    open(small, "w").write("ROMEO:\nWhat light")
+    want = run("generate", "--prompt", "ROMEO:\nWhat light", "-n", "24", "--temp", "0")
+    got = run("generate", "-f", small, "-n", "24", "--temp", "0")
+    got_stdin = run("generate", "-f", "-", "-n", "24", "--temp", "0", stdin=b"ROMEO:\nWhat light")
+    check(want[0] == 0 and len(want[1]) > 10 and got[:2] == want[:2] and got_stdin[:2] == want[:2],
+          f"generate -f (default model) equals --prompt: {want[1]!r} {got[1]!r} {got_stdin[1]!r} {got[2]!r}")
+    # unreadable, not text, not UTF-8
+    for args, msg in ((["-f", os.path.join(td, "absent.txt")], "cannot open '" + os.path.join(td, "absent.txt")),
+                      (["-f", td], "cannot read '" + td + "': Is a directory")):
+        rc, out, err = run("generate", *args, "-n", "1")
+        check(rc == 1 and msg in err and len(err.strip().splitlines()) == 1, f"generate {args}: exit {rc}, {err!r}")
+    nul = os.path.join(td, "nul.txt")
+    open(nul, "wb").write(b"abc\0def")
+    rc, out, err = run("tokenize", "--model", mha, "-f", nul)
+    check(rc == 1 and "NUL byte at offset 3" in err, f"a NUL byte is refused: {err!r}")
+    latin1 = os.path.join(td, "latin1.txt")
+    open(latin1, "wb").write("caf\u00e9 au lait".encode("latin-1"))
+    rc, out, err = run("tokenize", "--model", mha, "-f", latin1)
+    rc2, out2, _ = run("tokenize", "--model", mha, "caf\ufffd au lait")
+    check(rc == 0 and "not valid UTF-8 (first bad byte 0xE9 at offset 3)" in err and out == out2,
+          f"invalid UTF-8 warns and reads as U+FFFD: {err!r} {out!r} {out2!r}")
+    # passkey --file: the filler is the file's text, line by line, within each asked length
+    rc, out, err = run("passkey", "--model", os.path.join(FIX, "longllama", "basic"), "--file", big, "--lengths",
+                       "384,768", "--depths", "0,1", "--trials", "1", "--json")
+    trials = [json.loads(l) for l in out.splitlines() if l.strip().startswith('{"tokens"')]
+    check(rc == 0 and len(trials) == 4 and all(384 - 128 <= t["tokens"] <= 384 for t in trials[:2]) and
+          all(768 - 128 <= t["tokens"] <= 768 for t in trials[2:]), f"passkey --file: {out!r} {err[-200:]!r}")
+    empty = os.path.join(td, "empty.txt")
+    open(empty, "w").write(" \n\n")
+    rc, out, err = run("passkey", "--model", os.path.join(FIX, "longllama", "basic"), "-f", empty)
+    check(rc == 1 and "the --file text is empty" in err, f"passkey with an empty --file: {err!r}")
+
 # Passkey retrieval on the LongLLaMA fixture: runs end to end with each kNN index (a random tiny model: accuracy is
 # not the point here), reports one JSON line per trial and per length, and refuses an unknown index kind.
 for kind in ("flat", "ivf-grow"):
@@ -133,12 +229,22 @@ for kind in ("flat", "ivf-grow"):
                        "--knn", "4", "--mem-index", kind, "--json")
     lines = [json.loads(l) for l in out.splitlines() if l.strip()]
     check(rc == 0 and len(lines) >= 2, f"passkey --mem-index {kind}: exit {rc}, {len(lines)} lines, {err[-200:]!r}")
+# Passkey with its defaults on the default model (a 256-token window, no memory layers): lengths chosen to fit it.
+rc, out, err = run("passkey", "--json")
+lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"length"')]
+check(rc == 0 and lengths and max(lengths) <= 256 - 8 and not err, f"passkey defaults: exit {rc}, {out!r} {err!r}")
+rc, out, err = run("passkey", "--lengths", "4096")
+check(rc == 2 and "does not fit the model's context of 256 tokens" in err and "at most 248" in err,
+      f"passkey past the window says what fits: exit {rc}, {err!r}")
+rc, out, err = run("passkey", "--lengths", "64")
+check(rc == 2 and "cannot hold the passkey text" in err, f"passkey below the fixed text: exit {rc}, {err!r}")
 rc, out, err = run("passkey", "--model", ll, "--mem-index", "lsh")
 check(rc == 2 and "--mem-index" in err and "lsh" in err, f"passkey --mem-index lsh refused: exit {rc}, {err!r}")
 
 # Memory options, shared by generate and passkey: the defaults are dense below 8192 memory rows, so a prompt of a
 # few windows decodes exactly as with --mem-knn 0 (dense at every length); bad values are refused.
-rc_d, out_d, err_d = run(*args, "--mem-knn", "0")
+ll_args = ["generate", "--model", ll, "--prompt", long_prompt, "-n", "40", "--temp", "0"]
+rc_d, out_d, err_d = run(*ll_args, "--mem-knn", "0")
 check(rc_d == 0 and out_d == out1, f"defaults equal dense below --mem-dense-rows: {out_d!r} vs {out1!r} {err_d[-200:]!r}")
 for sub in ("generate", "passkey"):
     for flag, val in (("--mem-knn", "-1"), ("--mem-dense-rows", "-1"), ("--mem-index", "lsh"), ("--mem-nprobe", "0")):

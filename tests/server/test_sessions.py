@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, FIXTURES, Server, sse_events, stream_request
+from conftest import BIN, FIXTURES, MODEL, Server, sse_events, stream_request
 
 LONGLLAMA = os.path.join(FIXTURES, "longllama", "basic")
 
@@ -194,8 +194,8 @@ def test_snapshots_off_without_session_dir():
 
 
 def test_bad_session_dir_fails_at_start(tmp_path):
-    r = subprocess.run([BIN, "--port", "0", "--session-dir", str(tmp_path / "absent")], capture_output=True,
-                       text=True, timeout=30)
+    r = subprocess.run([BIN, "--model", MODEL, "--port", "0", "--session-dir", str(tmp_path / "absent")],
+                       capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--session-dir" in r.stderr and "not a directory" in r.stderr
 
 

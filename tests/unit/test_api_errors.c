@@ -205,8 +205,10 @@ static void misuse_and_limits(void) {
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_OK, "context of 8");
     int32_t toks[10] = {1, 5, 6, 7, 8, 9, 10, 11, 12, 13};
     st = mnemo_decode(ctx, toks, 10);
-    CHECK(st == MNEMO_ERR_CONTEXT_FULL && strstr(mnemo_context_error(ctx), "10 tokens do not fit") &&
-          mnemo_context_n_past(ctx) == 0, "decode past n_ctx refused and says so: %s", mnemo_context_error(ctx));
+    CHECK(st == MNEMO_ERR_CONTEXT_FULL &&
+              strstr(mnemo_context_error(ctx), "10 tokens do not fit in the context: it has 8 positions, 0 in use, 8 free") &&
+              mnemo_context_n_past(ctx) == 0,
+          "decode past n_ctx refused and says so: %s", mnemo_context_error(ctx));
     int32_t oov[2] = {1, 512};
     st = mnemo_decode(ctx, oov, 2);
     CHECK(st == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), "outside the vocabulary") &&

@@ -147,8 +147,8 @@ static mnemo_status check_entry(mnemo_context *ctx, const mnemo_token *tokens, i
                             tokens[i], i, m->cfg.vocab_size);
     if (!ctx->ll && (int64_t)ctx->n_past + n > ctx->n_ctx)
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
-                        "%d tokens do not fit: the context holds %d of %d positions (%d free)", n, ctx->n_past,
-                        ctx->n_ctx, ctx->n_ctx - ctx->n_past);
+                        "%d tokens do not fit in the context: it has %d positions, %d in use, %d free", n, ctx->n_ctx,
+                        ctx->n_past, ctx->n_ctx - ctx->n_past);
     return reserve_logits(ctx, ctx->logits_all ? n : 1);
 }
 

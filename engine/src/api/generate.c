@@ -213,8 +213,8 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
     const bool bounded = ctx->ll == NULL; /* a LongLLaMA context has no length limit (its window flushes to memory) */
     if (bounded && (int64_t)ctx->n_past + n_in > ctx->n_ctx)
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
-                        "prompt of %d tokens does not fit: the context holds %d of %d positions", n_in, ctx->n_past,
-                        ctx->n_ctx);
+                        "a prompt of %d tokens does not fit in the context: it has %d positions, %d in use, %d free",
+                        n_in, ctx->n_ctx, ctx->n_past, ctx->n_ctx - ctx->n_past);
     mnemo_token *in = malloc((size_t)(n_in ? n_in : 1) * sizeof *in);
     if (!in) return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of memory");
     if (bos) in[0] = m->cfg.bos_token_id;
