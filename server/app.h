@@ -2,7 +2,7 @@
  * app.h — the server's shared state, handed to every route: options, the model (NULL while loading), the
  * scheduler, metrics and what was decided at start (alias, chat template, context size).
  *
- * Lifecycle: LOADING (HTTP is up, /health answers 503) -> READY -> STOPPING (SIGINT/SIGTERM: new inference
+ * Lifecycle: LOADING (the port is bound, /health answers 503) -> READY ("listening on ..." is printed) -> STOPPING (SIGINT/SIGTERM: new inference
  * requests get 503, in-flight ones finish within the grace period) -> STOPPED (streams still open are aborted).
  */
 #ifndef MNEMO_SERVER_APP_H
@@ -34,6 +34,7 @@ typedef struct {
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
     int n_vocab;
+    int port;         /* the bound port (--port 0 picks one) */
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
 } server_app;
