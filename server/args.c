@@ -52,7 +52,7 @@ static const opt_def OPTS[] = {
      "kNN index with --mem-knn: flat (exact, default) | brute | ivf | ivf-grow (100K+ tokens) | hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
-    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
+    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
 #undef OFF
 
@@ -70,7 +70,7 @@ void server_opts_defaults(server_opts *o) {
     o->grace_s = 10;
     o->max_body = 8u << 20;
     o->max_conns = 128;
-    o->conn_timeout_s = 60;
+    o->conn_timeout_s = 10;
     o->max_sessions = 16;
     o->session_max_bytes = (size_t)4 << 30;
     o->mem_index = "flat";

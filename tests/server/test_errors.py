@@ -171,10 +171,58 @@ def status_of(resp):
     return int(resp.split(b" ", 2)[1]) if resp.startswith(b"HTTP/") else None
 
 
-def test_garbage_request_line(srv):
-    resp = raw(srv, b"GARBAGE\r\n\r\n")  # libmicrohttpd drops it (or answers 400)
-    assert resp == b"" or status_of(resp) == 400
+def timed(srv, data, read_timeout=30.0):
+    """raw() plus the seconds until the server answered or closed."""
+    t = time.time()
+    resp = raw(srv, data, read_timeout)
+    return resp, time.time() - t
+
+
+def error_code(resp):
+    return json.loads(resp.split(b"\r\n\r\n", 1)[1])["error"]["code"]
+
+
+@pytest.mark.parametrize("data", [b"GARBAGE\r\n\r\n", b"GARBAGE\r\nHost: x\r\n\r\n", b"GET\r\n\r\n",
+                                  b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS ClientHello
+                                  b"\x00\x01\x02\x03\r\n", b" GET / HTTP/1.1\r\n\r\n", b"G\xc3\xa9T / HTTP/1.1\r\n\r\n",
+                                  b"A" * 40 + b" / HTTP/1.1\r\n\r\n"],
+                         ids=["word", "word-header", "method-only", "tls", "nul", "leading-space", "non-ascii",
+                              "long-method"])
+def test_garbage_request_line_gets_400_at_once(srv, data):
+    # libmicrohttpd alone closed a one-word line silently and held bytes without a line end until the timeout.
+    resp, took = timed(srv, data)
+    assert status_of(resp) == 400 and error_code(resp) == "bad_request", resp
+    assert took < 1.0, took
+
+
+def test_bad_version_and_leading_empty_lines(srv):
     assert status_of(raw(srv, b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n")) in (400, 505)
+    assert status_of(raw(srv, b"\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")) == 200  # RFC 9112 allows them
+
+
+def test_unfinished_request_line_gets_408(srv):
+    resp, took = timed(srv, b"GARBAGE")  # could still become a method: answered when --conn-timeout (2 s) ends
+    assert status_of(resp) == 408 and error_code(resp) == "request_timeout", resp
+    assert took < 6, took
+
+
+def test_body_shorter_than_content_length_gets_408(srv):
+    resp, took = timed(srv, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
+    assert status_of(resp) == 408 and error_code(resp) == "request_timeout", resp
+    assert took < 6, took  # --conn-timeout 2
+
+
+def test_default_conn_timeout_is_short():
+    s = Server("--parallel", "1")  # no --conn-timeout: the default (was 60 s)
+    try:
+        resp, took = timed(s, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+                           read_timeout=70)
+        assert status_of(resp) == 408, resp
+        assert 5 < took < 20, took  # 10 s
+        resp, took = timed(s, b"", read_timeout=70)  # a connection that never sends a byte is closed
+        assert resp == b"" and took < 20, took
+    finally:
+        assert s.stop() == 0
 
 
 def test_huge_headers(srv):
