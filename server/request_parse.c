@@ -349,10 +349,14 @@ int parse_infer_request(const char *body, size_t len, bool chat, const parse_lim
         goto out;
     }
     /* max_completion_tokens is the newer name of max_tokens in the chat API; it wins when both are given. */
+    r->max_tokens_param = "max_tokens";
     if (get_int(root, "max_tokens", 0, 1 << 24, &x, &given, e)) goto out;
     if (given) r->max_tokens = (int32_t)x;
     if (get_int(root, "max_completion_tokens", 0, 1 << 24, &x, &given, e)) goto out;
-    if (given) r->max_tokens = (int32_t)x;
+    if (given) {
+        r->max_tokens = (int32_t)x;
+        r->max_tokens_param = "max_completion_tokens";
+    }
     mnemo_sampler_params *s = &r->sampling;
     if (get_num(root, "temperature", 0, 2, false, &s->temperature, e) ||
         get_num(root, "top_p", 0, 1, true, &s->top_p, e) || get_num(root, "min_p", 0, 1, false, &s->min_p, e) ||

@@ -49,6 +49,7 @@ typedef struct {
     int n_messages;
     int n;                    /* choices per prompt */
     int32_t max_tokens;       /* -1 = not given */
+    const char *max_tokens_param; /* the field it came from: "max_tokens" or "max_completion_tokens" */
     mnemo_sampler_params sampling;
     bool seed_set;
     char **stop;

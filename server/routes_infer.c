@@ -158,8 +158,9 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
     }
     mnemo_generate_params gp = mnemo_generate_default_params();
     gp.sampling = r->sampling;
+    /* Omitted: chat runs until the context is full (finish_reason "length"), completions stop at OpenAI's 16.
+     * Given: it must fit with the prompt (checked per prompt below, as OpenAI does). */
     gp.max_tokens = r->max_tokens >= 0 ? r->max_tokens : r->chat ? app->n_ctx : 16;
-    if (!app->unbounded && gp.max_tokens > app->n_ctx) gp.max_tokens = app->n_ctx; /* the context ends it anyway */
     gp.n_logprobs = r->logprobs < 0 ? 0 : r->logprobs > 0 ? r->logprobs : 1; /* 1: the chosen token's logprob */
     gp.ignore_eos = r->ignore_eos;
     gp.add_bos = false; /* prompts carry their BOS */
@@ -212,6 +213,19 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
                        "the prompt has %d tokens but the context holds %d tokens per request (--ctx); shorten the "
                        "prompt",
                        t.n, app->n_ctx);
+            return NULL;
+        }
+        if (r->max_tokens >= 0 && !app->unbounded && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
+            int32_t room = app->n_ctx - held - t.n;
+            free(t.v);
+            job_unref(j);
+            char holds[96] = "";
+            if (held) snprintf(holds, sizeof holds, "the %d tokens session '%s' holds + ", held, r->session);
+            build_fail(e, 400, "context_length_exceeded", r->max_tokens_param,
+                       "%s%d prompt tokens + %s %d = %lld tokens, more than the context of %d tokens (--ctx); "
+                       "lower %s to at most %d, or omit it to generate until the context is full",
+                       holds, t.n, r->max_tokens_param, r->max_tokens, (long long)held + t.n + r->max_tokens,
+                       app->n_ctx, r->max_tokens_param, room);
             return NULL;
         }
         for (int k = 0; k < r->n; k++) {

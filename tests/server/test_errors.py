@@ -72,6 +72,11 @@ CASES = [
      "prompt", "128"),
     ("token-prompt-too-long", "POST", "/v1/completions", {"prompt": [5] * 200}, {}, 400, "context_length_exceeded",
      "prompt", "201"),
+    ("max-tokens-past-context", "POST", "/v1/completions", {"prompt": "a", "max_tokens": 1000000}, {}, 400,
+     "context_length_exceeded", "max_tokens", "1000000"),
+    ("max-completion-tokens-past-context", "POST", "/v1/chat/completions",
+     {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 200}, {}, 400,
+     "context_length_exceeded", "max_completion_tokens", "128 tokens"),
     ("chat-no-messages", "POST", "/v1/chat/completions", {}, {}, 400, "invalid_value", "messages", None),
     ("chat-messages-string", "POST", "/v1/chat/completions", {"messages": "hi"}, {}, 400, "invalid_type", "messages",
      None),
@@ -145,6 +150,15 @@ def test_prompt_too_long_names_both_numbers(srv):
     assert st == 400
     msg = r["error"]["message"]
     assert "301 tokens" in msg and "128 tokens" in msg  # the prompt (with BOS) and the context
+
+
+def test_max_tokens_past_the_context_names_the_numbers(srv):
+    st, r = srv.post("/v1/completions", {"prompt": [5] * 10, "max_tokens": 118})  # 11 with BOS + 118 = 129 > 128
+    assert st == 400 and r["error"]["code"] == "context_length_exceeded" and r["error"]["param"] == "max_tokens"
+    msg = r["error"]["message"]
+    assert "11 prompt tokens" in msg and "118" in msg and "129" in msg and "128 tokens" in msg and "117" in msg, msg
+    st, r = srv.post("/v1/completions", {"prompt": [5] * 10, "max_tokens": 117, "ignore_eos": True})
+    assert st == 200 and r["usage"]["completion_tokens"] == 117, r
 
 
 # ---------------------------------------------------------------- raw-socket abuse

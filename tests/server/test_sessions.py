@@ -85,6 +85,10 @@ def test_session_context_full_is_a_clear_error(plain):
     st, body = plain.post("/v1/completions", {"prompt": tokens(plain, "more words " * 20)[:40], "session": sid})
     assert st == 400 and body["error"]["code"] == "context_length_exceeded"
     assert sid in body["error"]["message"] and "128" in body["error"]["message"]
+    # The session's tokens count too when max_tokens is checked against the context.
+    st, body = plain.post("/v1/completions", {"prompt": [7] * 10, "max_tokens": 20, "session": sid})
+    assert st == 400 and body["error"]["param"] == "max_tokens", body
+    assert "101 tokens session" in body["error"]["message"] and "at most 17" in body["error"]["message"], body
     delete(plain, sid)
 
 
