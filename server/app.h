@@ -9,6 +9,7 @@
 #define MNEMO_SERVER_APP_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "args.h"
@@ -37,6 +38,7 @@ typedef struct {
     int port;         /* the bound port (--port 0 picks one) */
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
+    pthread_mutex_t embed_mu; /* one /v1/embeddings request computes at a time (routes_embeddings.c) */
 } server_app;
 
 /* {"local_kv_bytes", "memory_key_bytes", "memory_value_bytes", "index_bytes", "memory_tokens"} (routes_info.c). */
@@ -53,6 +55,8 @@ void route_model_get(server_app *app, const http_request *req, http_reply *rep);
 void route_health(server_app *app, const http_request *req, http_reply *rep);
 void route_props(server_app *app, const http_request *req, http_reply *rep);
 void route_metrics(server_app *app, const http_request *req, http_reply *rep);
+void route_embeddings(server_app *app, const http_request *req, http_reply *rep);
+void route_llama_completion(server_app *app, const http_request *req, http_reply *rep); /* llama.cpp's /completion */
 void route_tokenize(server_app *app, const http_request *req, http_reply *rep);
 void route_detokenize(server_app *app, const http_request *req, http_reply *rep);
 void route_sessions_create(server_app *app, const http_request *req, http_reply *rep);

@@ -81,8 +81,9 @@ void server_opts_defaults(server_opts *o) {
 void server_opts_usage(FILE *f, const char *prog) {
     fprintf(f,
             "usage: %s [options]\n"
-            "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /tokenize,\n"
-            "/detokenize; GET /v1/models, /health, /props, /metrics; sessions under /v1/sessions).\n\noptions:\n",
+            "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /v1/embeddings,\n"
+            "/completion (llama.cpp), /tokenize, /detokenize; GET /v1/models, /health, /props, /metrics; sessions\n"
+            "under /v1/sessions).\n\noptions:\n",
             prog);
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
         const char *arg = OPTS[i].kind == OPT_STR ? " TEXT" : OPTS[i].kind == OPT_DBL ? " SEC" : " N";

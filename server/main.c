@@ -229,6 +229,7 @@ int main(int argc, char **argv) {
         snprintf(app.alias, sizeof app.alias, "%s", basename(dir));
     }
     app.created = (long long)time(NULL);
+    pthread_mutex_init(&app.embed_mu, NULL);
     app.mx = metrics_new();
     if (!app.mx) {
         fprintf(stderr, "mnemo-server: out of memory\n");

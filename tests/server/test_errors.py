@@ -104,7 +104,7 @@ CASES = [
     ("tokenize-content-type", "POST", "/tokenize", {"content": ["x"]}, {}, 400, "invalid_type", "content", None),
     ("detokenize-bad-id", "POST", "/detokenize", {"tokens": [1, 100000]}, {}, 400, "invalid_value", "tokens", None),
     ("detokenize-type", "POST", "/detokenize", {"tokens": "abc"}, {}, 400, "invalid_type", "tokens", None),
-    ("unknown-route", "GET", "/v2/everything", None, {}, 404, "not_found", None, None),
+    ("unknown-route", "GET", "/v2/everything", None, {}, 404, "not_found", None, "POST /v1/embeddings"),
     ("path-traversal", "GET", "/../../etc/passwd", None, {}, 404, "not_found", None, None),
     ("completions-suffix-path", "POST", "/v1/completions/extra", {"prompt": "a"}, {}, 404, "not_found", None, None),
     ("model-not-found", "GET", "/v1/models/llama-70b", None, {}, 404, "model_not_found", "model", None),

@@ -60,8 +60,10 @@ def test_health_503_while_loading():
         status, hdrs, body = s.request("GET", "/health")
         assert status == 503 and hdrs.get("retry-after")
         assert json.loads(body)["error"]["code"] == "loading"
-        status, _, body = s.request("POST", "/v1/completions", {"prompt": "x"})
-        assert status == 503 and json.loads(body)["error"]["code"] == "loading"
+        for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/embeddings", {"input": "x"}),
+                           ("/completion", {"prompt": "x"})):
+            status, _, reply = s.request("POST", path, body)
+            assert status == 503 and json.loads(reply)["error"]["code"] == "loading", path
         status, _, body = s.request("GET", "/metrics")
         assert status == 200 and b"mnemo_model_loading 1" in body
         s.wait_ready()
