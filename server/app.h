@@ -2,8 +2,9 @@
  * app.h — the server's shared state, handed to every route: options, the model (NULL while loading), the
  * scheduler, metrics and what was decided at start (alias, chat template, context size).
  *
- * Lifecycle: LOADING (the port is bound, /health answers 503) -> READY ("listening on ..." is printed) -> STOPPING (SIGINT/SIGTERM: new inference
- * requests get 503, in-flight ones finish within the grace period) -> STOPPED (streams still open are aborted).
+ * Lifecycle: LOADING (the port is bound, /health answers 503) -> READY ("listening on ..." is printed) ->
+ * STOPPING (SIGINT/SIGTERM: new inference requests get 503, in-flight ones finish within the grace period) ->
+ * STOPPED (streams still open are aborted).
  */
 #ifndef MNEMO_SERVER_APP_H
 #define MNEMO_SERVER_APP_H

@@ -52,7 +52,8 @@ static const opt_def OPTS[] = {
      "kNN index with --mem-knn: flat (exact, default) | brute | ivf | ivf-grow (100K+ tokens) | hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
-    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "seconds idle, or sending headers or body, before a connection is closed (10)"},
+    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400,
+     "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
 #undef OFF
 

@@ -21,8 +21,8 @@
 
 #define RECHECK_S 0.01
 
-static const char TOO_SLOW[] = "{\"error\":{\"message\":\"the request line did not arrive within the connection timeout "
-                               "(--conn-timeout)\",\"type\":\"invalid_request_error\",\"param\":null,"
+static const char TOO_SLOW[] = "{\"error\":{\"message\":\"the request line did not arrive within the connection "
+                               "timeout (--conn-timeout)\",\"type\":\"invalid_request_error\",\"param\":null,"
                                "\"code\":\"request_timeout\"}}";
 static const char NOT_HTTP[] = "{\"error\":{\"message\":\"malformed request: the request line is not HTTP\","
                                "\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"bad_request\"}}";
@@ -72,7 +72,8 @@ door_verdict door_judge(const char *bytes, size_t n) {
 void http_send_raw(int fd, const char *status, const char *json_body) {
     char buf[1024];
     int n = snprintf(buf, sizeof buf,
-                     "HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                     "HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
                      status, strlen(json_body), json_body);
     if (n <= 0 || (size_t)n >= sizeof buf) return;
     ssize_t w = send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);

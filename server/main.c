@@ -3,9 +3,10 @@
  *
  * Start-up: bind first (so a taken port fails at once and /health answers 503 while the model loads), then the
  * model, the chat template, the slots; READY is published last, and only then "listening on ..." is printed: a
- * server that cannot load its model says so in one line and exits 1 without ever claiming to listen. Signals: libraries start threads before main runs (OpenBLAS), so blocking
- * SIGINT/SIGTERM cannot cover every thread; instead their handler only writes the signal number to a self-pipe
- * (async-signal-safe in whichever thread runs it) and main waits on that pipe.
+ * server that cannot load its model says so in one line and exits 1 without ever claiming to listen.
+ * Signals: libraries start threads before main runs (OpenBLAS), so blocking SIGINT/SIGTERM cannot cover every
+ * thread; instead their handler only writes the signal number to a self-pipe (async-signal-safe in whichever thread
+ * runs it) and main waits on that pipe.
  * Shutdown: stop accepting (listening socket closed, new inference requests 503), let in-flight requests finish
  * for --grace seconds (a second signal cuts it short), cancel the rest (they end within one step), let responses
  * drain briefly, close everything, exit 0.

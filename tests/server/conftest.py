@@ -1,5 +1,6 @@
 """Shared helpers for the mnemo-server tests: start the real binary on a tiny fixture model on a free loopback
-port (--port 0; the server prints the port it bound, first while loading, then in "listening on ..."), talk to it with raw HTTP, stop it with a signal.
+port (--port 0; the server prints the port it bound, first while loading, then in "listening on ..."), talk to it
+with raw HTTP, stop it with a signal.
 
 Environment (set by ctest): MNEMO_SERVER_BIN (the binary), MNEMO_FIXTURES (tests/fixtures), MNEMO_CLI_BIN (the
 mnemo CLI, for cross-checks; optional).
