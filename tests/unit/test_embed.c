@@ -7,7 +7,9 @@
  *   2. against the model's own logits: lm_head is linear, so the mean of the per-position logits of the same
  *      tokens (mnemo_decode with logits_all) must equal lm_head · (|mean| · embedding) — a second route to the
  *      same pooled state, also for LongLLaMA (one window, empty memory) and a tied-embedding model;
- *   3. chunking (n_batch 5 vs 512) changes nothing, the context is empty afterwards, errors are refused.
+ *   3. chunking (n_batch 5 vs 512) changes nothing, the context is empty afterwards, errors are refused;
+ *   4. with CUDA (a GPU, or the emulator build), the device path (rows downloaded after the final norm) gives the
+ *      CPU's embedding.
  */
 #include <jansson.h>
 #include <math.h>
@@ -19,12 +21,12 @@
 #include "engine_impl.h"
 #include "test_util.h"
 
-static mnemo_model *load(const char *sub) {
+static mnemo_model *load_on(const char *sub, mnemo_device device) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", test_fixtures(), sub);
     mnemo_model *m = NULL;
     mnemo_model_params mp = mnemo_model_default_params();
-    mp.device = MNEMO_DEVICE_CPU; /* the identity check reads lm_head from host memory */
+    mp.device = device;
     mp.n_threads = 1;
     mnemo_status st = mnemo_model_load(dir, &mp, &m);
     CHECK(st == MNEMO_OK, "load %s: %s", dir, mnemo_model_error(m));
@@ -34,6 +36,9 @@ static mnemo_model *load(const char *sub) {
     }
     return m;
 }
+
+/* The CPU unless said otherwise: the identity check reads lm_head from host memory. */
+static mnemo_model *load(const char *sub) { return load_on(sub, MNEMO_DEVICE_CPU); }
 
 static mnemo_context *context(mnemo_model *m, int32_t n_batch, bool logits_all) {
     mnemo_context_params cp = mnemo_context_default_params();
@@ -179,6 +184,35 @@ static void chunks_and_errors(void) {
     mnemo_model_free(m);
 }
 
+/* 4. */
+static void cuda_matches_cpu(void) {
+    char info[256];
+    if (!kern_cuda_available(info, sizeof info)) {
+        printf("cuda: not run (%s)\n", info);
+        return;
+    }
+    const char *models[] = {"models/mha", "models/gqa", "longllama/basic"};
+    mnemo_token tok[60];
+    for (int i = 0; i < 60; i++) tok[i] = i == 0 ? 1 : (mnemo_token)(5 + (i * 29) % 500);
+    for (int k = 0; k < 3; k++) {
+        mnemo_model *cpu = load(models[k]), *gpu = load_on(models[k], MNEMO_DEVICE_CUDA);
+        mnemo_context *a = cpu ? context(cpu, 16, false) : NULL, *b = gpu ? context(gpu, 16, false) : NULL;
+        float x[1024], y[1024];
+        int d = cpu ? mnemo_model_n_embd(cpu) : 0;
+        CHECK(a && b && mnemo_embed(a, tok, 60, x, d) == MNEMO_OK && mnemo_embed(b, tok, 60, y, d) == MNEMO_OK,
+              "%s: embed on both devices: %s", models[k], b ? mnemo_context_error(b) : "no CUDA context");
+        double worst = 0;
+        for (int j = 0; a && b && j < d; j++)
+            if (fabs(x[j] - y[j]) > worst) worst = fabs(x[j] - y[j]);
+        CHECK(worst < 1e-4, "%s: CUDA vs CPU embedding max |diff| %g", models[k], worst);
+        printf("cuda %s: max |diff| vs cpu %.2e\n", models[k], worst);
+        mnemo_context_free(a);
+        mnemo_context_free(b);
+        mnemo_model_free(cpu);
+        mnemo_model_free(gpu);
+    }
+}
+
 int main(void) {
     mnemo_log_set_level(MNEMO_LOG_ERROR);
     against_reference("mha");
@@ -188,5 +222,6 @@ int main(void) {
     against_logits("models/tied", 20);
     against_logits("longllama/basic", 30); /* <= last_context_length 32: decode runs it as one window too */
     chunks_and_errors();
+    cuda_matches_cpu();
     return test_summary();
 }
