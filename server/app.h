@@ -2,13 +2,15 @@
  * app.h — the server's shared state, handed to every route: options, the model (NULL while loading), the
  * scheduler, metrics and what was decided at start (alias, chat template, context size).
  *
- * Lifecycle: LOADING (HTTP is up, /health answers 503) -> READY -> STOPPING (SIGINT/SIGTERM: new inference
- * requests get 503, in-flight ones finish within the grace period) -> STOPPED (streams still open are aborted).
+ * Lifecycle: LOADING (the port is bound, /health answers 503) -> READY ("listening on ..." is printed) ->
+ * STOPPING (SIGINT/SIGTERM: new inference requests get 503, in-flight ones finish within the grace period) ->
+ * STOPPED (streams still open are aborted).
  */
 #ifndef MNEMO_SERVER_APP_H
 #define MNEMO_SERVER_APP_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "args.h"
@@ -34,8 +36,10 @@ typedef struct {
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
     int n_vocab;
+    int port;         /* the bound port (--port 0 picks one) */
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
+    pthread_mutex_t embed_mu; /* one /v1/embeddings request computes at a time (routes_embeddings.c) */
 } server_app;
 
 /* {"local_kv_bytes", "memory_key_bytes", "memory_value_bytes", "index_bytes", "memory_tokens"} (routes_info.c). */
@@ -52,6 +56,8 @@ void route_model_get(server_app *app, const http_request *req, http_reply *rep);
 void route_health(server_app *app, const http_request *req, http_reply *rep);
 void route_props(server_app *app, const http_request *req, http_reply *rep);
 void route_metrics(server_app *app, const http_request *req, http_reply *rep);
+void route_embeddings(server_app *app, const http_request *req, http_reply *rep);
+void route_llama_completion(server_app *app, const http_request *req, http_reply *rep); /* llama.cpp's /completion */
 void route_tokenize(server_app *app, const http_request *req, http_reply *rep);
 void route_detokenize(server_app *app, const http_request *req, http_reply *rep);
 void route_sessions_create(server_app *app, const http_request *req, http_reply *rep);

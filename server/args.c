@@ -57,7 +57,8 @@ static const opt_def OPTS[] = {
      "hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
-    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400, "idle seconds before a connection is closed (60)"},
+    {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400,
+     "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
 #undef OFF
 
@@ -75,7 +76,7 @@ void server_opts_defaults(server_opts *o) {
     o->grace_s = 10;
     o->max_body = 8u << 20;
     o->max_conns = 128;
-    o->conn_timeout_s = 60;
+    o->conn_timeout_s = 10;
     o->max_sessions = 16;
     o->session_max_bytes = (size_t)4 << 30;
     o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */
@@ -88,8 +89,9 @@ void server_opts_defaults(server_opts *o) {
 void server_opts_usage(FILE *f, const char *prog) {
     fprintf(f,
             "usage: %s [options]\n"
-            "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /tokenize,\n"
-            "/detokenize; GET /v1/models, /health, /props, /metrics; sessions under /v1/sessions).\n\noptions:\n",
+            "OpenAI-compatible HTTP server for mnemo (POST /v1/completions, /v1/chat/completions, /v1/embeddings,\n"
+            "/completion (llama.cpp), /tokenize, /detokenize; GET /v1/models, /health, /props, /metrics; sessions\n"
+            "under /v1/sessions).\n\noptions:\n",
             prog);
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
         const char *arg = OPTS[i].kind == OPT_STR ? " TEXT" : OPTS[i].kind == OPT_DBL ? " SEC" : " N";

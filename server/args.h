@@ -29,7 +29,7 @@ typedef struct {
     double grace_s;            /* --grace: on SIGINT/SIGTERM, how long in-flight requests may finish */
     size_t max_body;           /* --max-body: bytes of request body */
     int max_conns;             /* --max-conns: concurrent connections */
-    int conn_timeout_s;        /* --conn-timeout: idle seconds before a connection is dropped */
+    int conn_timeout_s;        /* --conn-timeout: seconds idle (or stalled in headers/body) before it is closed */
     const char *session_dir;   /* --session-dir: where session snapshots are saved and restored; NULL = off */
     int max_sessions;          /* --max-sessions: live sessions */
     size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */

@@ -1,14 +1,20 @@
 /*
- * http.c — libmicrohttpd callbacks and nothing else (see http.h).
+ * http.c — the listening socket and libmicrohttpd's callbacks (see http.h).
  *
- * Mode: MHD_USE_THREAD_PER_CONNECTION, so handlers and stream readers may block. Each request's body is
- * collected into a bounded buffer: a Content-Length over the limit is answered 413 before the body is read; a
- * chunked body that grows past it closes the connection (libmicrohttpd cannot queue a reply mid-upload).
- * Headers, the URL and the read buffer are bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
+ * Mode: MHD_USE_THREAD_PER_CONNECTION, so handlers and stream readers may block. The server owns the listening
+ * socket: the front door (http_door.c) accepts, refuses what cannot be HTTP with a 400, and hands the rest to
+ * libmicrohttpd (MHD_add_connection). Each request's body is collected into a bounded buffer: a Content-Length
+ * over the limit is answered 413 before the body is read; a chunked body that grows past it closes the
+ * connection (libmicrohttpd cannot queue a reply mid-upload). A body that stops arriving before its
+ * Content-Length is complete gets a 408 when the connection timeout ends it. Headers, the URL and the read
+ * buffer are bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
  */
 #include "http.h"
 
+#include "http_door.h"
+
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -25,7 +31,8 @@ struct http_server {
     void *app;
     size_t max_body;
     int port;
-    int quiesced_fd; /* the listening socket after http_quiesce: closed only after MHD_stop_daemon */
+    int listen_fd;
+    http_door *door;
     atomic_int active; /* requests between their headers and their completion */
 };
 
@@ -34,6 +41,7 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool dispatched; /* the handler ran: a reply is queued or being sent */
 } req_state;
 
 void http_reply_header(http_reply *rep, const char *name, const char *value) {
@@ -94,6 +102,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, http_reply *rep) 
 
 static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, req_state *st, const char *url,
                                 const char *method) {
+    st->dispatched = true;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     http_request req = {.method = method, .path = url, .body = st->body ? st->body : "", .body_len = st->len,
                         .body_too_large = st->too_large, .fd = ci ? ci->connect_fd : -1,
@@ -143,11 +152,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return dispatch(s, conn, st, url, method);
 }
 
+static const char BODY_TIMEOUT[] =
+    "{\"error\":{\"message\":\"the request body stopped before its Content-Length within the connection timeout "
+    "(--conn-timeout)\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"request_timeout\"}}";
+
+/* A request whose body stopped before its Content-Length: libmicrohttpd closes it at the timeout without a word;
+ * it tells us first, while the socket is still open, so the client learns why (best effort, never blocks). */
+static void answer_timeout(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) http_send_raw(ci->connect_fd, "408 Request Timeout", BODY_TIMEOUT);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     http_server *s = cls;
     req_state *st = *con_cls;
     if (!st) return;
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED && !st->dispatched) answer_timeout(conn);
     atomic_fetch_sub(&s->active, 1);
     free(st->body);
     free(st);
@@ -159,6 +180,51 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
 }
 
+/* A bound, listening, non-blocking socket for host:port; -1 with the reason in err. */
+static int listen_on(const char *host, int port, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        len = sizeof *a6;
+    } else {
+        snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address", host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int on = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on); /* restart while old peers linger */
+    if (fd >= 0 && ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s (address in use or not allowed?)", host, port,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int bound_port(int fd) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void hand_to_mhd(void *cls, int fd, const struct sockaddr *addr, socklen_t addrlen) {
+    http_server *s = cls;
+    MHD_add_connection(s->d, fd, addr, addrlen); /* closes fd itself when it cannot take it (connection limit) */
+}
+
 http_server *http_start(const http_config *cfg, http_handler handler, void *app, char *err, size_t errlen) {
     http_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -168,45 +234,30 @@ http_server *http_start(const http_config *cfg, http_handler handler, void *app,
     s->handler = handler;
     s->app = app;
     s->max_body = cfg->max_body;
-    s->quiesced_fd = -1;
-
-    struct sockaddr_in a4;
-    struct sockaddr_in6 a6;
-    struct sockaddr *addr;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)cfg->port);
-        addr = (struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, cfg->host, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)cfg->port);
-        addr = (struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
-    } else {
-        snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address", cfg->host);
+    s->listen_fd = listen_on(cfg->host, cfg->port, err, errlen);
+    if (s->listen_fd < 0) {
         free(s);
         return NULL;
     }
-    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+    s->port = bound_port(s->listen_fd);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or libmicrohttpd complains */
-                            MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_END);
-    if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (address in use or not allowed?)", cfg->host, cfg->port);
+    if (s->d) s->door = door_start(s->listen_fd, cfg->max_conns, cfg->conn_timeout_s, hand_to_mhd, s);
+    if (!s->d || !s->door) {
+        snprintf(err, errlen, "cannot start the HTTP server (out of memory or threads)");
+        if (s->d) MHD_stop_daemon(s->d);
+        close(s->listen_fd);
         free(s);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : cfg->port;
     return s;
 }
 
@@ -215,20 +266,17 @@ int http_port(const http_server *s) { return s ? s->port : 0; }
 int http_active_requests(const http_server *s) { return s ? atomic_load(&((http_server *)s)->active) : 0; }
 
 void http_quiesce(http_server *s) {
-    if (!s || !s->d) return;
-    if (s->quiesced_fd >= 0) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    /* libmicrohttpd stops polling the socket; shutting it down makes new connections fail at once instead of
-     * waiting in the backlog. It is closed after MHD_stop_daemon, as the libmicrohttpd docs require. */
-    if (fd != MHD_INVALID_SOCKET) {
-        shutdown(fd, SHUT_RDWR);
-        s->quiesced_fd = fd;
-    }
+    if (!s || !s->door) return;
+    door_quiesce(s->door);
+    /* Shut down, not closed (the door may be polling it): new connections now fail at once instead of waiting
+     * in the backlog. */
+    shutdown(s->listen_fd, SHUT_RDWR);
 }
 
 void http_stop(http_server *s) {
     if (!s) return;
+    door_stop(s->door); /* first: nothing is handed to libmicrohttpd after this */
     if (s->d) MHD_stop_daemon(s->d);
-    if (s->quiesced_fd >= 0) close(s->quiesced_fd);
+    close(s->listen_fd);
     free(s);
 }

@@ -1,10 +1,12 @@
 /*
  * main.c — mnemo-server: command line, start-up order and shutdown.
  *
- * Start-up: HTTP first (so /health can answer 503 while the model loads), then the model, the chat template, the
- * slots; READY is published last. Signals: libraries start threads before main runs (OpenBLAS), so blocking
- * SIGINT/SIGTERM cannot cover every thread; instead their handler only writes the signal number to a self-pipe
- * (async-signal-safe in whichever thread runs it) and main waits on that pipe.
+ * Start-up: bind first (so a taken port fails at once and /health answers 503 while the model loads), then the
+ * model, the chat template, the slots; READY is published last, and only then "listening on ..." is printed: a
+ * server that cannot load its model says so in one line and exits 1 without ever claiming to listen.
+ * Signals: libraries start threads before main runs (OpenBLAS), so blocking SIGINT/SIGTERM cannot cover every
+ * thread; instead their handler only writes the signal number to a self-pipe (async-signal-safe in whichever thread
+ * runs it) and main waits on that pipe.
  * Shutdown: stop accepting (listening socket closed, new inference requests 503), let in-flight requests finish
  * for --grace seconds (a second signal cuts it short), cancel the rest (they end within one step), let responses
  * drain briefly, close everything, exit 0.
@@ -18,6 +20,7 @@
 #include <libgen.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -37,6 +40,18 @@ static void log_line(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* Engine diagnostics with the server's prefix. Errors are dropped while the model loads: the load's status
+ * carries the same message, which load() prints once. */
+static atomic_bool loading_model;
+static int engine_log_max = MNEMO_LOG_WARN;
+
+static void engine_log(mnemo_log_level level, const char *msg, void *user) {
+    (void)user;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    if ((level == MNEMO_LOG_ERROR && atomic_load(&loading_model)) || (int)level > engine_log_max) return;
+    fprintf(stderr, "mnemo-server: engine %s: %s\n", names[level], msg);
 }
 
 static int sig_pipe[2] = {-1, -1};
@@ -79,8 +94,11 @@ static int load(server_app *app) {
     if (!strcmp(o->device, "cpu")) mp.device = MNEMO_DEVICE_CPU;
     else if (!strcmp(o->device, "cuda")) mp.device = MNEMO_DEVICE_CUDA;
     mnemo_model *m = NULL;
-    if (mnemo_model_load(o->model_dir, &mp, &m) != MNEMO_OK) {
-        log_line("error: cannot load the model: %s", mnemo_model_error(m));
+    atomic_store(&loading_model, true);
+    mnemo_status ms = mnemo_model_load(o->model_dir, &mp, &m);
+    atomic_store(&loading_model, false);
+    if (ms != MNEMO_OK) {
+        log_line("error: cannot load the model: %s", m ? mnemo_model_error(m) : "out of memory");
         mnemo_model_free(m);
         return -1;
     }
@@ -124,6 +142,9 @@ static int load(server_app *app) {
     log_line("sessions: up to %d, %zu bytes of memory each%s, snapshots %s%s", o->max_sessions, o->session_max_bytes,
              o->session_max_bytes ? "" : " (no limit)", o->session_dir ? "in " : "off (no --session-dir)",
              o->session_dir ? o->session_dir : "");
+    bool v6 = strchr(o->host, ':') != NULL;
+    log_line("listening on http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "", app->port,
+             o->api_key ? " (API key required)" : "");
     return 0;
 }
 
@@ -206,6 +227,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     json_object_seed(0); /* before any thread hashes a key */
+    engine_log_max = o->verbose ? MNEMO_LOG_INFO : MNEMO_LOG_WARN;
+    mnemo_log_set(engine_log, NULL);
 
     if (o->alias) {
         snprintf(app.alias, sizeof app.alias, "%s", o->alias);
@@ -217,6 +240,7 @@ int main(int argc, char **argv) {
         snprintf(app.alias, sizeof app.alias, "%s", basename(dir));
     }
     app.created = (long long)time(NULL);
+    pthread_mutex_init(&app.embed_mu, NULL);
     app.mx = metrics_new();
     if (!app.mx) {
         fprintf(stderr, "mnemo-server: out of memory\n");
@@ -232,13 +256,11 @@ int main(int argc, char **argv) {
         metrics_free(app.mx);
         return 1;
     }
-    bool v6 = strchr(o->host, ':') != NULL;
-    log_line("listening on http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "", http_port(http),
-             o->api_key ? " (API key required)" : "");
+    app.port = http_port(http);
+    log_line("loading the model from %s (port %d bound; /health answers 503 until it is ready)", o->model_dir,
+             app.port);
 
-    int status = 0;
     rc = load(&app);
-    if (rc < 0) status = 1;
     if (rc == 0) {
         int sig;
         while (!(sig = wait_signal(3600.0))) continue;
@@ -249,6 +271,7 @@ int main(int argc, char **argv) {
     sessions_free(app.sessions);
     mnemo_model_free(app.model);
     metrics_free(app.mx);
+    if (rc < 0) return 1; /* load() said why */
     log_line("stopped");
-    return status;
+    return 0;
 }

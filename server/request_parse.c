@@ -1,5 +1,5 @@
 /*
- * request_parse.c — body parsing and validation for the inference, tokenize and detokenize endpoints
+ * request_parse.c — body parsing and validation for the inference, embeddings, tokenize and detokenize endpoints
  * (see request_parse.h). Pattern: one small getter per JSON kind that reports "wrong type" and "out of range"
  * with the parameter's name; null counts as absent, as OpenAI clients send nulls for unset options.
  */
@@ -121,51 +121,57 @@ static int token_array(json_t *arr, const parse_limits *lim, const char *param, 
     return 0;
 }
 
-static int parse_prompt(json_t *root, const parse_limits *lim, infer_request *r, parse_error *e) {
-    json_t *p = json_object_get(root, "prompt");
-    if (absent(p)) return BAD(e, "prompt", "'prompt' is required");
-    static const char *shape = "'prompt' must be a string, an array of strings, an array of token ids, or an "
-                               "array of token-id arrays";
+/* string | array of strings | array of token ids | array of token-id arrays -> *out (n_max entries at most). */
+static int parse_inputs(json_t *p, const char *param, int n_max, const parse_limits *lim, prompt_in **out, int *n,
+                        parse_error *e) {
+    if (absent(p)) return BAD(e, param, "'%s' is required", param);
+    char shape[160];
+    snprintf(shape, sizeof shape, "'%s' must be a string, an array of strings, an array of token ids, or an array "
+             "of token-id arrays", param);
     if (json_is_string(p)) {
-        r->prompts = calloc(1, sizeof *r->prompts);
-        if (!r->prompts) return oom(e);
-        r->n_prompts = 1;
-        r->prompts[0].text = dup_mem(json_string_value(p), json_string_length(p));
-        r->prompts[0].text_len = json_string_length(p);
-        return r->prompts[0].text ? 0 : oom(e);
+        *out = calloc(1, sizeof **out);
+        if (!*out) return oom(e);
+        *n = 1;
+        (*out)[0].text = dup_mem(json_string_value(p), json_string_length(p));
+        (*out)[0].text_len = json_string_length(p);
+        return (*out)[0].text ? 0 : oom(e);
     }
-    if (!json_is_array(p)) return BAD_TYPE(e, "prompt", "%s", shape);
+    if (!json_is_array(p)) return BAD_TYPE(e, param, "%s", shape);
     size_t cnt = json_array_size(p);
-    if (cnt == 0) return BAD(e, "prompt", "'prompt' must not be an empty array");
+    if (cnt == 0) return BAD(e, param, "'%s' must not be an empty array", param);
     json_t *first = json_array_get(p, 0);
-    if (json_is_integer(first)) { /* one prompt of token ids */
-        r->prompts = calloc(1, sizeof *r->prompts);
-        if (!r->prompts) return oom(e);
-        r->n_prompts = 1;
-        r->prompts[0].is_tokens = true;
-        return token_array(p, lim, "prompt", &r->prompts[0].tokens, &r->prompts[0].n_tokens, e);
+    if (json_is_integer(first)) { /* one input of token ids */
+        *out = calloc(1, sizeof **out);
+        if (!*out) return oom(e);
+        *n = 1;
+        (*out)[0].is_tokens = true;
+        return token_array(p, lim, param, &(*out)[0].tokens, &(*out)[0].n_tokens, e);
     }
-    if (cnt > REQ_MAX_CHOICES)
-        return BAD(e, "prompt", "'prompt' has %zu prompts; at most %d are allowed per request", cnt,
-                   REQ_MAX_CHOICES);
-    r->prompts = calloc(cnt, sizeof *r->prompts);
-    if (!r->prompts) return oom(e);
-    r->n_prompts = (int)cnt;
+    if (cnt > (size_t)n_max)
+        return BAD(e, param, "'%s' has %zu entries; at most %d are allowed per request", param, cnt, n_max);
+    *out = calloc(cnt, sizeof **out);
+    if (!*out) return oom(e);
+    *n = (int)cnt;
     for (size_t i = 0; i < cnt; i++) {
         json_t *v = json_array_get(p, i);
-        prompt_in *pi = &r->prompts[i];
+        prompt_in *pi = &(*out)[i];
         if (json_is_string(first) && json_is_string(v)) {
             pi->text = dup_mem(json_string_value(v), json_string_length(v));
             pi->text_len = json_string_length(v);
             if (!pi->text) return oom(e);
         } else if (json_is_array(first) && json_is_array(v)) {
             pi->is_tokens = true;
-            if (token_array(v, lim, "prompt", &pi->tokens, &pi->n_tokens, e)) return -1;
+            if (token_array(v, lim, param, &pi->tokens, &pi->n_tokens, e)) return -1;
         } else {
-            return BAD_TYPE(e, "prompt", "%s (element %zu does not match)", shape, i);
+            return BAD_TYPE(e, param, "%s (element %zu does not match)", shape, i);
         }
     }
     return 0;
+}
+
+static int parse_prompt(json_t *root, const parse_limits *lim, infer_request *r, parse_error *e) {
+    return parse_inputs(json_object_get(root, "prompt"), "prompt", REQ_MAX_CHOICES, lim, &r->prompts, &r->n_prompts,
+                        e);
 }
 
 static int parse_role(json_t *v, const char *param, chat_role *out, parse_error *e) {
@@ -322,6 +328,7 @@ int parse_infer_request(const char *body, size_t len, bool chat, const parse_lim
     r->chat = chat;
     r->n = 1;
     r->max_tokens = -1;
+    r->to_context_end = chat;
     r->logprobs = -1;
     r->sampling = mnemo_sampler_default_params();
     json_t *root = load_object(body, len, e);
@@ -349,10 +356,14 @@ int parse_infer_request(const char *body, size_t len, bool chat, const parse_lim
         goto out;
     }
     /* max_completion_tokens is the newer name of max_tokens in the chat API; it wins when both are given. */
+    r->max_tokens_param = "max_tokens";
     if (get_int(root, "max_tokens", 0, 1 << 24, &x, &given, e)) goto out;
     if (given) r->max_tokens = (int32_t)x;
     if (get_int(root, "max_completion_tokens", 0, 1 << 24, &x, &given, e)) goto out;
-    if (given) r->max_tokens = (int32_t)x;
+    if (given) {
+        r->max_tokens = (int32_t)x;
+        r->max_tokens_param = "max_completion_tokens";
+    }
     mnemo_sampler_params *s = &r->sampling;
     if (get_num(root, "temperature", 0, 2, false, &s->temperature, e) ||
         get_num(root, "top_p", 0, 1, true, &s->top_p, e) || get_num(root, "min_p", 0, 1, false, &s->min_p, e) ||
@@ -473,4 +484,66 @@ int parse_detokenize_request(const char *body, size_t len, const parse_limits *l
 
 void detokenize_request_free(detokenize_request *r) {
     if (r) free(r->tokens);
+}
+
+int parse_embeddings_request(const char *body, size_t len, const parse_limits *lim, embeddings_request *r,
+                             parse_error *e) {
+    memset(r, 0, sizeof *r);
+    memset(e, 0, sizeof *e);
+    r->dimensions = -1;
+    json_t *root = load_object(body, len, e);
+    if (!root) return -1;
+    int rc = -1;
+    long long x;
+    bool given;
+    json_t *v = json_object_get(root, "model");
+    if (!absent(v) && !json_is_string(v)) {
+        BAD_TYPE(e, "model", "'model' must be a string");
+        goto out;
+    }
+    if (!absent(v) && !(r->model = dup_mem(json_string_value(v), json_string_length(v)))) {
+        oom(e);
+        goto out;
+    }
+    if (parse_inputs(json_object_get(root, "input"), "input", REQ_MAX_EMBED_INPUTS, lim, &r->inputs, &r->n_inputs, e))
+        goto out;
+    for (int i = 0; i < r->n_inputs; i++)
+        if (!r->inputs[i].is_tokens && r->inputs[i].text_len == 0) {
+            BAD(e, "input", "'input' must not contain empty strings (entry %d is empty)", i);
+            goto out;
+        }
+    v = json_object_get(root, "encoding_format");
+    if (!absent(v)) {
+        if (!json_is_string(v)) {
+            BAD_TYPE(e, "encoding_format", "'encoding_format' must be a string");
+            goto out;
+        }
+        if (!strcmp(json_string_value(v), "base64")) r->base64 = true;
+        else if (strcmp(json_string_value(v), "float") != 0) {
+            BAD(e, "encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+            goto out;
+        }
+    }
+    if (get_int(root, "dimensions", 1, 1 << 20, &x, &given, e)) goto out;
+    if (given) r->dimensions = (int32_t)x;
+    v = json_object_get(root, "user");
+    if (!absent(v) && !json_is_string(v)) {
+        BAD_TYPE(e, "user", "'user' must be a string");
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+void embeddings_request_free(embeddings_request *r) {
+    if (!r) return;
+    free(r->model);
+    for (int i = 0; i < r->n_inputs; i++) {
+        free(r->inputs[i].text);
+        free(r->inputs[i].tokens);
+    }
+    free(r->inputs);
+    memset(r, 0, sizeof *r);
 }

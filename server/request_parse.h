@@ -19,6 +19,7 @@
 #define REQ_MAX_STOP 16        /* stop strings */
 #define REQ_MAX_STOP_LEN 256   /* bytes per stop string */
 #define REQ_MAX_MESSAGES 4096  /* chat messages */
+#define REQ_MAX_EMBED_INPUTS 2048 /* inputs of one embeddings request (OpenAI's limit) */
 
 typedef enum { ROLE_SYSTEM = 0, ROLE_USER = 1, ROLE_ASSISTANT = 2 } chat_role;
 
@@ -49,6 +50,9 @@ typedef struct {
     int n_messages;
     int n;                    /* choices per prompt */
     int32_t max_tokens;       /* -1 = not given */
+    const char *max_tokens_param; /* the field it came from: "max_tokens" or "max_completion_tokens" */
+    bool to_context_end;      /* max_tokens omitted means until the context is full (chat; llama.cpp's /completion),
+                               * else OpenAI's completions default of 16 */
     mnemo_sampler_params sampling;
     bool seed_set;
     char **stop;
@@ -71,6 +75,19 @@ typedef struct {
 int parse_infer_request(const char *body, size_t len, bool chat, const parse_limits *lim, infer_request *out,
                         parse_error *err);
 void infer_request_free(infer_request *r);
+
+/* POST /v1/embeddings: input (string | strings | token ids | token-id arrays; no empty strings), model,
+ * encoding_format ("float" | "base64"), dimensions, user. */
+typedef struct {
+    char *model;          /* NULL when absent */
+    prompt_in *inputs;
+    int n_inputs;
+    bool base64;
+    int32_t dimensions;   /* -1 = not given */
+} embeddings_request;
+int parse_embeddings_request(const char *body, size_t len, const parse_limits *lim, embeddings_request *out,
+                             parse_error *err);
+void embeddings_request_free(embeddings_request *r);
 
 typedef struct {
     char *content;

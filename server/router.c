@@ -18,25 +18,28 @@ typedef struct {
     const char *path;   /* exact, or a prefix when it ends with '/' */
     route_fn fn;
     bool needs_model;
+    const char *shown;  /* how a 404 lists it (prefix routes name what follows); NULL = path */
 } route;
 
 static const route ROUTES[] = {
-    {"POST", "/v1/completions", route_completions, true},
-    {"POST", "/v1/chat/completions", route_chat_completions, true},
-    {"GET", "/v1/models", route_models, false},
-    {"GET", "/v1/models/", route_model_get, false},
-    {"GET", "/health", route_health, false},
-    {"GET", "/props", route_props, true},
-    {"GET", "/metrics", route_metrics, false},
-    {"POST", "/tokenize", route_tokenize, true},
-    {"POST", "/detokenize", route_detokenize, true},
-    {"POST", "/v1/sessions", route_sessions_create, true},
-    {"GET", "/v1/sessions", route_sessions_list, true},
-    {"GET", "/v1/sessions/", route_session_get, true},
-    {"DELETE", "/v1/sessions/", route_session_delete, true},
-    {"POST", "/v1/sessions/", route_session_action, true},
-    {"GET", "/v1/snapshots", route_snapshots_list, true},
-    {"DELETE", "/v1/snapshots/", route_snapshot_delete, true},
+    {"POST", "/v1/completions", route_completions, true, NULL},
+    {"POST", "/v1/chat/completions", route_chat_completions, true, NULL},
+    {"POST", "/v1/embeddings", route_embeddings, true, NULL},
+    {"GET", "/v1/models", route_models, false, NULL},
+    {"GET", "/v1/models/", route_model_get, false, "/v1/models/{id}"},
+    {"POST", "/completion", route_llama_completion, true, NULL},
+    {"POST", "/tokenize", route_tokenize, true, NULL},
+    {"POST", "/detokenize", route_detokenize, true, NULL},
+    {"GET", "/health", route_health, false, NULL},
+    {"GET", "/props", route_props, true, NULL},
+    {"GET", "/metrics", route_metrics, false, NULL},
+    {"POST", "/v1/sessions", route_sessions_create, true, NULL},
+    {"GET", "/v1/sessions", route_sessions_list, true, NULL},
+    {"GET", "/v1/sessions/", route_session_get, true, "/v1/sessions/{id}"},
+    {"DELETE", "/v1/sessions/", route_session_delete, true, "/v1/sessions/{id}"},
+    {"POST", "/v1/sessions/", route_session_action, true, "/v1/sessions/{id}/save|restore"},
+    {"GET", "/v1/snapshots", route_snapshots_list, true, NULL},
+    {"DELETE", "/v1/snapshots/", route_snapshot_delete, true, "/v1/snapshots/{name}"},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
@@ -44,6 +47,27 @@ static bool path_matches(const route *r, const char *path) {
     size_t n = strlen(r->path);
     if (r->path[n - 1] == '/') return strncmp(path, r->path, n) == 0 && path[n] != '\0';
     return strcmp(path, r->path) == 0;
+}
+
+/* "POST /v1/completions, ..., GET|POST /v1/sessions, ...": every route, methods of one shown path together. */
+static void list_routes(char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const char *shown = ROUTES[i].shown ? ROUTES[i].shown : ROUTES[i].path;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = !strcmp(shown, ROUTES[k].shown ? ROUTES[k].shown : ROUTES[k].path);
+        if (seen) continue;
+        char methods[32] = "";
+        for (size_t k = i; k < N_ROUTES; k++)
+            if (!strcmp(shown, ROUTES[k].shown ? ROUTES[k].shown : ROUTES[k].path))
+                snprintf(methods + strlen(methods), sizeof methods - strlen(methods), "%s%s", methods[0] ? "|" : "",
+                         ROUTES[k].method);
+        int w = snprintf(out + n, cap - n, "%s%s %s", n ? ", " : "", methods, shown);
+        if (w < 0 || (size_t)w >= cap - n) return;
+        n += (size_t)w;
+    }
 }
 
 /* Constant-time comparison of the Authorization header against "Bearer <key>". */
@@ -86,7 +110,10 @@ static void handle(server_app *app, const http_request *req, http_reply *rep) {
         return;
     }
     if (!found) {
-        reply_error(rep, 404, "not_found", NULL, NULL, "no route %s %s", req->method, req->path);
+        char routes[640];
+        list_routes(routes, sizeof routes);
+        reply_error(rep, 404, "not_found", NULL, NULL, "no route %.64s %.128s; the routes are: %s", req->method,
+                    req->path, routes);
         return;
     }
     int state = atomic_load(&app->state);

@@ -1,5 +1,6 @@
 /*
- * routes_infer.c — POST /v1/completions and POST /v1/chat/completions.
+ * routes_infer.c — POST /v1/completions, POST /v1/chat/completions and llama.cpp's POST /completion (its body is
+ * translated into a /v1/completions one, its answers shaped by llama_compat.c).
  *
  * On the connection's thread: parse and validate (request_parse.c), render the chat template, tokenize, check the
  * prompt against the slot's context, build a job (one choice per prompt x n) and submit it. Then either
@@ -18,6 +19,7 @@
 #include "api_error.h"
 #include "app.h"
 #include "job.h"
+#include "llama_compat.h"
 #include "oai_format.h"
 #include "request_parse.h"
 #include "text_util.h"
@@ -158,8 +160,10 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
     }
     mnemo_generate_params gp = mnemo_generate_default_params();
     gp.sampling = r->sampling;
-    gp.max_tokens = r->max_tokens >= 0 ? r->max_tokens : r->chat ? app->n_ctx : 16;
-    if (!app->unbounded && gp.max_tokens > app->n_ctx) gp.max_tokens = app->n_ctx; /* the context ends it anyway */
+    /* Omitted: chat (and /completion) runs until the context is full (finish_reason "length"; LongLLaMA: n_ctx
+     * tokens), completions stop at OpenAI's 16.
+     * Given: it must fit with the prompt (checked per prompt below, as OpenAI does). */
+    gp.max_tokens = r->max_tokens >= 0 ? r->max_tokens : r->to_context_end ? app->n_ctx : 16;
     gp.n_logprobs = r->logprobs < 0 ? 0 : r->logprobs > 0 ? r->logprobs : 1; /* 1: the chosen token's logprob */
     gp.ignore_eos = r->ignore_eos;
     gp.add_bos = false; /* prompts carry their BOS */
@@ -214,6 +218,19 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
                        t.n, app->n_ctx);
             return NULL;
         }
+        if (r->max_tokens >= 0 && !app->unbounded && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
+            int32_t room = app->n_ctx - held - t.n;
+            free(t.v);
+            job_unref(j);
+            char holds[96] = "";
+            if (held) snprintf(holds, sizeof holds, "the %d tokens session '%s' holds + ", held, r->session);
+            build_fail(e, 400, "context_length_exceeded", r->max_tokens_param,
+                       "%s%d prompt tokens + %s %d = %lld tokens, more than the context of %d tokens (--ctx); "
+                       "lower %s to at most %d, or omit it to generate until the context is full",
+                       holds, t.n, r->max_tokens_param, r->max_tokens, (long long)held + t.n + r->max_tokens,
+                       app->n_ctx, r->max_tokens_param, room);
+            return NULL;
+        }
         for (int k = 0; k < r->n; k++) {
             job_choice *c = &j->choices[p * r->n + k];
             c->prompt = malloc((size_t)t.n * sizeof *c->prompt);
@@ -237,10 +254,13 @@ oom:
 
 /* ---------------------------------------------------------------- consuming the events */
 
+typedef enum { API_COMPLETIONS, API_CHAT, API_LLAMA } infer_api;
+
 typedef struct {
     server_app *app;
     job *j;
     oai_ctx oc;
+    bool llama;           /* llama.cpp's /completion shapes instead of OpenAI's */
     int n_top;            /* alternatives shown per token (the engine computes >= 1 to get the chosen logprob) */
     bool include_usage;
     /* non-streaming */
@@ -372,6 +392,10 @@ static void respond_collected(consumer *c, http_reply *rep) {
             return;
         }
     }
+    if (c->llama) {
+        reply_json(rep, 200, llama_result(c->app->alias, c->text[0].data, c->text[0].len, j));
+        return;
+    }
     json_t *o = oai_envelope(&c->oc, false);
     json_t *choices = json_object_get(o, "choices");
     for (int i = 0; i < j->n_choices; i++) {
@@ -385,6 +409,29 @@ static void respond_collected(consumer *c, http_reply *rep) {
 }
 
 /* Formats the stream's next events into c->out. */
+static void stream_fill_llama(consumer *c) {
+    job *j = c->j;
+    bool all_done = false;
+    job_event *ev = NULL;
+    size_t n = wait_events(c, &ev, &all_done);
+    for (size_t k = 0; k < n; k++) {
+        job_event *e = &ev[k];
+        if (e->kind == JOB_EV_END) {
+            char msg[384];
+            int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
+            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+        } else if (e->kind == JOB_EV_TOKEN && (e->text_len > 0 || e->token >= 0)) {
+            sse_event(&c->out, llama_chunk(e->text, e->text_len, e->token));
+        }
+    }
+    job_events_free(ev, n);
+    if (all_done) { /* the closing object; llama.cpp sends no [DONE] here */
+        sse_event(&c->out, llama_result(c->app->alias, "", 0, j));
+        c->finished = true;
+        metrics_request_end(c->app->mx, outcome(j));
+    }
+}
+
 static void stream_fill(consumer *c) {
     job *j = c->j;
     if (!c->opened) { /* chat: each choice opens with its role */
@@ -444,7 +491,8 @@ static ssize_t stream_read(void *arg, char *buf, size_t max) {
     while (c->out_pos == c->out.len) {
         if (c->finished) return 0;
         c->out.len = c->out_pos = 0;
-        stream_fill(c);
+        if (c->llama) stream_fill_llama(c);
+        else stream_fill(c);
         if (c->out.failed) return -1;
     }
     size_t n = c->out.len - c->out_pos;
@@ -465,15 +513,30 @@ static void stream_free(void *arg) {
 
 /* ---------------------------------------------------------------- the routes */
 
-static void route_infer(server_app *app, const http_request *req, http_reply *rep, bool chat) {
+static void route_infer(server_app *app, const http_request *req, http_reply *rep, infer_api api) {
     infer_request r;
     parse_error pe;
     parse_limits lim = {.n_vocab = app->n_vocab};
     double t_arrival = now_s();
-    if (parse_infer_request(req->body, req->body_len, chat, &lim, &r, &pe) != 0) {
+    const bool chat = api == API_CHAT;
+    bool to_context_end = false;
+    char *translated = NULL; /* /completion: its body as a /v1/completions one */
+    memset(&r, 0, sizeof r);
+    if (api == API_LLAMA && !(translated = llama_completion_to_oai(req->body, req->body_len, &to_context_end, &pe)) &&
+        pe.status) {
         reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
                     pe.message);
         goto out;
+    }
+    if (parse_infer_request(translated ? translated : req->body, translated ? strlen(translated) : req->body_len,
+                            chat, &lim, &r, &pe) != 0) {
+        reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
+                    pe.message);
+        goto out;
+    }
+    if (api == API_LLAMA) { /* its max_tokens is n_predict to the client */
+        r.to_context_end = to_context_end;
+        r.max_tokens_param = "n_predict";
     }
     if (r.model && strcmp(r.model, app->alias) != 0) {
         reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
@@ -513,6 +576,7 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
     j->deadline = app->opts.timeout_s > 0 ? t_arrival + app->opts.timeout_s : 0;
     job_watch_fd(j, req->fd);
     consumer *c = consumer_new(app, j, &r);
+    if (c) c->llama = api == API_LLAMA;
     if (!c) {
         job_unref(j);
         reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory");
@@ -542,10 +606,17 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
     }
 out:
     infer_request_free(&r);
+    free(translated);
 }
 
-void route_completions(server_app *app, const http_request *req, http_reply *rep) { route_infer(app, req, rep, false); }
+void route_completions(server_app *app, const http_request *req, http_reply *rep) {
+    route_infer(app, req, rep, API_COMPLETIONS);
+}
 
 void route_chat_completions(server_app *app, const http_request *req, http_reply *rep) {
-    route_infer(app, req, rep, true);
+    route_infer(app, req, rep, API_CHAT);
+}
+
+void route_llama_completion(server_app *app, const http_request *req, http_reply *rep) {
+    route_infer(app, req, rep, API_LLAMA);
 }

@@ -70,6 +70,17 @@ static int opt_string(json_t *o, const char *key, const char **out, http_reply *
     return 0;
 }
 
+/* An optional snapshot name; "" is refused rather than read as absent (it used to save under the session id). */
+static int opt_name(json_t *o, const char *key, const char **out, http_reply *rep) {
+    if (opt_string(o, key, out, rep) != 0) return -1;
+    if (*out && !**out) {
+        reply_error(rep, 400, "invalid_value", key, NULL, "'%s' must not be empty (omit it to use %s)", key,
+                    !strcmp(key, "restore") ? "no snapshot" : "the session id");
+        return -1;
+    }
+    return 0;
+}
+
 static void reply_session(server_app *app, const char *id, int status, http_reply *rep) {
     session_info si;
     char msg[384];
@@ -82,7 +93,7 @@ void route_sessions_create(server_app *app, const http_request *req, http_reply 
     json_t *b = body_object(req, rep);
     if (!b) return;
     const char *id, *restore;
-    if (opt_string(b, "id", &id, rep) == 0 && opt_string(b, "restore", &restore, rep) == 0) {
+    if (opt_string(b, "id", &id, rep) == 0 && opt_name(b, "restore", &restore, rep) == 0) {
         char out[SESSION_ID_MAX + 1], msg[384];
         int st = sessions_create(app->sessions, id, restore, out, msg, sizeof msg);
         if (st != 201) reply_status(rep, st, msg);
@@ -170,7 +181,7 @@ void route_session_action(server_app *app, const http_request *req, http_reply *
     json_t *b = body_object(req, rep);
     if (!b) return;
     const char *name;
-    if (opt_string(b, "name", &name, rep) == 0) {
+    if (opt_name(b, "name", &name, rep) == 0) {
         if (is_save) {
             save(app, id, name, rep);
         } else {

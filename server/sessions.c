@@ -142,6 +142,23 @@ static int snapshot_path(const session_store *st, const char *name, char *path, 
     return 200;
 }
 
+/* The context's message with every "<dir>/" removed: error bodies name the snapshot file, never where the
+ * server keeps it (the engine's messages carry the path it was given). */
+static const char *without_dir(const session_store *st, const mnemo_context *ctx, char *out, size_t cap) {
+    const char *msg = mnemo_context_error(ctx);
+    char prefix[sizeof st->dir + 1];
+    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%s/", st->cfg.dir);
+    size_t n = 0;
+    while (*msg && n + 1 < cap) {
+        size_t rest = strlen(msg);
+        if (rest < np && !strncmp(msg, prefix, rest)) break; /* a path cut short by the engine's buffer */
+        if (!strncmp(msg, prefix, np)) msg += np;
+        else out[n++] = *msg++;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 /* Loads snapshot `name` into ctx (the caller owns ctx: it is new, or its session is busy). */
 static int load_snapshot(session_store *st, mnemo_context *ctx, const char *name, char *err, size_t errlen) {
     char path[4352];
@@ -151,7 +168,9 @@ static int load_snapshot(session_store *st, mnemo_context *ctx, const char *name
     if (stat(path, &sb) != 0) return fail(err, errlen, 404, "no snapshot named '%s'", name);
     mnemo_status ms = mnemo_context_load(ctx, path);
     if (ms == MNEMO_ERR_NOMEM) return fail(err, errlen, 500, "out of memory loading snapshot '%s'", name);
-    if (ms != MNEMO_OK) return fail(err, errlen, 422, "snapshot '%s' refused: %s", name, mnemo_context_error(ctx));
+    char why[512];
+    if (ms != MNEMO_OK)
+        return fail(err, errlen, 422, "snapshot '%s' refused: %s", name, without_dir(st, ctx, why, sizeof why));
     return 200;
 }
 
@@ -201,7 +220,7 @@ int sessions_create(session_store *st, const char *id, const char *restore, char
 
     if (mnemo_context_new(st->model, &cp, &s->ctx) != MNEMO_OK)
         rc = fail(err, errlen, 500, "cannot create the session's context: %s", mnemo_context_error(s->ctx));
-    else if (restore && *restore)
+    else if (restore)
         rc = load_snapshot(st, s->ctx, restore, err, errlen);
     if (rc == 201 || rc == 200) refresh_info(s);
 
@@ -313,14 +332,17 @@ void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions
 }
 
 int sessions_save(session_store *st, const char *id, const char *name, char *name_out, char *err, size_t errlen) {
-    if (!name || !*name) name = id;
+    if (!name) name = id; /* "" is not absent: snapshot_path refuses it */
     char path[4352];
     int rc = snapshot_path(st, name, path, sizeof path, err, errlen);
     if (rc != 200) return rc;
     session *s;
     if ((rc = sessions_acquire(st, id, &s, err, errlen)) != 200) return rc;
     mnemo_status ms = mnemo_context_save(s->ctx, path);
-    if (ms != MNEMO_OK) rc = fail(err, errlen, 500, "cannot save session '%s': %s", id, mnemo_context_error(s->ctx));
+    char why[512];
+    if (ms != MNEMO_OK)
+        rc = fail(err, errlen, 500, "cannot save session '%s' as '%s': %s", id, name,
+                  without_dir(st, s->ctx, why, sizeof why));
     else snprintf(name_out, SNAPSHOT_NAME_MAX + 1, "%s", name);
     /* Saving is not a request: keep the count and last error as they were. */
     pthread_mutex_lock(&st->mu);
@@ -330,7 +352,7 @@ int sessions_save(session_store *st, const char *id, const char *name, char *nam
 }
 
 int sessions_restore(session_store *st, const char *id, const char *name, char *err, size_t errlen) {
-    if (!name || !*name) name = id;
+    if (!name) name = id;
     session *s;
     int rc = sessions_acquire(st, id, &s, err, errlen);
     if (rc != 200) return rc;

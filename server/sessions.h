@@ -59,7 +59,7 @@ int sessions_check_dir(const char *dir, char *err, size_t errlen);
 session_store *sessions_new(mnemo_model *model, const session_config *cfg, char *err, size_t errlen);
 void sessions_free(session_store *st);
 
-/* New empty session; id NULL or "" picks one. With restore != NULL it starts from that snapshot. The id is
+/* New empty session; id NULL or "" picks one. With restore != NULL it starts from that snapshot ("" is 400). The id is
  * written to id_out. 201, or 400 (bad id/name), 409 (id taken), 429 (max_sessions), 404 (no such snapshot),
  * 422 (snapshot refused), 500. */
 int sessions_create(session_store *st, const char *id, const char *restore, char id_out[SESSION_ID_MAX + 1],
@@ -81,7 +81,8 @@ session_info *sessions_list(session_store *st, int *n);
 /* Memory summed over every session (as of their last release) and the session count. */
 void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions);
 
-/* Snapshots. name NULL or "" = the session's id. 200, 400, 404, 409, 422 (refused), 500, 501 (no --session-dir). */
+/* Snapshots. name NULL = the session's id ("" is 400). 200, 400, 404, 409, 422 (refused), 500, 501 (no
+ * --session-dir). Messages name snapshots, never the directory's path. */
 int sessions_save(session_store *st, const char *id, const char *name, char *name_out, char *err, size_t errlen);
 int sessions_restore(session_store *st, const char *id, const char *name, char *err, size_t errlen);
 /* Snapshot files in the directory (*list malloc'd, NULL when none). 200, 500, 501. */

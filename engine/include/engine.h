@@ -244,6 +244,18 @@ MNEMO_API mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int3
  * that position's logits were not kept (logits_all off) or i is out of range. Valid until the next decode. */
 MNEMO_API const float *mnemo_get_logits(const mnemo_context *ctx, int32_t i);
 
+/* ---------------------------------------------------------------- embeddings
+ * One vector for a sequence of tokens: the context is reset, the n tokens (as given: add BOS yourself, as
+ * mnemo_tokenize(add_bos) does) run through the model as one sequence in chunks of n_batch, and the last hidden
+ * state after the final RMSNorm is averaged over the n positions and L2-normalised (mean pooling). out receives
+ * n_out == mnemo_model_n_embd floats. The context is empty (reset) afterwards.
+ * Plain LLaMA: n <= n_ctx. LongLLaMA: n <= max_position_embeddings, the local window, run with an empty memory
+ * (a pooled state over memory would depend on how the input was split into windows).
+ * MNEMO_ERR_INVALID_ARG: n <= 0, a token outside the vocabulary, out NULL or n_out != n_embd;
+ * MNEMO_ERR_CONTEXT_FULL: n past the limit above. */
+MNEMO_API mnemo_status mnemo_embed(mnemo_context *ctx, const mnemo_token *tokens, int32_t n, float *out,
+                                   int32_t n_out);
+
 /* ---------------------------------------------------------------- sampling */
 typedef struct {
     float temperature;        /* 0 = greedy (argmax after penalties) */

@@ -3,12 +3,14 @@
  * bytes as the body of /v1/completions, /v1/chat/completions, /tokenize and /detokenize. Every input must give
  * either a parsed request or a 4xx/5xx error with a message — never a crash, leak or hang — and a success must
  * hold only values inside the documented ranges (checked here, so a validation gap is a finding too).
- * The first byte picks the endpoint, so one corpus covers all four.
+ * The first byte picks the endpoint, so one corpus covers all four. Every body is also tried as a /v1/embeddings
+ * body and as a llama.cpp /completion body (translated, then parsed as /v1/completions).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "llama_compat.h"
 #include "request_parse.h"
 
 static void check(int ok) {
@@ -73,6 +75,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         detokenize_request_free(&r);
         break;
     }
+    }
+    embeddings_request er;
+    if (parse_embeddings_request(body, len, &lim, &er, &e) == 0) {
+        check(er.n_inputs >= 1 && er.n_inputs <= REQ_MAX_EMBED_INPUTS && er.dimensions >= -1);
+        for (int i = 0; i < er.n_inputs; i++)
+            check(er.inputs[i].is_tokens ? er.inputs[i].n_tokens >= 1 : er.inputs[i].text_len >= 1);
+    } else {
+        check(e.status >= 400 && e.message[0]);
+    }
+    embeddings_request_free(&er);
+    bool to_end;
+    char *oai = llama_completion_to_oai(body, len, &to_end, &e);
+    if (oai) {
+        infer_request r;
+        if (parse_infer_request(oai, strlen(oai), false, &lim, &r, &e) == 0) check_infer(&r, &lim);
+        else check(e.status >= 400 && e.message[0]);
+        infer_request_free(&r);
+        free(oai);
+    } else {
+        check(e.status == 0 || (e.status >= 400 && e.message[0])); /* 0: not an object, parsed as it is */
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 """Shared helpers for the mnemo-server tests: start the real binary on a tiny fixture model on a free loopback
-port (--port 0; the server prints the port it bound), talk to it with raw HTTP, stop it with a signal.
+port (--port 0; the server prints the port it bound, first while loading, then in "listening on ..."), talk to it
+with raw HTTP, stop it with a signal.
 
 Environment (set by ctest): MNEMO_SERVER_BIN (the binary), MNEMO_FIXTURES (tests/fixtures), MNEMO_CLI_BIN (the
 mnemo CLI, for cross-checks; optional).
@@ -55,9 +56,9 @@ class Server:
     def _read_log(self):
         for line in self.proc.stderr:
             self.log.append(line)
-            m = re.search(r"listening on http://[^ ]*:(\d+)", line)
+            m = re.search(r"port (\d+) bound|listening on http://[^ ]*:(\d+)", line)
             if m and self.port is None:
-                self.port = int(m.group(1))
+                self.port = int(m.group(1) or m.group(2))
                 self._port_seen.set()
         self._port_seen.set()
 

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+import openai
 from openai import OpenAI, NotFoundError, AuthenticationError
 
 from conftest import MODEL, Server
@@ -164,9 +165,25 @@ def test_stop_string(client):
 def test_max_tokens_zero_and_long(client):
     r = client.completions.create(model="mha", prompt=PROMPT, max_tokens=0)
     assert r.choices[0].text == "" and r.usage.completion_tokens == 0
-    # More than the context: generation ends when the 128-position context is full, with "length".
-    r = client.completions.create(model="mha", prompt=PROMPT, max_tokens=5000, temperature=0,
+    # OpenAI's rule: prompt + max_tokens must fit the context (128 here); asking for more is a 400 that names
+    # the numbers, never a silent cut.
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.completions.create(model="mha", prompt=PROMPT, max_tokens=1000000)
+    err = ei.value.body
+    assert err["code"] == "context_length_exceeded" and err["param"] == "max_tokens", err
+    assert "1000000" in err["message"] and "128 tokens" in err["message"], err["message"]
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model="mha", messages=[{"role": "user", "content": "Hi"}],
+                                       max_completion_tokens=5000)
+    assert ei.value.body["param"] == "max_completion_tokens"
+    # Exactly what fits is allowed and runs to its end.
+    n_prompt = client.completions.create(model="mha", prompt=PROMPT, max_tokens=0).usage.prompt_tokens
+    r = client.completions.create(model="mha", prompt=PROMPT, max_tokens=128 - n_prompt, temperature=0,
                                   extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 128 - n_prompt and r.choices[0].finish_reason == "length"
+    # Omitted (chat): generation runs until the context is full and says "length".
+    r = client.chat.completions.create(model="mha", messages=[{"role": "user", "content": "Hi"}], temperature=0,
+                                       extra_body={"ignore_eos": True})
     assert r.choices[0].finish_reason == "length"
     assert r.usage.prompt_tokens + r.usage.completion_tokens == 129  # 128 positions + the last sampled token
 

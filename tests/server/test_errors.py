@@ -72,6 +72,11 @@ CASES = [
      "prompt", "128"),
     ("token-prompt-too-long", "POST", "/v1/completions", {"prompt": [5] * 200}, {}, 400, "context_length_exceeded",
      "prompt", "201"),
+    ("max-tokens-past-context", "POST", "/v1/completions", {"prompt": "a", "max_tokens": 1000000}, {}, 400,
+     "context_length_exceeded", "max_tokens", "1000000"),
+    ("max-completion-tokens-past-context", "POST", "/v1/chat/completions",
+     {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 200}, {}, 400,
+     "context_length_exceeded", "max_completion_tokens", "128 tokens"),
     ("chat-no-messages", "POST", "/v1/chat/completions", {}, {}, 400, "invalid_value", "messages", None),
     ("chat-messages-string", "POST", "/v1/chat/completions", {"messages": "hi"}, {}, 400, "invalid_type", "messages",
      None),
@@ -99,7 +104,7 @@ CASES = [
     ("tokenize-content-type", "POST", "/tokenize", {"content": ["x"]}, {}, 400, "invalid_type", "content", None),
     ("detokenize-bad-id", "POST", "/detokenize", {"tokens": [1, 100000]}, {}, 400, "invalid_value", "tokens", None),
     ("detokenize-type", "POST", "/detokenize", {"tokens": "abc"}, {}, 400, "invalid_type", "tokens", None),
-    ("unknown-route", "GET", "/v2/everything", None, {}, 404, "not_found", None, None),
+    ("unknown-route", "GET", "/v2/everything", None, {}, 404, "not_found", None, "POST /v1/embeddings"),
     ("path-traversal", "GET", "/../../etc/passwd", None, {}, 404, "not_found", None, None),
     ("completions-suffix-path", "POST", "/v1/completions/extra", {"prompt": "a"}, {}, 404, "not_found", None, None),
     ("model-not-found", "GET", "/v1/models/llama-70b", None, {}, 404, "model_not_found", "model", None),
@@ -147,6 +152,15 @@ def test_prompt_too_long_names_both_numbers(srv):
     assert "301 tokens" in msg and "128 tokens" in msg  # the prompt (with BOS) and the context
 
 
+def test_max_tokens_past_the_context_names_the_numbers(srv):
+    st, r = srv.post("/v1/completions", {"prompt": [5] * 10, "max_tokens": 118})  # 11 with BOS + 118 = 129 > 128
+    assert st == 400 and r["error"]["code"] == "context_length_exceeded" and r["error"]["param"] == "max_tokens"
+    msg = r["error"]["message"]
+    assert "11 prompt tokens" in msg and "118" in msg and "129" in msg and "128 tokens" in msg and "117" in msg, msg
+    st, r = srv.post("/v1/completions", {"prompt": [5] * 10, "max_tokens": 117, "ignore_eos": True})
+    assert st == 200 and r["usage"]["completion_tokens"] == 117, r
+
+
 # ---------------------------------------------------------------- raw-socket abuse
 
 def raw(srv, data, read_timeout=5.0):
@@ -171,10 +185,58 @@ def status_of(resp):
     return int(resp.split(b" ", 2)[1]) if resp.startswith(b"HTTP/") else None
 
 
-def test_garbage_request_line(srv):
-    resp = raw(srv, b"GARBAGE\r\n\r\n")  # libmicrohttpd drops it (or answers 400)
-    assert resp == b"" or status_of(resp) == 400
+def timed(srv, data, read_timeout=30.0):
+    """raw() plus the seconds until the server answered or closed."""
+    t = time.time()
+    resp = raw(srv, data, read_timeout)
+    return resp, time.time() - t
+
+
+def error_code(resp):
+    return json.loads(resp.split(b"\r\n\r\n", 1)[1])["error"]["code"]
+
+
+@pytest.mark.parametrize("data", [b"GARBAGE\r\n\r\n", b"GARBAGE\r\nHost: x\r\n\r\n", b"GET\r\n\r\n",
+                                  b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS ClientHello
+                                  b"\x00\x01\x02\x03\r\n", b" GET / HTTP/1.1\r\n\r\n", b"G\xc3\xa9T / HTTP/1.1\r\n\r\n",
+                                  b"A" * 40 + b" / HTTP/1.1\r\n\r\n"],
+                         ids=["word", "word-header", "method-only", "tls", "nul", "leading-space", "non-ascii",
+                              "long-method"])
+def test_garbage_request_line_gets_400_at_once(srv, data):
+    # libmicrohttpd alone closed a one-word line silently and held bytes without a line end until the timeout.
+    resp, took = timed(srv, data)
+    assert status_of(resp) == 400 and error_code(resp) == "bad_request", resp
+    assert took < 1.0, took
+
+
+def test_bad_version_and_leading_empty_lines(srv):
     assert status_of(raw(srv, b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n")) in (400, 505)
+    assert status_of(raw(srv, b"\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")) == 200  # RFC 9112 allows them
+
+
+def test_unfinished_request_line_gets_408(srv):
+    resp, took = timed(srv, b"GARBAGE")  # could still become a method: answered when --conn-timeout (2 s) ends
+    assert status_of(resp) == 408 and error_code(resp) == "request_timeout", resp
+    assert took < 6, took
+
+
+def test_body_shorter_than_content_length_gets_408(srv):
+    resp, took = timed(srv, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
+    assert status_of(resp) == 408 and error_code(resp) == "request_timeout", resp
+    assert took < 6, took  # --conn-timeout 2
+
+
+def test_default_conn_timeout_is_short():
+    s = Server("--parallel", "1")  # no --conn-timeout: the default (was 60 s)
+    try:
+        resp, took = timed(s, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+                           read_timeout=70)
+        assert status_of(resp) == 408, resp
+        assert 5 < took < 20, took  # 10 s
+        resp, took = timed(s, b"", read_timeout=70)  # a connection that never sends a byte is closed
+        assert resp == b"" and took < 20, took
+    finally:
+        assert s.stop() == 0
 
 
 def test_huge_headers(srv):

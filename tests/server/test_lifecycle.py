@@ -31,6 +31,21 @@ def test_help_and_bad_arguments():
     assert r.returncode == 1 and "cannot load" in r.stderr
 
 
+@pytest.mark.parametrize("config", [None, "{", '{"architectures": ["GPT2LMHeadModel"]}'],
+                         ids=["missing-dir", "bad-json", "unsupported"])
+def test_failed_load_exits_1_with_one_message_and_never_listens(config):
+    d = "/nonexistent/model"
+    if config is not None:
+        d = tempfile.mkdtemp(prefix="mnemo-bad-model-")
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(config)
+    r = run("--model", d, "--port", "0")
+    assert r.returncode == 1, r.stderr
+    assert "listening" not in r.stderr and "stopped" not in r.stderr, r.stderr
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    assert len(errors) == 1 and "cannot load the model" in errors[0] and d in errors[0], r.stderr
+
+
 def test_port_in_use_fails_cleanly():
     s = Server("--parallel", "1")
     try:
@@ -46,8 +61,10 @@ def test_health_503_while_loading():
         status, hdrs, body = s.request("GET", "/health")
         assert status == 503 and hdrs.get("retry-after")
         assert json.loads(body)["error"]["code"] == "loading"
-        status, _, body = s.request("POST", "/v1/completions", {"prompt": "x"})
-        assert status == 503 and json.loads(body)["error"]["code"] == "loading"
+        for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/embeddings", {"input": "x"}),
+                           ("/completion", {"prompt": "x"})):
+            status, _, reply = s.request("POST", path, body)
+            assert status == 503 and json.loads(reply)["error"]["code"] == "loading", path
         status, _, body = s.request("GET", "/metrics")
         assert status == 200 and b"mnemo_model_loading 1" in body
         s.wait_ready()

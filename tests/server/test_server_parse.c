@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http_door.h"
 #include "request_parse.h"
 
 static int failures;
@@ -158,9 +159,29 @@ static void test_values(void) {
     detokenize_request_free(&d);
 }
 
+/* The front door's verdict on a connection's first bytes. */
+static void test_door(void) {
+    static const struct {
+        const char *bytes;
+        door_verdict want;
+    } cases[] = {
+        {"", DOOR_MORE},          {"G", DOOR_MORE},         {"GET", DOOR_MORE},
+        {"GET ", DOOR_HTTP},      {"GET /x HTTP/1.1", DOOR_HTTP}, {"M-SEARCH *", DOOR_HTTP},
+        {" GET", DOOR_BAD},       {"GARBAGE\r\n", DOOR_BAD}, {"GET\r\n", DOOR_BAD},
+        {"\x16\x03\x01", DOOR_BAD}, {"G\xc3\xa9T ", DOOR_BAD}, {"GE/T ", DOOR_BAD},
+        {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", DOOR_BAD}, /* 33 characters: longer than any method */
+        {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", DOOR_MORE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK(door_judge(cases[i].bytes, strlen(cases[i].bytes)) == cases[i].want, "door case %zu '%s'", i,
+              cases[i].bytes);
+    CHECK(door_judge("\0GET ", 5) == DOOR_BAD, "NUL first");
+}
+
 int main(void) {
     test_table();
     test_values();
+    test_door();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;

@@ -85,6 +85,10 @@ def test_session_context_full_is_a_clear_error(plain):
     st, body = plain.post("/v1/completions", {"prompt": tokens(plain, "more words " * 20)[:40], "session": sid})
     assert st == 400 and body["error"]["code"] == "context_length_exceeded"
     assert sid in body["error"]["message"] and "128" in body["error"]["message"]
+    # The session's tokens count too when max_tokens is checked against the context.
+    st, body = plain.post("/v1/completions", {"prompt": [7] * 10, "max_tokens": 20, "session": sid})
+    assert st == 400 and body["error"]["param"] == "max_tokens", body
+    assert "101 tokens session" in body["error"]["message"] and "at most 17" in body["error"]["message"], body
     delete(plain, sid)
 
 
@@ -171,12 +175,47 @@ def test_snapshot_errors(plain):
     (plain.dir / "junk.mnemo").write_bytes(b"MNEMOSNP" + os.urandom(200))
     st, body = plain.post(f"/v1/sessions/{sid}/restore", {"name": "junk"})
     assert st == 422 and body["error"]["code"] == "snapshot_refused", body
+    assert "junk" in body["error"]["message"] and str(plain.dir) not in body["error"]["message"], body  # no leak
     st, info = plain.get_json("/v1/sessions/" + sid)
     assert info["tokens"] == 0  # a refused snapshot leaves the session as it was
     st, _, _ = plain.request("DELETE", "/v1/snapshots/junk")
     assert st == 200 and not (plain.dir / "junk.mnemo").exists()
     st, _, _ = plain.request("DELETE", "/v1/snapshots/junk")
     assert st == 404
+    delete(plain, sid)
+
+
+def test_empty_snapshot_name_is_refused(plain):
+    sid = create(plain, id="emptyname")
+    for action in ("save", "restore"):
+        st, body = plain.post(f"/v1/sessions/{sid}/{action}", {"name": ""})
+        assert st == 400 and body["error"]["param"] == "name" and "'name'" in body["error"]["message"], body
+    assert not (plain.dir / "emptyname.mnemo").exists()  # it used to save under the session id
+    st, body = plain.post("/v1/sessions", {"restore": ""})
+    assert st == 400 and body["error"]["param"] == "restore", body
+    st, saved = plain.post(f"/v1/sessions/{sid}/save", {})  # absent: the session id, as documented
+    assert st == 200 and saved["snapshot"] == "emptyname"
+    assert plain.request("DELETE", "/v1/snapshots/emptyname")[0] == 200
+    delete(plain, sid)
+
+
+def test_error_bodies_name_the_snapshot_never_the_directory(plain):
+    sid = create(plain)
+    complete(plain, "The quick brown fox", 4, session=sid)
+    st, _ = plain.post(f"/v1/sessions/{sid}/save", {"name": "full"})
+    assert st == 200
+    data = (plain.dir / "full.mnemo").read_bytes()
+    (plain.dir / "cut.mnemo").write_bytes(data[: len(data) // 2])  # truncated: the engine names the file
+    st, refused = plain.post(f"/v1/sessions/{sid}/restore", {"name": "cut"})
+    assert st == 422 and "cut.mnemo" in refused["error"]["message"], refused
+    (plain.dir / "busy.mnemo.tmp").mkdir()  # the save's temporary file cannot be created
+    st, failed = plain.post(f"/v1/sessions/{sid}/save", {"name": "busy"})
+    assert st == 500 and "busy.mnemo.tmp" in failed["error"]["message"], failed
+    (plain.dir / "busy.mnemo.tmp").rmdir()
+    for body in (refused, failed):
+        assert str(plain.dir) not in body["error"]["message"], body
+    for name in ("full", "cut"):
+        assert plain.request("DELETE", "/v1/snapshots/" + name)[0] == 200
     delete(plain, sid)
 
 

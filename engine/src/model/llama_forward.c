@@ -4,7 +4,7 @@
  *   per layer: xn = rmsnorm(x); q,k,v = xn.Wq,Wk,Wv; rope(q,k); k,v -> each sequence's cache;
  *              att = attention(q, K, V) per sequence; x += att.Wo
  *              xn = rmsnorm(x); x += (silu(xn.Wg) * xn.Wu).Wd
- *   logits = rmsnorm(x).lm_head for the rows that want them
+ *   logits = rmsnorm(x).lm_head for the rows that want them (or rmsnorm(x) itself, for embeddings)
  * The rows of all sequences are stacked, so each weight matrix is streamed once per step however many
  * sequences decode together. The residual adds are fused into the output projections (matmul beta = 1).
  *
@@ -163,22 +163,36 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
     } while (0)
 
 /* Final norm + lm_head over the rows that want logits, gathered into one block (one matmul), then scattered.
+ * Rows of sequences that want hidden states instead are gathered after them, normed with them and downloaded.
  * Host backends write straight into the caller's buffer when there is one sequence; device backends compute
  * into fb->logits and download each sequence's rows (the download waits for the step to finish). */
 static int forward_logits(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                           forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs) {
     const int64_t d = cfg->hidden_size, V = cfg->vocab_size;
-    int32_t rows = 0, r0 = 0;
-    for (int32_t s = 0; s < n_seqs; s++) { /* gather into xn (rows wanting logits come first, in order) */
+    int32_t rows = 0, hrows = 0, r0 = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
         int32_t nl = seqs[s].n - seqs[s].logits_from;
+        if (nl > 0 && seqs[s].hidden) hrows += nl;
+        else if (nl > 0) rows += nl;
+    }
+    for (int32_t s = 0, lr = 0, hr = rows; s < n_seqs; s++) { /* gather into xn: logits rows, then hidden rows */
+        int32_t nl = seqs[s].n - seqs[s].logits_from;
+        int32_t *at = seqs[s].hidden ? &hr : &lr;
         if (nl > 0)
-            TRY(be->mem_copy(kc, fb->xn + (size_t)rows * d, fb->x + (size_t)(r0 + seqs[s].logits_from) * d,
+            TRY(be->mem_copy(kc, fb->xn + (size_t)*at * d, fb->x + (size_t)(r0 + seqs[s].logits_from) * d,
                              (size_t)nl * d * sizeof(float), KERN_D2D));
-        rows += nl > 0 ? nl : 0;
+        *at += nl > 0 ? nl : 0;
         r0 += seqs[s].n;
     }
+    if (rows + hrows == 0) return be->sync(kc);
+    TRY(be->rmsnorm(kc, fb->xn, NULL, fb->xn, w->out_norm.data, w->out_norm.dt, rows + hrows, d, cfg->rms_norm_eps));
+    for (int32_t s = 0, hr = rows; s < n_seqs; s++) {
+        int32_t nl = seqs[s].n - seqs[s].logits_from;
+        if (nl <= 0 || !seqs[s].hidden) continue;
+        TRY(be->mem_copy(kc, seqs[s].hidden, fb->xn + (size_t)hr * d, (size_t)nl * d * sizeof(float), KERN_D2H));
+        hr += nl;
+    }
     if (rows == 0) return be->sync(kc);
-    TRY(be->rmsnorm(kc, fb->xn, NULL, fb->xn, w->out_norm.data, w->out_norm.dt, rows, d, cfg->rms_norm_eps));
     if (n_seqs == 1 && be->host_memory) /* straight into the caller's buffer */
         return be->matmul(kc, seqs[0].logits, fb->xn, w->lm_head.data, w->lm_head.dt, rows, V, d, 0.f);
     size_t need = (size_t)rows * (size_t)V;
@@ -199,7 +213,7 @@ static int forward_logits(const model_config *cfg, const llama_weights *w, const
     int rc = be->matmul(kc, all, fb->xn, w->lm_head.data, w->lm_head.dt, rows, V, d, 0.f);
     for (int32_t s = 0, r = 0; rc == KERN_OK && s < n_seqs; s++) {
         int32_t nl = seqs[s].n - seqs[s].logits_from;
-        if (nl <= 0) continue;
+        if (nl <= 0 || seqs[s].hidden) continue;
         rc = be->mem_copy(kc, seqs[s].logits, all + (size_t)r * V, (size_t)nl * V * sizeof(float), KERN_D2H);
         r += nl;
     }

@@ -57,21 +57,25 @@ struct longllama_state;
 
 /* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
  * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
- * none. ll: a LongLLaMA context's memory state (host backends), NULL for plain LLaMA: its memory layers then
+ * none. hidden (host memory, NULL = off): those rows' last hidden state after the final RMSNorm go there instead
+ * ((n - logits_from) x hidden_size), lm_head is skipped for them and logits is unused (embeddings).
+ * ll: a LongLLaMA context's memory state (host backends), NULL for plain LLaMA: its memory layers then
  * keep their keys before RoPE and attend to memory as well (longllama_memory.h). */
 typedef struct {
     kv_cache *kv;
     const int32_t *tokens;
     int32_t n, pos0, logits_from;
     float *logits;
+    float *hidden;
     struct longllama_state *ll;
 } forward_seq;
 
 /* Run several sequences through the model together: every matmul sees the rows of all of them (weights are
  * read once per step, which is what makes batched decode fast), attention runs per sequence over its own cache.
  * The total row count must be <= fb->n_batch, each cache distinct; caches, buffers, weights and the backend
- * must agree (device memory on CUDA). Token ids and logits are host memory whatever the backend: logits are
- * downloaded after lm_head, and on device backends the call returns only once they are on the host.
+ * must agree (device memory on CUDA). Token ids, logits and hidden rows are host memory whatever the backend: they
+ * are downloaded after the final norm / lm_head, and on device backends the call returns only once they are on the
+ * host.
  * Returns a KERN_* code. */
 int llama_forward_batch(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                         forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs);
