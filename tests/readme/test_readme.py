@@ -8,7 +8,10 @@ Markers (an HTML comment, invisible on the rendered page):
   <!-- readme-test: run-after-build -->  the same, minus the install and cmake steps that CI (scripts/test.sh) runs
                                         itself just before this test
   <!-- readme-test: server ARGS -->     start build/mnemo-server ARGS on a free loopback port first (the block's
-                                        :8080 becomes that port), run the block, stop the server
+                                        :8080 becomes that port; {scratch} in ARGS, the scratch directory), run
+                                        the block with curl failing on any HTTP error, stop the server (exit 0)
+  <!-- readme-test: launch -->          each line starting mnemo-server (no --help) is started on a free port, must
+                                        print "listening" and stop cleanly on SIGTERM; other lines run as with run
   <!-- readme-test: python-server ARGS -->  the same for a Python block (the server venv's python: openai client)
   <!-- readme-test: skip REASON -->     not run here; REASON says why (a real checkpoint, or another test covers it)
 A block without a marker fails the test, so no new README command escapes it.
@@ -37,6 +40,9 @@ def check(cond, what, detail=""):
     else:
         failed += 1
         print(f"FAIL: {what}\n{detail}", file=sys.stderr)
+
+
+CODE_LANGS = ("sh", "bash", "c", "python")  # fenced blocks without one of these are text (e.g. the layout)
 
 
 def blocks(text):
@@ -77,7 +83,7 @@ def free_port():
 
 def start_server(args, cwd):
     port = free_port()
-    proc = subprocess.Popen([os.path.join(BUILD, "mnemo-server"), *args.split(), "--port", str(port)], cwd=cwd,
+    proc = subprocess.Popen([os.path.join(BUILD, "mnemo-server"), *args, "--port", str(port)], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for _ in range(600):
         try:
@@ -93,13 +99,47 @@ def start_server(args, cwd):
     raise RuntimeError("mnemo-server did not come up: " + (proc.stderr.read() if proc.stderr else ""))
 
 
-def run(code, cwd, lang="sh"):
+STRICT_CURL = "curl() { command curl --fail-with-body -sS \"$@\"; echo; }\n"  # an HTTP error fails the block
+
+
+def run(code, cwd, lang="sh", strict_curl=False):
     if lang == "python":
         cmd = [PYTHON, "-c", code]
     else:
-        cmd = ["bash", "-c", "set -euo pipefail\n" + code]
+        cmd = ["bash", "-c", "set -euo pipefail\n" + (STRICT_CURL if strict_curl else "") + code]
     env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return -9
+
+
+def launch(code, cwd):
+    """-> (ok, detail): every mnemo-server line comes up and stops cleanly; other lines run."""
+    for line in code.split("\n"):
+        cmdline = line.split("#")[0].strip()
+        if not cmdline:
+            continue
+        words = cmdline.split()
+        if words[0].endswith("mnemo-server") and "--help" not in words:
+            try:
+                proc, _ = start_server(words[1:], cwd)
+            except RuntimeError as e:
+                return False, f"{cmdline}: {e}"
+            rc = stop_server(proc)
+            if rc != 0:
+                return False, f"{cmdline}: exit {rc} on SIGTERM"
+        else:
+            r = run(cmdline, cwd)
+            if r.returncode != 0:
+                return False, f"{cmdline}: exit {r.returncode}\n{r.stderr[-1000:]}"
+    return True, ""
 
 
 def after_build(code):
@@ -117,6 +157,8 @@ def main():
     found = blocks(open(README, encoding="utf-8").read())
     check(len(found) > 0, "README has code blocks")
     for line, lang, marker, code in found:
+        if lang not in CODE_LANGS:
+            continue
         where = f"README.md:{line} ({lang or 'text'})"
         if marker is None:
             check(False, f"{where}: no <!-- readme-test: ... --> marker before the block")
@@ -128,16 +170,22 @@ def main():
         d = scratch()
         server = None
         try:
+            t0 = time.time()
+            if kind == "launch":
+                ok, detail = launch(code, d)
+                check(ok, f"{where}: {detail}")
+                if ok:
+                    print(f"ok   {where} ({time.time() - t0:.1f} s)")
+                continue
             if kind in ("server", "python-server"):
-                server, port = start_server(arg, d)
+                server, port = start_server(arg.replace("{scratch}", d).split(), d)
                 code = code.replace(":8080", f":{port}")
             if kind == "run-after-build":
                 code = after_build(code)
             if kind not in ("run", "run-after-build", "server", "python-server"):
                 check(False, f"{where}: unknown marker '{kind}'")
                 continue
-            t0 = time.time()
-            r = run(code, d, "python" if kind == "python-server" else "sh")
+            r = run(code, d, "python" if kind == "python-server" else "sh", strict_curl=kind == "server")
             ok = r.returncode == 0 and "Traceback" not in r.stderr
             check(ok, f"{where}: exit {r.returncode} after {time.time() - t0:.1f} s",
                   f"--- block ---\n{code}\n--- stdout ---\n{r.stdout[-2000:]}\n--- stderr ---\n{r.stderr[-2000:]}")
@@ -145,11 +193,8 @@ def main():
                 print(f"ok   {where} ({time.time() - t0:.1f} s)")
         finally:
             if server:
-                server.terminate()
-                try:
-                    server.wait(30)
-                except subprocess.TimeoutExpired:
-                    server.kill()
+                rc = stop_server(server)
+                check(rc == 0, f"{where}: the server exited {rc} on SIGTERM")
             shutil.rmtree(d, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
