@@ -90,7 +90,8 @@ static void refuse(int fd, const char *status, const char *json_body) {
     http_send_raw(fd, status, json_body);
     shutdown(fd, SHUT_WR);
     char sink[4096];
-    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) continue;
+    /* bounded: a client streaming garbage must not hold the door's one thread */
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) continue;
     close(fd);
 }
 
