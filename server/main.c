@@ -112,9 +112,14 @@ static int load(server_app *app) {
         if (rc < 0) log_line("warning: %s; using llama2 (choose with --chat-template)", why);
         if (rc <= 0) app->tmpl = TMPL_LLAMA2;
     }
-    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
-                       .mem_knn = o->mem_knn, .mem_index = app->mem_index,
-                       .mem_nprobe = o->mem_nprobe, .mem_dense_rows = o->mem_dense_rows};
+    mnemo_context_params cp = mnemo_context_default_params(); /* one struct for slots and sessions */
+    cp.n_ctx = app->n_ctx;
+    cp.n_batch = o->batch;
+    cp.mem_knn_k = o->mem_knn;
+    cp.mem_index = app->mem_index;
+    cp.mem_nprobe = o->mem_nprobe;
+    cp.mem_dense_rows = o->mem_dense_rows;
+    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch, .ctx = cp};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -125,8 +130,7 @@ static int load(server_app *app) {
     }
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
-                           .mem_knn = o->mem_knn, .mem_index = app->mem_index, .mem_nprobe = o->mem_nprobe,
-                           .mem_dense_rows = o->mem_dense_rows};
+                           .ctx = cp};
     app->sessions = sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);

@@ -142,9 +142,7 @@ scheduler *sched_new(mnemo_model *model, const sched_config *cfg, metrics *mx, c
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch, .mem_knn = cfg->mem_knn,
-                        .mem_index = cfg->mem_index, .mem_nprobe = cfg->mem_nprobe,
-                        .mem_dense_rows = cfg->mem_dense_rows};
+    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch, .ctx = cfg->ctx};
     s->w = worker_new(model, &wc, mx, err, errlen);
     if (!s->w) {
         free(s);

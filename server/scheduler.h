@@ -26,10 +26,7 @@ typedef struct {
     int queue;      /* waiting jobs beyond the free slots */
     int n_ctx;      /* per slot */
     int batch;      /* tokens per step */
-    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
-    mnemo_mem_index mem_index; /* the kNN index */
-    int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
-    int64_t mem_dense_rows;    /* with mem_knn > 0: dense while a memory holds at most this many rows */
+    mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } sched_config;
 
 typedef struct {

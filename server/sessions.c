@@ -182,14 +182,10 @@ int sessions_create(session_store *st, const char *id, const char *restore, char
                     SESSION_ID_MAX);
     session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, errlen, 500, "out of memory");
-    mnemo_context_params cp = mnemo_context_default_params();
+    mnemo_context_params cp = st->cfg.ctx;
     cp.n_ctx = st->cfg.n_ctx;
     cp.n_batch = st->cfg.n_batch;
     cp.mem_max_bytes = st->cfg.max_bytes;
-    cp.mem_knn_k = st->cfg.mem_knn;
-    cp.mem_index = st->cfg.mem_index;
-    cp.mem_dense_rows = st->cfg.mem_dense_rows;
-    cp.mem_nprobe = st->cfg.mem_nprobe;
     /* Reserve the id and a place first (busy, so nobody uses it while the context is built). */
     pthread_mutex_lock(&st->mu);
     int free_at = -1, n_live = 0;

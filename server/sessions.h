@@ -32,10 +32,7 @@ typedef struct {
     uint64_t max_bytes;   /* per session: memory keys + values + index (LongLLaMA); 0 = no limit */
     const char *dir;      /* snapshot directory; NULL = save/restore disabled */
     int32_t n_ctx, n_batch;
-    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
-    mnemo_mem_index mem_index; /* the kNN index */
-    int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
-    int64_t mem_dense_rows;    /* with mem_knn > 0: dense while a memory holds at most this many rows */
+    mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } session_config;
 
 typedef struct {

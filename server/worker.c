@@ -49,13 +49,9 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     w->entries = calloc((size_t)cfg->n_slots, sizeof *w->entries);
     w->entry_slot = calloc((size_t)cfg->n_slots, sizeof *w->entry_slot);
     if (!w->slots || !w->entries || !w->entry_slot) goto oom;
-    mnemo_context_params cp = mnemo_context_default_params();
+    mnemo_context_params cp = cfg->ctx;
     cp.n_ctx = cfg->n_ctx;
     cp.n_batch = cfg->batch;
-    cp.mem_knn_k = cfg->mem_knn;
-    cp.mem_index = cfg->mem_index;
-    cp.mem_dense_rows = cfg->mem_dense_rows;
-    cp.mem_nprobe = cfg->mem_nprobe;
     for (int i = 0; i < w->n_slots; i++) {
         mnemo_status st = mnemo_context_new(model, &cp, &w->slots[i].own);
         w->slots[i].ctx = w->slots[i].own;

@@ -25,10 +25,7 @@ typedef struct {
     int n_slots;
     int n_ctx;   /* KV positions per slot */
     int batch;   /* token budget per step */
-    int32_t mem_knn;           /* LongLLaMA: top-k memory rows (0 = dense) */
-    mnemo_mem_index mem_index; /* the kNN index */
-    int32_t mem_nprobe;        /* ivf / ivf-grow cells a query scans (0 = engine default) */
-    int64_t mem_dense_rows;    /* with mem_knn > 0: dense while a memory holds at most this many rows */
+    mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } worker_config;
 
 worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen);
