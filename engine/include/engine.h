@@ -80,7 +80,8 @@ MNEMO_API mnemo_model_params mnemo_model_default_params(void);
  * starts. Unless the environment already sets OMP_WAIT_POLICY or GOMP_SPINCOUNT, it sets
  * OMP_WAIT_POLICY=passive and re-executes the program (/proc/self/exe, same argv and pid) so that OpenMP, which
  * reads the policy once at start-up, lets idle compute threads sleep instead of spinning on the cores the busy
- * ones need (a long prompt beside another job: 2-5x faster; see README "Threads"). Returns only when nothing was
+ * ones need and that OpenBLAS's GEMM threads share (beside other jobs a long prompt ran 1.8-2.3x faster; alone,
+ * prefill on a 3B layer shape 1.85x; see README "Threads on a shared machine"). Returns only when nothing was
  * needed or the exec failed. mnemo and mnemo-server call it; OMP_WAIT_POLICY=active opts out. */
 MNEMO_API void mnemo_threads_prefer_passive(char **argv);
 
@@ -144,7 +145,7 @@ typedef enum {
 /* Defaults of LongLLaMA memory attention (mnemo_context_default_params): dense while a memory holds at most
  * MNEMO_MEM_DENSE_ROWS_DEFAULT rows — exact, and no slower than a search there — then the top
  * MNEMO_MEM_KNN_K_DEFAULT rows per query and head through the AUTO index, so cost per token stays flat instead of
- * growing with the memory (a 93K-token prompt: 20x faster on the CPU). mem_knn_k = 0 keeps the released
+ * growing with the memory (a 93K-token prompt: 9x faster on the CPU). mem_knn_k = 0 keeps the released
  * checkpoints' dense attention at every length (bit-faithful reproduction). */
 #define MNEMO_MEM_KNN_K_DEFAULT 128
 #define MNEMO_MEM_DENSE_ROWS_DEFAULT 8192
