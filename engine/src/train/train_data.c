@@ -1,0 +1,281 @@
+/*
+ * train_data.c — see train_data.h. Examples are tokenized once, at open, into one pool of ids; a step's rows are
+ * then a lookup. The shuffled order is a keyed Feistel permutation of [0, n) (cycle-walking on the next even power
+ * of two), so example j of epoch e is found in O(1) from (seed, e, j) with no stored permutation or RNG state.
+ */
+#include "train_data.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+
+struct train_data {
+    int32_t L;              /* seq_len: predicted tokens per row */
+    bool text, shuffle;
+    uint64_t seed;
+    mnemo_token pad;
+    mnemo_token *pool;      /* text: the whole stream; JSON lines: every example's ids back to back */
+    size_t n_pool;
+    int64_t n_ex;
+    size_t *start;          /* JSON lines: [n_ex + 1] offsets into pool */
+    int32_t *n_prompt;      /* JSON lines: [n_ex] ids before the first one that counts (BOS + prompt) */
+};
+
+static train_data *fail(train_data *d, char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    train_data_free(d);
+    return NULL;
+}
+
+void train_data_free(train_data *d) {
+    if (!d) return;
+    free(d->pool);
+    free(d->start);
+    free(d->n_prompt);
+    free(d);
+}
+
+int64_t train_data_examples(const train_data *d) { return d->n_ex; }
+bool train_data_is_text(const train_data *d) { return d->text; }
+
+/* The byte offset of the first invalid UTF-8 sequence, or -1 when the text is valid. */
+static int64_t utf8_error_at(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n || (c == 0)) return (int64_t)i;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return (int64_t)i;
+        if ((len == 2 && c < 0xC2) || (len == 3 && c == 0xE0 && s[i + 1] < 0xA0) ||
+            (len == 4 && (c > 0xF4 || (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))))
+            return (int64_t)i; /* overlong, or past U+10FFFF */
+        i += len;
+    }
+    return -1;
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *b = realloc(buf, cap *= 2);
+            if (!b) free(buf);
+            buf = b;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        snprintf(err, errlen, "%s: %s", path, buf ? "read error (a directory?)" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static int append(train_data *d, const mnemo_token *ids, size_t n, size_t *cap) {
+    if (d->n_pool + n > *cap) {
+        size_t c = (*cap ? *cap * 2 : 4096) + n;
+        mnemo_token *p = realloc(d->pool, c * sizeof *p);
+        if (!p) return -1;
+        d->pool = p;
+        *cap = c;
+    }
+    memcpy(d->pool + d->n_pool, ids, n * sizeof *ids);
+    d->n_pool += n;
+    return 0;
+}
+
+static train_data *open_text(train_data *d, const mnemo_model *m, const char *path, char *buf, size_t len, char *err,
+                             size_t errlen) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (tokenizer_encode(m->tok, buf, len, true, &ids, &n) != 0 || !n)
+        return fail(d, err, errlen, "%s: tokenization failed", path);
+    d->pool = ids;
+    d->n_pool = n;
+    if (n < (size_t)d->L + 1)
+        return fail(d, err, errlen, "%s: %zu tokens (BOS included), too few for one window of seq_len + 1 = %d", path,
+                    n, d->L + 1);
+    d->n_ex = (int64_t)((n - 1) / (size_t)d->L);
+    return d;
+}
+
+/* One JSON line -> its example appended (ids, prompt length). 0, or -1 with the message in err. */
+static int add_example(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
+                       char *err, size_t errlen) {
+    if (json_object_get(o, "messages")) {
+        snprintf(err, errlen, "%s:%ld: chat \"messages\" examples are not supported yet (they need the chat "
+                 "templates in libengine); use {\"prompt\", \"completion\"}", path, line);
+        return -1;
+    }
+    json_t *jp = json_object_get(o, "prompt"), *jc = json_object_get(o, "completion");
+    if (!json_is_string(jp) || !json_is_string(jc)) {
+        snprintf(err, errlen, "%s:%ld: an example is {\"prompt\": string, \"completion\": string}%s", path, line,
+                 !jp || !jc ? "" : " (both strings)");
+        return -1;
+    }
+    const char *p = json_string_value(jp), *c = json_string_value(jc);
+    size_t pl = json_string_length(jp), cl = json_string_length(jc);
+    if (cl == 0) {
+        snprintf(err, errlen, "%s:%ld: the completion is empty: nothing to learn", path, line);
+        return -1;
+    }
+    char *both = malloc(pl + cl + 1);
+    int32_t *pid = NULL, *all = NULL;
+    size_t np = 0, na = 0;
+    int rc = -1;
+    if (!both) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(both, p, pl);
+    memcpy(both + pl, c, cl);
+    if (tokenizer_encode(m->tok, p, pl, true, &pid, &np) != 0 ||
+        tokenizer_encode(m->tok, both, pl + cl, true, &all, &na) != 0) {
+        snprintf(err, errlen, "%s:%ld: tokenization failed", path, line);
+        goto out;
+    }
+    size_t agree = 0; /* the prompt's ids that the pair's tokenization keeps */
+    while (agree < np && agree < na && pid[agree] == all[agree]) agree++;
+    if (agree == na) {
+        snprintf(err, errlen, "%s:%ld: the completion adds no token", path, line);
+        goto out;
+    }
+    if (na + 1 > (size_t)d->L + 1) { /* + EOS */
+        snprintf(err, errlen, "%s:%ld: the example has %zu tokens (BOS and EOS included), more than seq_len + 1 = %d",
+                 path, line, na + 1, d->L + 1);
+        goto out;
+    }
+    mnemo_token eos = mnemo_model_eos(m);
+    int32_t *grown = realloc(d->n_prompt, (size_t)(d->n_ex + 1) * sizeof *grown);
+    size_t *gs = grown ? realloc(d->start, (size_t)(d->n_ex + 2) * sizeof *gs) : NULL;
+    if (grown) d->n_prompt = grown;
+    if (gs) d->start = gs;
+    if (!grown || !gs || append(d, all, na, cap) || append(d, &eos, 1, cap)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    d->n_prompt[d->n_ex] = (int32_t)agree;
+    d->n_ex++;
+    d->start[d->n_ex] = d->n_pool;
+    rc = 0;
+out:
+    free(both);
+    free(pid);
+    free(all);
+    return rc;
+}
+
+static train_data *open_jsonl(train_data *d, const mnemo_model *m, const char *path, char *buf, size_t len,
+                              char *err, size_t errlen) {
+    size_t cap = 0;
+    d->start = calloc(1, sizeof *d->start);
+    if (!d->start) return fail(d, err, errlen, "out of memory");
+    long line = 0;
+    for (size_t at = 0; at < len;) {
+        char *nl = memchr(buf + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        line++;
+        size_t a = at, b = end;
+        while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r')) a++;
+        while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r')) b--;
+        at = end + 1;
+        if (a == b) continue; /* blank lines are allowed */
+        json_error_t je;
+        json_t *o = json_loadb(buf + a, b - a, JSON_REJECT_DUPLICATES, &je);
+        if (!o || !json_is_object(o)) {
+            json_decref(o);
+            return fail(d, err, errlen, "%s:%ld: %s", path, line, o ? "a line must be a JSON object" : je.text);
+        }
+        int rc = add_example(d, m, o, path, line, &cap, err, errlen);
+        json_decref(o);
+        if (rc) return fail(d, NULL, 0, "");
+    }
+    if (d->n_ex == 0) return fail(d, err, errlen, "%s: no examples (only blank lines)", path);
+    return d;
+}
+
+train_data *train_data_open(const mnemo_model *m, const char *path, int32_t seq_len, bool shuffle, uint64_t seed,
+                            char *err, size_t errlen) {
+    if (!m || m->failed || !path || seq_len < 1)
+        return fail(NULL, err, errlen, "training data needs a loaded model, a path and seq_len >= 1");
+    train_data *d = calloc(1, sizeof *d);
+    if (!d) return fail(NULL, err, errlen, "out of memory");
+    d->L = seq_len;
+    d->shuffle = shuffle;
+    d->seed = seed;
+    d->pad = mnemo_model_eos(m);
+    size_t len = 0;
+    char *buf = read_file(path, &len, err, errlen);
+    if (!buf) return fail(d, NULL, 0, "");
+    size_t pl = strlen(path);
+    d->text = !(pl >= 6 && !strcmp(path + pl - 6, ".jsonl"));
+    int64_t bad = utf8_error_at((const unsigned char *)buf, len);
+    train_data *r;
+    if (len == 0) r = fail(d, err, errlen, "%s: the file is empty", path);
+    else if (bad >= 0) r = fail(d, err, errlen, "%s: not UTF-8 text (byte %lld)", path, (long long)bad);
+    else r = d->text ? open_text(d, m, path, buf, len, err, errlen) : open_jsonl(d, m, path, buf, len, err, errlen);
+    free(buf);
+    return r;
+}
+
+static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A permutation of [0, n) keyed by key: 4 Feistel rounds on 2h bits (2^(2h) >= n), walking the cycle until the
+ * value falls inside [0, n). */
+static int64_t permute(int64_t i, int64_t n, uint64_t key) {
+    int h = 1;
+    while (((int64_t)1 << (2 * h)) < n) h++;
+    uint64_t mask = ((uint64_t)1 << h) - 1, x = (uint64_t)i;
+    do {
+        uint64_t l = x >> h, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t t = l ^ (mix64(r ^ key ^ ((uint64_t)round << 56)) & mask);
+            l = r;
+            r = t;
+        }
+        x = (l << h) | r;
+    } while (x >= (uint64_t)n);
+    return (int64_t)x;
+}
+
+int64_t train_data_row(const train_data *d, int64_t step, int32_t rows, int32_t r, mnemo_token *tokens,
+                       uint8_t *mask) {
+    int64_t flat = step * rows + r, epoch = flat / d->n_ex, j = flat % d->n_ex;
+    int64_t ex = d->shuffle ? permute(j, d->n_ex, mix64(d->seed ^ mix64((uint64_t)epoch + 1))) : j;
+    const int32_t L = d->L;
+    if (d->text) {
+        memcpy(tokens, d->pool + (size_t)ex * (size_t)L, (size_t)(L + 1) * sizeof *tokens);
+        memset(mask, 1, (size_t)L);
+        return ex;
+    }
+    size_t s = d->start[ex], n = d->start[ex + 1] - s; /* BOS .. EOS */
+    memcpy(tokens, d->pool + s, n * sizeof *tokens);
+    for (size_t t = n; t < (size_t)L + 1; t++) tokens[t] = d->pad;
+    for (int32_t t = 0; t < L; t++) /* tokens[t + 1] counts when it is a completion token or the EOS */
+        mask[t] = (size_t)(t + 1) < n && t + 1 >= d->n_prompt[ex];
+    return ex;
+}
