@@ -1,6 +1,6 @@
 /*
  * context_snapshot.c — mnemo_context_save / mnemo_context_load: a context's whole state in one snapshot file
- * (memstore/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to path.tmp and renamed).
+ * (container/include/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to path.tmp and renamed).
  *
  * Sections:
  *   CTXH  the header below (what kind of context, how many rows, the LongLLaMA settings)

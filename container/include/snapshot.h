@@ -1,5 +1,6 @@
 /*
- * snapshot.h — a versioned, checksummed, sectioned file: how a session's memory is saved and restored.
+ * snapshot.h — a versioned, checksummed, sectioned file: how a session's memory is saved and restored, and (issue
+ * 18) what training checkpoints are written in. A leaf module: it depends on nothing in the project.
  *
  * Layout (little-endian):
  *   header   char[8] "MNEMOSN1", u32 version (1), u32 0, u64 fingerprint (the caller's: e.g. of the model)
