@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device D             auto | cpu | cuda (default auto)\n"
             "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
+            "  --adapter DIR          apply a peft LoRA adapter (adapter_config.json + adapter_model.safetensors)\n"
+            "                         over the model's weights, unmerged\n"
             "  --load-session FILE    continue from a saved session (the prompt is appended to it)\n"
             "  --save-session FILE    save the session (prompt + generated text) when done\n"
             "  -v, --verbose          log model details and timings\n",
@@ -118,7 +120,8 @@ int cli_generate(int argc, char **argv) {
     gp.sampling.min_p = 0.05f;
     gp.sampling.seed = 42;
     bool json = false, verbose = false, progress = false;
-    const char *load_session = NULL, *save_session = NULL;
+    const char *load_session = NULL, *save_session = NULL, *adapter_dir = NULL;
+    mnemo_adapter *adapter = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VALUE() if (!(v = cli_value(cmd, argc, argv, &i))) return 2
@@ -155,6 +158,7 @@ int cli_generate(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
         else if (!strcmp(a, "--load-session")) { VALUE(); load_session = v; }
+        else if (!strcmp(a, "--adapter")) { VALUE(); adapter_dir = v; }
         else if (!strcmp(a, "--save-session")) { VALUE(); save_session = v; }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
@@ -185,6 +189,12 @@ int cli_generate(int argc, char **argv) {
     }
     if (mnemo_context_new(model, &cp, &ctx) != MNEMO_OK) {
         fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
+        goto out;
+    }
+    if (adapter_dir && (mnemo_adapter_load(model, adapter_dir, &adapter) != MNEMO_OK ||
+                        mnemo_context_set_adapter(ctx, adapter) != MNEMO_OK)) {
+        fprintf(stderr, "mnemo generate: %s\n",
+                mnemo_adapter_error(adapter)[0] ? mnemo_adapter_error(adapter) : mnemo_context_error(ctx));
         goto out;
     }
     if (load_session && mnemo_context_load(ctx, load_session) != MNEMO_OK) {
@@ -218,6 +228,7 @@ int cli_generate(int argc, char **argv) {
     rc = 0;
 out:
     mnemo_context_free(ctx);
+    mnemo_adapter_free(adapter);
     mnemo_model_free(model);
     free(file_text);
     return rc;

@@ -245,6 +245,21 @@ MNEMO_API mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int3
  * that position's logits were not kept (logits_all off) or i is out of range. Valid until the next decode. */
 MNEMO_API const float *mnemo_get_logits(const mnemo_context *ctx, int32_t i);
 
+/* ---------------------------------------------------------------- LoRA adapters
+ * A Hugging Face peft LoRA adapter directory (adapter_config.json + adapter_model.safetensors or .bin) applied
+ * without merging: each targeted projection (q,k,v,o,gate,up,down) computes x W^T + (alpha/r) (x A^T) B^T over the
+ * model's own weights, as peft does. Several adapters can be loaded over one model; each context uses one or none.
+ * Options peft has that would change the arithmetic and mnemo lacks (bias, DoRA, per-module ranks, a subset of
+ * layers, modules_to_save) are refused with a message. *out always receives a handle (NULL only when even that
+ * allocation failed); an adapter must outlive the contexts that use it. */
+typedef struct mnemo_adapter mnemo_adapter;
+MNEMO_API mnemo_status mnemo_adapter_load(const mnemo_model *model, const char *dir, mnemo_adapter **out);
+MNEMO_API const char *mnemo_adapter_error(const mnemo_adapter *adapter); /* "" after success */
+MNEMO_API void mnemo_adapter_free(mnemo_adapter *adapter);
+/* The adapter a context decodes with from now on (NULL: the base model). The context is reset: its cache was
+ * computed with other weights. MNEMO_ERR_MISUSE when the adapter belongs to another model or failed to load. */
+MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo_adapter *adapter);
+
 /* ---------------------------------------------------------------- embeddings
  * One vector for a sequence of tokens: the context is reset, the n tokens (as given: add BOS yourself, as
  * mnemo_tokenize(add_bos) does) run through the model as one sequence in chunks of n_batch, and the last hidden

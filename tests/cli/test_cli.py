@@ -254,5 +254,43 @@ for sub in ("generate", "passkey"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "--mem-dense-rows" in out and "default 128" in out, f"{sub} --help names the memory options")
 
+# --adapter: a peft LoRA adapter over the MHA fixture (2 layers, d 64, q_proj only, r 2), written here with the
+# stdlib: with B = 0 it changes nothing; with a large B it changes the greedy text; a bad directory is refused.
+import random
+import struct
+
+
+def write_adapter(path, b_value):
+    os.makedirs(path, exist_ok=True)
+    rng = random.Random(3)
+    tensors, blob = {}, b""
+    for l in range(2):
+        for ab, shape in (("A", (2, 64)), ("B", (64, 2))):
+            vals = [rng.uniform(-1, 1) if ab == "A" else b_value for _ in range(shape[0] * shape[1])]
+            data = struct.pack(f"<{len(vals)}f", *vals)
+            name = f"base_model.model.model.layers.{l}.self_attn.q_proj.lora_{ab}.weight"
+            tensors[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [len(blob), len(blob) + len(data)]}
+            blob += data
+    header = json.dumps(tensors).encode()
+    header += b" " * (-len(header) % 8)
+    with open(os.path.join(path, "adapter_model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + blob)
+    with open(os.path.join(path, "adapter_config.json"), "w") as f:
+        json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "bias": "none"}, f)
+
+
+with tempfile.TemporaryDirectory() as td:
+    zero, big = os.path.join(td, "zero"), os.path.join(td, "big")
+    write_adapter(zero, 0.0)
+    write_adapter(big, 3.0)
+    base_args = ["generate", "--model", mha, "--prompt", "Hello there", "-n", "24", "--temp", "0"]
+    rc0, out0, err0 = run(*base_args)
+    rcz, outz, errz = run(*base_args, "--adapter", zero)
+    rcb, outb, errb = run(*base_args, "--adapter", big)
+    check(rc0 == 0 and rcz == 0 and outz == out0, f"--adapter with B = 0 leaves the output as it is: {errz!r}")
+    check(rcb == 0 and outb != out0, f"--adapter with a large B changes it: {outb!r} vs {out0!r} {errb!r}")
+    rc, out, err = run(*base_args, "--adapter", td)
+    check(rc == 1 and "adapter_config.json" in err and err.count("\n") == 1, f"a bad adapter dir: exit {rc}, {err!r}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -168,7 +168,8 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
         mnemo_context *c = e[i].ctx;
         seqs[i] = (forward_seq){.kv = &c->kv, .tokens = e[i].tokens, .n = e[i].n,
                                 .pos0 = c->ll ? c->ll->n_local : c->n_past,
-                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits, .ll = c->ll};
+                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits, .ll = c->ll,
+                                .lora = c->lora};
     }
     int rc = llama_forward_batch(&m->cfg, &m->w, m->be, lead->kc, &lead->fb, seqs, n_entries);
     if (rc != KERN_OK) {

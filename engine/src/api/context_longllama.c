@@ -119,7 +119,7 @@ static mnemo_status cached_call(mnemo_context *ctx, const mnemo_token *tokens, i
         int32_t from = ctx->logits_all ? 0 : (last && want_last ? nb - 1 : nb);
         forward_seq seq = {.kv = &ctx->kv, .tokens = tokens + done, .n = nb, .pos0 = ll->n_local,
                            .logits_from = from, .logits = ctx->logits_all ? logits + (size_t)done * V : logits,
-                           .ll = ll};
+                           .ll = ll, .lora = ctx->lora};
         int rc = llama_forward_batch(&mod->cfg, &mod->w, mod->be, ctx->kc, &ctx->fb, &seq, 1);
         if (rc != KERN_OK)
             return ctx_fail(ctx, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,

@@ -36,7 +36,7 @@ mnemo_status mnemo_embed(mnemo_context *ctx, const mnemo_token *tokens, int32_t 
     for (int32_t done = 0; done < n && st == MNEMO_OK;) {
         int32_t nb = n - done < ctx->n_batch ? n - done : ctx->n_batch;
         forward_seq seq = {.kv = &ctx->kv, .tokens = tokens + done, .n = nb, .pos0 = done, .logits_from = 0,
-                           .hidden = rows, .ll = ctx->ll};
+                           .hidden = rows, .ll = ctx->ll, .lora = ctx->lora};
         int rc = llama_forward_batch(&m->cfg, &m->w, m->be, ctx->kc, &ctx->fb, &seq, 1);
         if (rc != KERN_OK) {
             st = ctx_fail(ctx, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,

@@ -46,6 +46,7 @@ struct mnemo_context {
     int32_t logits_rows;      /* rows held */
     int32_t last_n;           /* tokens in the last decode call */
     longllama_state *ll;      /* LongLLaMA memory state; NULL for plain LLaMA models */
+    const struct lora_adapter *lora; /* mnemo_context_set_adapter: NULL = the base model alone */
     uint64_t mem_max_bytes;   /* 0 = no limit */
     mnemo_progress_fn progress; /* mnemo_context_set_progress; NULL = off */
     void *progress_user;

@@ -65,6 +65,8 @@ typedef struct weight_store weight_store;
  * pytorch_model.bin.index.json (+ shards), in that order of preference. Shard names from an index must be
  * plain file names inside dir. Every file is mmapped read-only. 0 on success, -1 with a message. */
 int weight_store_open(const char *dir, weight_store **out, char *err, size_t errlen);
+/* The same for a peft adapter directory: adapter_model.safetensors or adapter_model.bin. */
+int weight_store_open_adapter(const char *dir, weight_store **out, char *err, size_t errlen);
 void weight_store_close(weight_store *ws);                         /* NULL is a no-op */
 const tensor_entry *weight_store_find(const weight_store *ws, const char *name); /* NULL if absent */
 size_t weight_store_count(const weight_store *ws);

@@ -216,33 +216,28 @@ done:
     return rc;
 }
 
-int weight_store_open(const char *dir, weight_store **out, char *err, size_t errlen) {
-    static const struct {
-        const char *name;
-        int sharded;
-        parse_fn parse;
-        const char *format;
-    } kinds[] = {
-        {"model.safetensors", 0, safetensors_parse, "safetensors"},
-        {"model.safetensors.index.json", 1, safetensors_parse, "safetensors"},
-        {"pytorch_model.bin", 0, torch_zip_parse, "pytorch"},
-        {"pytorch_model.bin.index.json", 1, torch_zip_parse, "pytorch"},
-    };
+typedef struct {
+    const char *name;
+    int sharded;
+    parse_fn parse;
+    const char *format;
+} weight_file_kind;
+
+/* Opens the first of kinds[] present in dir. */
+static int open_first(const char *dir, const weight_file_kind *kinds, int n_kinds, const char *looked_for,
+                      weight_store **out, char *err, size_t errlen) {
     *out = NULL;
     struct stat st;
     if (stat(dir, &st) != 0) return fail(err, errlen, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return fail(err, errlen, "%s: not a directory", dir);
     int k = -1;
-    for (int i = 0; i < 4 && k < 0; i++) {
+    for (int i = 0; i < n_kinds && k < 0; i++) {
         char *p = join(dir, kinds[i].name);
         if (!p) return fail(err, errlen, "out of memory");
         if (is_file(p)) k = i;
         free(p);
     }
-    if (k < 0)
-        return fail(err, errlen, "%s: no weights found (looked for model.safetensors, model.safetensors.index.json, "
-                                 "pytorch_model.bin, pytorch_model.bin.index.json)",
-                    dir);
+    if (k < 0) return fail(err, errlen, "%s: no weights found (looked for %s)", dir, looked_for);
     weight_store *ws = calloc(1, sizeof *ws);
     if (!ws) return fail(err, errlen, "out of memory");
     ws->format = kinds[k].format;
@@ -261,6 +256,27 @@ int weight_store_open(const char *dir, weight_store **out, char *err, size_t err
     }
     *out = ws;
     return 0;
+}
+
+int weight_store_open(const char *dir, weight_store **out, char *err, size_t errlen) {
+    static const weight_file_kind kinds[] = {
+        {"model.safetensors", 0, safetensors_parse, "safetensors"},
+        {"model.safetensors.index.json", 1, safetensors_parse, "safetensors"},
+        {"pytorch_model.bin", 0, torch_zip_parse, "pytorch"},
+        {"pytorch_model.bin.index.json", 1, torch_zip_parse, "pytorch"},
+    };
+    return open_first(dir, kinds, 4,
+                      "model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+                      "pytorch_model.bin.index.json",
+                      out, err, errlen);
+}
+
+int weight_store_open_adapter(const char *dir, weight_store **out, char *err, size_t errlen) {
+    static const weight_file_kind kinds[] = {
+        {"adapter_model.safetensors", 0, safetensors_parse, "safetensors"},
+        {"adapter_model.bin", 0, torch_zip_parse, "pytorch"},
+    };
+    return open_first(dir, kinds, 2, "adapter_model.safetensors, adapter_model.bin", out, err, errlen);
 }
 
 void weight_store_close(weight_store *ws) {

@@ -15,6 +15,7 @@
 #include "llama_forward.h"
 
 #include "longllama_memory.h"
+#include "lora.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n
 void forward_buffers_free(forward_buffers *fb) {
     const kern_backend *be = fb->be;
     if (be) {
-        float *bufs[] = {fb->x, fb->xn, fb->q, fb->k, fb->v, fb->att, fb->gate, fb->up, fb->logits};
+        float *bufs[] = {fb->x, fb->xn, fb->q, fb->k, fb->v, fb->att, fb->gate, fb->up, fb->logits, fb->lora_t};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->mem_free(bufs[i]);
         if (fb->staging != fb->pos) free(fb->staging);
         be->mem_free(fb->pos);
@@ -228,6 +229,30 @@ static bool adjacent(const weight_ref *a, int64_t a_elems, const weight_ref *b) 
     return a->dt == b->dt && (const char *)a->data + (size_t)a_elems * kern_dtype_size(a->dt) == (const char *)b->data;
 }
 
+int forward_buffers_reserve_lora(forward_buffers *fb, int32_t r) {
+    size_t need = (size_t)fb->n_batch * (size_t)r;
+    if (need <= fb->lora_cap) return 0;
+    float *t = fb->be->mem_alloc(need * sizeof(float));
+    if (!t) return -1;
+    fb->be->mem_free(fb->lora_t);
+    fb->lora_t = t;
+    fb->lora_cap = need;
+    return 0;
+}
+
+/* y[rows, out] += each sequence's adapter delta at (layer l, target t) over its own rows of x[rows, in]. */
+static int add_lora(const forward_seq *seqs, int32_t n_seqs, int32_t l, lora_target t, const kern_backend *be,
+                    kern_ctx *kc, forward_buffers *fb, float *y, const float *x, int64_t out, int64_t in) {
+    int64_t r0 = 0;
+    for (int32_t s = 0; s < n_seqs; r0 += seqs[s].n, s++) {
+        const lora_pair *p = lora_pair_at(seqs[s].lora, l, t);
+        if (!p) continue;
+        if ((size_t)seqs[s].n * (size_t)seqs[s].lora->r > fb->lora_cap) return KERN_ESHAPE; /* not reserved */
+        TRY(lora_apply(p, seqs[s].lora->r, be, kc, y + r0 * out, x + r0 * in, seqs[s].n, out, in, fb->lora_t));
+    }
+    return KERN_OK;
+}
+
 int llama_forward_batch(const model_config *cfg, const llama_weights *w, const kern_backend *be, kern_ctx *kc,
                         forward_buffers *fb, const forward_seq *seqs, int32_t n_seqs) {
     const int64_t d = cfg->hidden_size, ff = cfg->intermediate_size, hd = cfg->head_dim;
@@ -237,6 +262,8 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
     const float scale = 1.0f / sqrtf((float)hd);
 
     if (n_seqs <= 0) return KERN_ESHAPE;
+    bool any_lora = false; /* adapted projections are separate matmuls: no fused q|k|v or gate|up GEMV */
+    for (int32_t s = 0; s < n_seqs; s++) any_lora |= seqs[s].lora != NULL;
     int64_t n = 0; /* rows of all sequences */
     for (int32_t s = 0; s < n_seqs; s++) {
         const forward_seq *q = &seqs[s];
@@ -265,7 +292,8 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
         /* A one-row step (batch-1 decode) reads wq|wk|wv as one matrix when they are adjacent: one GEMV streaming
          * a longer matrix instead of three short ones, and q|k (contiguous then) get RoPE in one call. */
         float *qb = fb->q, *kb = fb->k, *vb = fb->v;
-        const bool fused_qkv = n == 1 && adjacent(&L->wq, qd * d, &L->wk) && adjacent(&L->wk, kvd * d, &L->wv);
+        const bool fused_qkv = n == 1 && !any_lora && adjacent(&L->wq, qd * d, &L->wk) &&
+                               adjacent(&L->wk, kvd * d, &L->wv);
         if (fused_qkv) {
             kb = qb + qd;
             vb = kb + kvd;
@@ -274,6 +302,11 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
             TRY(be->matmul(kc, qb, fb->xn, L->wq.data, L->wq.dt, n, qd, d, 0.f));
             TRY(be->matmul(kc, kb, fb->xn, L->wk.data, L->wk.dt, n, kvd, d, 0.f));
             TRY(be->matmul(kc, vb, fb->xn, L->wv.data, L->wv.dt, n, kvd, d, 0.f));
+            if (any_lora) { /* before RoPE, as peft adds the delta to the projection's output */
+                TRY(add_lora(seqs, n_seqs, l, LORA_Q, be, kc, fb, qb, fb->xn, qd, d));
+                TRY(add_lora(seqs, n_seqs, l, LORA_K, be, kc, fb, kb, fb->xn, kvd, d));
+                TRY(add_lora(seqs, n_seqs, l, LORA_V, be, kc, fb, vb, fb->xn, kvd, d));
+            }
         }
         bool mem_layer = cfg->is_longllama && longllama_is_mem_layer(cfg, l);
         if (mem_layer) { /* keys before RoPE: what moves to memory when the local cache is flushed */
@@ -311,18 +344,24 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
             r += q->n;
         }
         TRY(be->matmul(kc, fb->x, fb->att, L->wo.data, L->wo.dt, n, d, qd, 1.f));
+        if (any_lora) TRY(add_lora(seqs, n_seqs, l, LORA_O, be, kc, fb, fb->x, fb->att, d, qd));
 
         /* MLP sublayer */
         TRY(be->rmsnorm(kc, fb->xn, NULL, fb->x, L->ffn_norm.data, L->ffn_norm.dt, n, d, eps));
-        if (n == 1 && adjacent(&L->w_gate, ff * d, &L->w_up)) { /* gate|up as one GEMV, as q|k|v above */
+        if (n == 1 && !any_lora && adjacent(&L->w_gate, ff * d, &L->w_up)) { /* gate|up as one GEMV, as q|k|v */
             TRY(be->matmul(kc, fb->gate, fb->xn, L->w_gate.data, L->w_gate.dt, 1, 2 * ff, d, 0.f));
             TRY(be->swiglu(kc, fb->gate, fb->gate, fb->gate + ff, ff));
         } else {
             TRY(be->matmul(kc, fb->gate, fb->xn, L->w_gate.data, L->w_gate.dt, n, ff, d, 0.f));
             TRY(be->matmul(kc, fb->up, fb->xn, L->w_up.data, L->w_up.dt, n, ff, d, 0.f));
+            if (any_lora) {
+                TRY(add_lora(seqs, n_seqs, l, LORA_GATE, be, kc, fb, fb->gate, fb->xn, ff, d));
+                TRY(add_lora(seqs, n_seqs, l, LORA_UP, be, kc, fb, fb->up, fb->xn, ff, d));
+            }
             TRY(be->swiglu(kc, fb->gate, fb->gate, fb->up, n * ff));
         }
         TRY(be->matmul(kc, fb->x, fb->gate, L->w_down.data, L->w_down.dt, n, d, ff, 1.f));
+        if (any_lora) TRY(add_lora(seqs, n_seqs, l, LORA_DOWN, be, kc, fb, fb->x, fb->gate, d, ff));
     }
     return forward_logits(cfg, w, be, kc, fb, seqs, n_seqs);
 }

@@ -38,6 +38,8 @@ typedef struct {
                        * backends this IS pos */
     float *logits;    /* device backends: lm_head output before it is downloaded, logits_cap floats */
     size_t logits_cap;
+    float *lora_t;    /* (n_batch, r) an adapter's x A^T (forward_buffers_reserve_lora), lora_cap floats */
+    size_t lora_cap;
 } forward_buffers;
 
 /* 0, or -1 when the backend is out of memory. */
@@ -45,6 +47,8 @@ int kv_cache_init(kv_cache *kv, const model_config *cfg, int32_t n_ctx, const ke
 void kv_cache_free(kv_cache *kv);
 int forward_buffers_init(forward_buffers *fb, const model_config *cfg, int32_t n_batch, const kern_backend *be);
 void forward_buffers_free(forward_buffers *fb);
+/* Room for adapters of rank r in lora_t. 0, or -1 when out of memory. */
+int forward_buffers_reserve_lora(forward_buffers *fb, int32_t r);
 
 /* Device backends: copies every weight (in its stored dtype) into one backend allocation and points w at it;
  * *block receives that allocation (free it with be->mem_free after the last forward). Tied embeddings are
@@ -54,6 +58,7 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
                          uint64_t *bytes);
 
 struct longllama_state;
+struct lora_adapter;
 
 /* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
  * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
@@ -68,6 +73,7 @@ typedef struct {
     float *logits;
     float *hidden;
     struct longllama_state *ll;
+    const struct lora_adapter *lora; /* NULL: the base weights alone; else added at its targets (lora.h) */
 } forward_seq;
 
 /* Run several sequences through the model together: every matmul sees the rows of all of them (weights are

@@ -1,0 +1,223 @@
+/*
+ * lora.c — see lora.h. Every tensor is checked (name, shape) against the model before anything is uploaded; a
+ * tensor in the file that no target explains is an error too, so an adapter is used whole or not at all.
+ */
+#include "lora.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_index.h"
+
+static const char *const TARGET_NAMES[LORA_N_TARGETS] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                         "gate_proj", "up_proj", "down_proj"};
+
+int lora_target_parse(const char *module) {
+    for (int t = 0; module && t < LORA_N_TARGETS; t++)
+        if (!strcmp(module, TARGET_NAMES[t])) return t;
+    return -1;
+}
+
+const char *lora_target_name(lora_target t) { return (unsigned)t < LORA_N_TARGETS ? TARGET_NAMES[t] : "?"; }
+
+static int fail(char *err, size_t errlen, const char *dir, const char *fmt, ...) {
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "adapter %s: %s", dir, msg);
+    return -1;
+}
+
+/* [out, in] of target t in a model of config cfg. */
+static void target_shape(const model_config *cfg, lora_target t, int64_t *out, int64_t *in) {
+    int64_t d = cfg->hidden_size, ff = cfg->intermediate_size, qd = (int64_t)cfg->num_attention_heads * cfg->head_dim;
+    int64_t kvd = (int64_t)cfg->num_key_value_heads * cfg->head_dim;
+    static const int rows[LORA_N_TARGETS] = {0, 1, 1, 2, 3, 3, 2}; /* out: qd, kvd, d, ff */
+    int64_t outs[4] = {qd, kvd, d, ff};
+    *out = outs[rows[t]];
+    *in = t == LORA_O ? qd : t == LORA_DOWN ? ff : d;
+}
+
+/* Checks adapter_config.json; fills r, scale and the targets. */
+static int read_config(const char *dir, lora_adapter *a, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    json_error_t je;
+    json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!c && je.line > 0) return fail(err, errlen, dir, "adapter_config.json: %s (line %d)", je.text, je.line);
+    if (!c) return fail(err, errlen, dir, "%s", je.text); /* cannot open: jansson names the file */
+    int rc = -1;
+    json_t *type = json_object_get(c, "peft_type"), *r = json_object_get(c, "r"), *alpha = json_object_get(c, "lora_alpha");
+    json_t *targets = json_object_get(c, "target_modules"), *bias = json_object_get(c, "bias");
+    if (!json_is_object(c) || !json_is_string(type) || strcmp(json_string_value(type), "LORA")) {
+        fail(err, errlen, dir, "adapter_config.json: peft_type must be \"LORA\"");
+        goto out;
+    }
+    if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 65536 || !json_is_number(alpha)) {
+        fail(err, errlen, dir, "adapter_config.json: r must be an integer in 1..65536 and lora_alpha a number");
+        goto out;
+    }
+    if (bias && !json_is_null(bias) && (!json_is_string(bias) || strcmp(json_string_value(bias), "none"))) {
+        fail(err, errlen, dir, "adapter_config.json: bias \"%s\" is not supported (only \"none\")",
+             json_is_string(bias) ? json_string_value(bias) : "?");
+        goto out;
+    }
+    static const char *const unsupported[] = {"use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform",
+                                              "rank_pattern", "alpha_pattern", "lora_bias"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++) {
+        json_t *v = json_object_get(c, unsupported[i]);
+        bool set = v && !json_is_null(v) && !json_is_false(v) && !(json_is_object(v) && !json_object_size(v)) &&
+                   !(json_is_array(v) && !json_array_size(v));
+        if (set) {
+            fail(err, errlen, dir, "adapter_config.json: %s is set, which mnemo does not support yet", unsupported[i]);
+            goto out;
+        }
+    }
+    if (!json_is_array(targets) || !json_array_size(targets)) {
+        fail(err, errlen, dir, "adapter_config.json: target_modules must be a list of module names (a regex "
+             "string is not supported)");
+        goto out;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(targets, i, v) {
+        int t = json_is_string(v) ? lora_target_parse(json_string_value(v)) : -1;
+        if (t < 0) {
+            fail(err, errlen, dir, "adapter_config.json: target module '%s' is not one of q_proj, k_proj, v_proj, "
+                 "o_proj, gate_proj, up_proj, down_proj", json_is_string(v) ? json_string_value(v) : "?");
+            goto out;
+        }
+        a->targets |= 1u << t;
+    }
+    a->r = (int32_t)json_integer_value(r);
+    double rs = json_is_true(json_object_get(c, "use_rslora")) ? sqrt((double)a->r) : (double)a->r;
+    a->scale = (float)(json_number_value(alpha) / rs);
+    rc = 0;
+out:
+    json_decref(c);
+    return rc;
+}
+
+/* The tensor of layer l, target t, matrix "A"/"B" (peft saves without the adapter name; older files keep
+ * ".default"). */
+static const tensor_entry *find_tensor(const weight_store *ws, int32_t l, lora_target t, const char *ab) {
+    char name[256];
+    const char *block = t <= LORA_O ? "self_attn" : "mlp";
+    snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.%s.lora_%s.weight", l, block, TARGET_NAMES[t], ab);
+    const tensor_entry *e = weight_store_find(ws, name);
+    if (e) return e;
+    snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.%s.lora_%s.default.weight", l, block,
+             TARGET_NAMES[t], ab);
+    return weight_store_find(ws, name);
+}
+
+static void widen(float *dst, const tensor_entry *e, size_t n, float mul) {
+    for (size_t i = 0; i < n; i++) {
+        float v = e->dtype == TENSOR_F32    ? ((const float *)e->data)[i]
+                  : e->dtype == TENSOR_BF16 ? kern_bf16_to_f32(((const uint16_t *)e->data)[i])
+                                            : kern_f16_to_f32(((const uint16_t *)e->data)[i]);
+        dst[i] = v * mul;
+    }
+}
+
+int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
+              size_t errlen) {
+    memset(a, 0, sizeof *a);
+    if (read_config(dir, a, err, errlen)) return -1;
+    weight_store *ws = NULL;
+    char werr[512];
+    if (weight_store_open_adapter(dir, &ws, werr, sizeof werr)) return fail(err, errlen, dir, "%s", werr);
+    a->n_layer = cfg->num_hidden_layers;
+    size_t floats = 0, used = 0;
+    int rc = -1;
+    float *host = NULL;
+    for (int32_t l = 0; l < a->n_layer; l++)
+        for (int t = 0; t < LORA_N_TARGETS; t++) {
+            if (!(a->targets >> t & 1)) continue;
+            int64_t out, in;
+            target_shape(cfg, (lora_target)t, &out, &in);
+            const tensor_entry *ea = find_tensor(ws, l, (lora_target)t, "A"), *eb = find_tensor(ws, l, (lora_target)t, "B");
+            if (!ea || !eb) {
+                fail(err, errlen, dir, "layer %d %s: lora_%s.weight is missing", l, TARGET_NAMES[t], ea ? "B" : "A");
+                goto out;
+            }
+            for (int k = 0; k < 2; k++) {
+                const tensor_entry *e = k ? eb : ea;
+                int64_t want0 = k ? out : a->r, want1 = k ? a->r : in;
+                kern_dtype kd;
+                if (e->ndim != 2 || e->shape[0] != want0 || e->shape[1] != want1 || tensor_dtype_to_kern(e->dtype, &kd)) {
+                    fail(err, errlen, dir, "%s: shape [%lld, %lld] in F32/F16/BF16 expected for r %d on this model",
+                         e->name, (long long)want0, (long long)want1, a->r);
+                    goto out;
+                }
+            }
+            floats += (size_t)a->r * (size_t)(in + out);
+            used += 2;
+        }
+    if (used != weight_store_count(ws)) {
+        for (size_t i = 0; i < weight_store_count(ws); i++) { /* name the first tensor no target explains */
+            const char *name = weight_store_at(ws, i)->name;
+            bool known = false;
+            for (int32_t l = 0; l < a->n_layer && !known; l++)
+                for (int t = 0; t < LORA_N_TARGETS && !known; t++)
+                    known = (a->targets >> t & 1) && (find_tensor(ws, l, (lora_target)t, "A") == weight_store_at(ws, i) ||
+                                                      find_tensor(ws, l, (lora_target)t, "B") == weight_store_at(ws, i));
+            if (!known) {
+                fail(err, errlen, dir, "tensor %s is not a LoRA matrix of this model's layers and targets", name);
+                goto out;
+            }
+        }
+    }
+    a->pairs = calloc((size_t)a->n_layer * LORA_N_TARGETS, sizeof *a->pairs);
+    host = malloc(floats * sizeof *host);
+    a->block = be->mem_alloc(floats * sizeof(float));
+    if (!a->pairs || !host || !a->block) {
+        fail(err, errlen, dir, "out of %s memory for %zu adapter parameters", a->block ? "host" : be->name, floats);
+        goto out;
+    }
+    a->be = be;
+    size_t at = 0;
+    for (int32_t l = 0; l < a->n_layer; l++)
+        for (int t = 0; t < LORA_N_TARGETS; t++) {
+            if (!(a->targets >> t & 1)) continue;
+            int64_t out, in;
+            target_shape(cfg, (lora_target)t, &out, &in);
+            lora_pair *p = &a->pairs[(size_t)l * LORA_N_TARGETS + t];
+            widen(host + at, find_tensor(ws, l, (lora_target)t, "A"), (size_t)a->r * (size_t)in, 1.0f);
+            p->a = (float *)a->block + at;
+            at += (size_t)a->r * (size_t)in;
+            widen(host + at, find_tensor(ws, l, (lora_target)t, "B"), (size_t)out * (size_t)a->r, a->scale);
+            p->b = (float *)a->block + at;
+            at += (size_t)out * (size_t)a->r;
+        }
+    if (be->mem_copy(NULL, a->block, host, floats * sizeof(float), KERN_H2D) != KERN_OK) {
+        fail(err, errlen, dir, "uploading the adapter to %s failed", be->name);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(host);
+    weight_store_close(ws);
+    if (rc) lora_free(a);
+    return rc;
+}
+
+void lora_free(lora_adapter *a) {
+    if (!a) return;
+    if (a->be) a->be->mem_free(a->block);
+    free(a->pairs);
+    memset(a, 0, sizeof *a);
+}
+
+int lora_apply(const lora_pair *p, int32_t r, const kern_backend *be, kern_ctx *kc, float *y, const float *x,
+               int64_t n, int64_t out, int64_t in, float *t) {
+    int rc = be->matmul(kc, t, x, p->a, KERN_F32, n, r, in, 0.f); /* t[n, r] = x A^T */
+    return rc != KERN_OK ? rc : be->matmul(kc, y, t, p->b, KERN_F32, n, out, r, 1.f); /* y += t (sB)^T */
+}
