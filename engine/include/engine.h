@@ -260,6 +260,13 @@ MNEMO_API void mnemo_adapter_free(mnemo_adapter *adapter);
  * computed with other weights. MNEMO_ERR_MISUSE when the adapter belongs to another model or failed to load. */
 MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo_adapter *adapter);
 
+/* Writes out_dir (created if needed; never the model's own directory): the checkpoint of model_dir with the adapter
+ * of adapter_dir merged into its weights (W + (alpha/r) B A, each weight in its stored dtype), as one
+ * model.safetensors plus the base's config.json and tokenizer files — a plain checkpoint for mnemo or transformers.
+ * MNEMO_OK, or an error with the reason in err. */
+MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir,
+                                           char *err, size_t errlen);
+
 /* ---------------------------------------------------------------- embeddings
  * One vector for a sequence of tokens: the context is reset, the n tokens (as given: add BOS yourself, as
  * mnemo_tokenize(add_bos) does) run through the model as one sequence in chunks of n_batch, and the last hidden

@@ -291,6 +291,14 @@ with tempfile.TemporaryDirectory() as td:
     check(rcb == 0 and outb != out0, f"--adapter with a large B changes it: {outb!r} vs {out0!r} {errb!r}")
     rc, out, err = run(*base_args, "--adapter", td)
     check(rc == 1 and "adapter_config.json" in err and err.count("\n") == 1, f"a bad adapter dir: exit {rc}, {err!r}")
+    # export --merge: the merged checkpoint generates what base + adapter generate
+    merged = os.path.join(td, "merged")
+    rc, out, err = run("export", "--model", mha, "--adapter", big, "--merge", "--out", merged)
+    check(rc == 0 and os.path.exists(os.path.join(merged, "model.safetensors")), f"export --merge: {rc} {err!r}")
+    rcm, outm, errm = run("generate", "--model", merged, "--prompt", "Hello there", "-n", "24", "--temp", "0")
+    check(rcm == 0 and outm == outb, f"the merged checkpoint generates as base + adapter: {outm!r} vs {outb!r}")
+    rc, out, err = run("export", "--model", mha, "--adapter", big, "--out", merged)
+    check(rc == 2 and "--merge" in err, f"export without --merge: exit {rc}, {err!r}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -207,6 +207,59 @@ int main(void) {
         mnemo_context_free(tok);
         mnemo_model_free(mm);
     }
+    /* mnemo_export_merged: the merged checkpoint loads as a plain model with the unmerged adapter's logits */
+    if (A[0]) {
+        char outdir[700], err[1024];
+        snprintf(outdir, sizeof outdir, "%s/exported", g_tmp);
+        CHECK(mnemo_export_merged(base, ad[0], outdir, err, sizeof err) == MNEMO_OK, "export: %s", err);
+        mnemo_model *me = NULL;
+        CHECK(mnemo_model_load(outdir, NULL, &me) == MNEMO_OK, "exported model loads: %s", mnemo_model_error(me));
+        mnemo_context *ce = context(me, true), *cx = context(m, true);
+        mnemo_context_set_adapter(cx, A[0]);
+        CHECK(mnemo_decode(ce, ids, N) == MNEMO_OK && mnemo_decode(cx, ids, N) == MNEMO_OK, "decode");
+        float dd = max_diff(mnemo_get_logits(cx, 0), mnemo_get_logits(ce, 0), (size_t)N * V);
+        CHECK(dd < 1e-5f, "exported = unmerged at every position: relative %.2e", dd);
+        mnemo_context_free(ce);
+        mnemo_context_free(cx);
+        mnemo_model_free(me);
+        CHECK(mnemo_export_merged(base, ad[0], base, err, sizeof err) == MNEMO_ERR_INVALID_ARG &&
+                  strstr(err, "is the model's own"),
+              "export into the model's own directory refused: %s", err);
+        CHECK(mnemo_export_merged(base, g_tmp, outdir, err, sizeof err) != MNEMO_OK && strstr(err, "adapter_config.json"),
+              "export with a bad adapter refused: %s", err);
+        /* a bf16 base keeps bf16 weights (rounded once after the sum) */
+        char bf[4096], bfad[700], bfout[700];
+        snprintf(bf, sizeof bf, "%s/models/bf16", test_fixtures());
+        mnemo_model *mb = NULL;
+        if (mnemo_model_load(bf, NULL, &mb) == MNEMO_OK) {
+            snprintf(bfad, sizeof bfad, "%s/bfadapter", g_tmp);
+            snprintf(bfout, sizeof bfout, "%s/bfexport", g_tmp);
+            const int64_t bd = mnemo_model_n_embd(mb);
+            pair bp[7 * 8];
+            int bl = mnemo_model_n_layer(mb);
+            int64_t bhd = 16, bff = 88; /* the bf16 fixture is the MHA shape */
+            int64_t bo[7] = {bd, bd, bd, bd, bff, bff, bd}, bi[7] = {bd, bd, bd, bd, bd, bd, bff};
+            (void)bhd;
+            for (int i = 0; i < bl * 7; i++) {
+                bp[i].out = bo[i % 7], bp[i].in = bi[i % 7];
+                bp[i].a = calloc((size_t)(r * bp[i].in), sizeof(float));
+                bp[i].b = calloc((size_t)(bp[i].out * r), sizeof(float));
+                for (int64_t k = 0; k < r * bp[i].in; k++) bp[i].a[k] = frand() * 0.1f;
+                for (int64_t k = 0; k < bp[i].out * r; k++) bp[i].b[k] = frand() * 0.1f;
+            }
+            write_adapter(bfad, r, 8, "", bp, bl, NULL);
+            CHECK(mnemo_export_merged(bf, bfad, bfout, err, sizeof err) == MNEMO_OK, "bf16 export: %s", err);
+            char wpath[800];
+            snprintf(wpath, sizeof wpath, "%s/model.safetensors", bfout);
+            weight_store *ws = NULL;
+            CHECK(weight_store_open(bfout, &ws, err, sizeof err) == 0, "open bf16 export: %s", err);
+            const tensor_entry *q = ws ? weight_store_find(ws, "model.layers.0.self_attn.q_proj.weight") : NULL;
+            CHECK(q && q->dtype == TENSOR_BF16, "the merged q_proj keeps bf16");
+            weight_store_close(ws);
+            for (int i = 0; i < bl * 7; i++) free(bp[i].a), free(bp[i].b);
+            mnemo_model_free(mb);
+        }
+    }
     /* two adapters and the base in one batch: each entry as alone */
     if (A[0] && A[1]) {
         mnemo_context *c[3], *alone[3];

@@ -36,7 +36,7 @@ static int fail(char *err, size_t errlen, const char *dir, const char *fmt, ...)
 }
 
 /* [out, in] of target t in a model of config cfg. */
-static void target_shape(const model_config *cfg, lora_target t, int64_t *out, int64_t *in) {
+void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int64_t *in) {
     int64_t d = cfg->hidden_size, ff = cfg->intermediate_size, qd = (int64_t)cfg->num_attention_heads * cfg->head_dim;
     int64_t kvd = (int64_t)cfg->num_key_value_heads * cfg->head_dim;
     static const int rows[LORA_N_TARGETS] = {0, 1, 1, 2, 3, 3, 2}; /* out: qd, kvd, d, ff */
@@ -142,7 +142,7 @@ int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const k
         for (int t = 0; t < LORA_N_TARGETS; t++) {
             if (!(a->targets >> t & 1)) continue;
             int64_t out, in;
-            target_shape(cfg, (lora_target)t, &out, &in);
+            lora_target_shape(cfg, (lora_target)t, &out, &in);
             const tensor_entry *ea = find_tensor(ws, l, (lora_target)t, "A"), *eb = find_tensor(ws, l, (lora_target)t, "B");
             if (!ea || !eb) {
                 fail(err, errlen, dir, "layer %d %s: lora_%s.weight is missing", l, TARGET_NAMES[t], ea ? "B" : "A");
@@ -188,7 +188,7 @@ int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const k
         for (int t = 0; t < LORA_N_TARGETS; t++) {
             if (!(a->targets >> t & 1)) continue;
             int64_t out, in;
-            target_shape(cfg, (lora_target)t, &out, &in);
+            lora_target_shape(cfg, (lora_target)t, &out, &in);
             lora_pair *p = &a->pairs[(size_t)l * LORA_N_TARGETS + t];
             widen(host + at, find_tensor(ws, l, (lora_target)t, "A"), (size_t)a->r * (size_t)in, 1.0f);
             p->a = (float *)a->block + at;

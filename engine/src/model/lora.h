@@ -39,6 +39,9 @@ typedef struct lora_adapter {
 int lora_target_parse(const char *module);
 const char *lora_target_name(lora_target t);
 
+/* [out, in] of target t's weight in a model of config cfg. */
+void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int64_t *in);
+
 /* Reads an adapter directory for a model of config cfg; its matrices go to backend memory. 0, or -1 with a
  * message in err naming the directory and the problem (a missing or misshapen tensor, an option not supported). */
 int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
