@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "lora.h"
+#include "model_config.h"
 #include "safetensors_write.h"
 #include "tensor_index.h"
 #include "test_util.h"
@@ -259,6 +261,33 @@ int main(void) {
             for (int i = 0; i < bl * 7; i++) free(bp[i].a), free(bp[i].b);
             mnemo_model_free(mb);
         }
+    }
+    /* lora_write_peft: what mnemo writes, mnemo reads back as the same adapter (and peft loads: see
+     * tests/reference/check_mnemo_adapter.py) */
+    if (A[0]) {
+        model_config cfg;
+        char err[1024], wdir[700];
+        CHECK(model_config_load(base, &cfg, err, sizeof err) == 0, "config: %s", err);
+        lora_host_pair hp[2 * 7];
+        for (int i = 0; i < L * 7; i++) hp[i] = (lora_host_pair){i / 7, (lora_target)(i % 7), pairs[0][i].a, pairs[0][i].b};
+        snprintf(wdir, sizeof wdir, "%s/written", g_tmp);
+        CHECK(lora_write_peft(wdir, &cfg, r, 8.0, false, 0x7f, hp, (size_t)L * 7, "tests/fixtures/models/gqa", err,
+                              sizeof err) == 0,
+              "write peft adapter: %s", err);
+        CHECK(lora_write_peft(wdir, &cfg, r, 8.0, false, 0x7f, hp, 3, NULL, err, sizeof err) == -1 &&
+                  strstr(err, "expected"),
+              "a partial adapter is refused: %s", err);
+        mnemo_adapter *w = NULL;
+        CHECK(mnemo_adapter_load(m, wdir, &w) == MNEMO_OK, "written adapter loads: %s", mnemo_adapter_error(w));
+        mnemo_context *c1 = context(m, true), *c2 = context(m, true);
+        mnemo_context_set_adapter(c1, A[0]);
+        mnemo_context_set_adapter(c2, w);
+        CHECK(mnemo_decode(c1, ids, N) == MNEMO_OK && mnemo_decode(c2, ids, N) == MNEMO_OK &&
+                  max_diff(mnemo_get_logits(c1, 0), mnemo_get_logits(c2, 0), (size_t)N * V) == 0.f,
+              "the written adapter is the same adapter, bit for bit");
+        mnemo_context_free(c1);
+        mnemo_context_free(c2);
+        mnemo_adapter_free(w);
     }
     /* two adapters and the base in one batch: each entry as alone */
     if (A[0] && A[1]) {

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors_write.h"
 #include "tensor_index.h"
 
 static const char *const TARGET_NAMES[LORA_N_TARGETS] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
@@ -220,4 +225,68 @@ int lora_apply(const lora_pair *p, int32_t r, const kern_backend *be, kern_ctx *
                int64_t n, int64_t out, int64_t in, float *t) {
     int rc = be->matmul(kc, t, x, p->a, KERN_F32, n, r, in, 0.f); /* t[n, r] = x A^T */
     return rc != KERN_OK ? rc : be->matmul(kc, y, t, p->b, KERN_F32, n, out, r, 1.f); /* y += t (sB)^T */
+}
+
+int lora_write_peft(const char *dir, const model_config *cfg, int32_t r, double alpha, bool rslora, unsigned targets,
+                    const lora_host_pair *pairs, size_t n_pairs, const char *base_model, char *err, size_t errlen) {
+    int n_targets = __builtin_popcount(targets & ((1u << LORA_N_TARGETS) - 1));
+    size_t want = (size_t)cfg->num_hidden_layers * (size_t)n_targets;
+    if (r < 1 || n_targets == 0 || n_pairs != want)
+        return fail(err, errlen, dir, "%zu matrices pairs given, %zu expected (r %d, %d targets)", n_pairs, want, r,
+                    n_targets);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return fail(err, errlen, dir, "cannot create: %s", strerror(errno));
+    st_tensor *ts = calloc(2 * n_pairs, sizeof *ts);
+    char (*names)[160] = calloc(2 * n_pairs, sizeof *names);
+    int64_t (*shapes)[2] = calloc(2 * n_pairs, sizeof *shapes);
+    json_t *cfgj = NULL, *tm = json_array();
+    int rc = -1;
+    if (!ts || !names || !shapes || !tm) {
+        fail(err, errlen, dir, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_pairs; i++) {
+        const lora_host_pair *p = &pairs[i];
+        if (p->layer < 0 || p->layer >= cfg->num_hidden_layers || (unsigned)p->target >= LORA_N_TARGETS ||
+            !(targets >> p->target & 1) || !p->a || !p->b) {
+            fail(err, errlen, dir, "pair %zu (layer %d, target %d) is outside the adapter's layers and targets", i,
+                 p->layer, (int)p->target);
+            goto out;
+        }
+        int64_t o, in;
+        lora_target_shape(cfg, p->target, &o, &in);
+        for (int k = 0; k < 2; k++) {
+            size_t j = 2 * i + (size_t)k;
+            snprintf(names[j], sizeof names[j], "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", p->layer,
+                     p->target <= LORA_O ? "self_attn" : "mlp", TARGET_NAMES[p->target], k ? 'B' : 'A');
+            shapes[j][0] = k ? o : r;
+            shapes[j][1] = k ? r : in;
+            ts[j] = (st_tensor){names[j], TENSOR_F32, 2, shapes[j], k ? (const void *)p->b : (const void *)p->a};
+        }
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    const char *meta[] = {"format", "pt"};
+    if (safetensors_write(path, ts, 2 * n_pairs, meta, 1, err, errlen) != 0) goto out;
+    for (int t = 0; t < LORA_N_TARGETS; t++)
+        if (targets >> t & 1) json_array_append_new(tm, json_string(TARGET_NAMES[t]));
+    cfgj = json_pack("{s:s, s:s, s:i, s:f, s:f, s:O, s:s, s:b, s:b, s:s?, s:b, s:n, s:n}", "peft_type", "LORA",
+                     "task_type", "CAUSAL_LM", "r", r, "lora_alpha", alpha, "lora_dropout", 0.0, "target_modules", tm,
+                     "bias", "none", "use_rslora", rslora, "fan_in_fan_out", 0, "base_model_name_or_path", base_model,
+                     "inference_mode", 1, "modules_to_save", "layers_to_transform");
+    char tmp[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!cfgj || json_dump_file(cfgj, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        fail(err, errlen, dir, "cannot write adapter_config.json");
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(cfgj);
+    json_decref(tm);
+    free(ts);
+    free(names);
+    free(shapes);
+    return rc;
 }

@@ -13,6 +13,7 @@
 #ifndef MNEMO_LORA_H
 #define MNEMO_LORA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,22 @@ void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int
 int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
               size_t errlen);
 void lora_free(lora_adapter *a);
+
+/* One (layer, target) of an adapter being written: host fp32 matrices, B NOT multiplied by the scale. */
+typedef struct {
+    int32_t layer;
+    lora_target target;
+    const float *a; /* [r, in] */
+    const float *b; /* [out, r] */
+} lora_host_pair;
+
+/* Writes an adapter directory peft loads (PeftModel.from_pretrained): adapter_config.json (peft_type LORA, r,
+ * lora_alpha, use_rslora, target_modules, bias "none", lora_dropout 0, base_model_name_or_path, task_type
+ * CAUSAL_LM) and adapter_model.safetensors with peft's tensor names. Every (layer, target) the targets name must be
+ * given. The directory is created if needed; each file is written to a temp name and renamed. 0, or -1 with a
+ * message in err. */
+int lora_write_peft(const char *dir, const model_config *cfg, int32_t r, double alpha, bool rslora, unsigned targets,
+                    const lora_host_pair *pairs, size_t n_pairs, const char *base_model, char *err, size_t errlen);
 
 static inline const lora_pair *lora_pair_at(const lora_adapter *a, int32_t layer, lora_target t) {
     const lora_pair *p = a ? &a->pairs[(size_t)layer * LORA_N_TARGETS + t] : NULL;
