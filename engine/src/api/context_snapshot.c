@@ -51,7 +51,7 @@ static uint64_t hash_weight(uint64_t h, const mnemo_model *m, const weight_ref *
     return h;
 }
 
-static uint64_t model_fingerprint(const mnemo_model *m) {
+uint64_t model_fingerprint(const mnemo_model *m) {
     const model_config *c = &m->cfg;
     int32_t shape[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
                        c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->vocab_size,

@@ -64,6 +64,9 @@ mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tok
 mnemo_status context_longllama_flush(mnemo_context *ctx); /* local window -> memory */
 
 /* Set a context's message (printf-style) and return status. */
+/* A hash of the model's config and samples of its embedding and output weights: what snapshots and training
+ * checkpoints are tied to (context_snapshot.c). */
+uint64_t model_fingerprint(const mnemo_model *m);
 /* Gives the calling thread the model's thread count for every OpenMP region (FAISS and memstore included). */
 void threads_use(const mnemo_model *m);
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...)
