@@ -102,7 +102,7 @@ static int append(train_data *d, const mnemo_token *ids, size_t n, size_t *cap) 
     return 0;
 }
 
-static train_data *open_text(train_data *d, const mnemo_model *m, const char *path, char *buf, size_t len, char *err,
+static train_data *open_text(train_data *d, const mnemo_model *m, const char *path, const char *buf, size_t len, char *err,
                              size_t errlen) {
     int32_t *ids = NULL;
     size_t n = 0;
@@ -183,14 +183,14 @@ out:
     return rc;
 }
 
-static train_data *open_jsonl(train_data *d, const mnemo_model *m, const char *path, char *buf, size_t len,
+static train_data *open_jsonl(train_data *d, const mnemo_model *m, const char *path, const char *buf, size_t len,
                               char *err, size_t errlen) {
     size_t cap = 0;
     d->start = calloc(1, sizeof *d->start);
     if (!d->start) return fail(d, err, errlen, "out of memory");
     long line = 0;
     for (size_t at = 0; at < len;) {
-        char *nl = memchr(buf + at, '\n', len - at);
+        const char *nl = memchr(buf + at, '\n', len - at);
         size_t end = nl ? (size_t)(nl - buf) : len;
         line++;
         size_t a = at, b = end;
@@ -212,28 +212,33 @@ static train_data *open_jsonl(train_data *d, const mnemo_model *m, const char *p
     return d;
 }
 
-train_data *train_data_open(const mnemo_model *m, const char *path, int32_t seq_len, bool shuffle, uint64_t seed,
-                            char *err, size_t errlen) {
-    if (!m || m->failed || !path || seq_len < 1)
-        return fail(NULL, err, errlen, "training data needs a loaded model, a path and seq_len >= 1");
+train_data *train_data_open_bytes(const mnemo_model *m, const char *name, const char *buf, size_t len,
+                                  int32_t seq_len, bool shuffle, uint64_t seed, char *err, size_t errlen) {
+    if (!m || m->failed || !name || (!buf && len) || seq_len < 1)
+        return fail(NULL, err, errlen, "training data needs a loaded model, a name and seq_len >= 1");
     train_data *d = calloc(1, sizeof *d);
     if (!d) return fail(NULL, err, errlen, "out of memory");
     d->L = seq_len;
     d->shuffle = shuffle;
     d->seed = seed;
     d->pad = mnemo_model_eos(m);
+    size_t nl = strlen(name);
+    d->text = !(nl >= 6 && !strcmp(name + nl - 6, ".jsonl"));
+    int64_t bad = utf8_error_at((const unsigned char *)buf, len);
+    if (len == 0) return fail(d, err, errlen, "%s: the file is empty", name);
+    if (bad >= 0) return fail(d, err, errlen, "%s: not UTF-8 text (byte %lld)", name, (long long)bad);
+    return d->text ? open_text(d, m, name, buf, len, err, errlen) : open_jsonl(d, m, name, buf, len, err, errlen);
+}
+
+train_data *train_data_open(const mnemo_model *m, const char *path, int32_t seq_len, bool shuffle, uint64_t seed,
+                            char *err, size_t errlen) {
+    if (!path) return fail(NULL, err, errlen, "training data needs a path");
     size_t len = 0;
     char *buf = read_file(path, &len, err, errlen);
-    if (!buf) return fail(d, NULL, 0, "");
-    size_t pl = strlen(path);
-    d->text = !(pl >= 6 && !strcmp(path + pl - 6, ".jsonl"));
-    int64_t bad = utf8_error_at((const unsigned char *)buf, len);
-    train_data *r;
-    if (len == 0) r = fail(d, err, errlen, "%s: the file is empty", path);
-    else if (bad >= 0) r = fail(d, err, errlen, "%s: not UTF-8 text (byte %lld)", path, (long long)bad);
-    else r = d->text ? open_text(d, m, path, buf, len, err, errlen) : open_jsonl(d, m, path, buf, len, err, errlen);
+    if (!buf) return NULL;
+    train_data *d = train_data_open_bytes(m, path, buf, len, seq_len, shuffle, seed, err, errlen);
     free(buf);
-    return r;
+    return d;
 }
 
 static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */

@@ -28,6 +28,10 @@ typedef struct train_data train_data;
 /* NULL with a message in err on any problem (see above). */
 train_data *train_data_open(const mnemo_model *m, const char *path, int32_t seq_len, bool shuffle, uint64_t seed,
                             char *err, size_t errlen);
+/* The same over bytes in memory (an upload; the fuzz target); name plays the path's part (".jsonl" or not, and in
+ * messages). */
+train_data *train_data_open_bytes(const mnemo_model *m, const char *name, const char *buf, size_t len,
+                                  int32_t seq_len, bool shuffle, uint64_t seed, char *err, size_t errlen);
 void train_data_free(train_data *d);
 
 int64_t train_data_examples(const train_data *d); /* windows (text) or examples (JSON lines) */
