@@ -82,6 +82,8 @@ def load_base(name, dtype=torch.float32):
     m.train()  # dropout is 0 everywhere; train() only to be explicit
     for p in m.parameters():
         assert p.dtype == dtype
+        if name == "bf16":  # widened exactly: every value is a bf16 value
+            assert torch.equal(p, p.to(torch.bfloat16).to(dtype))
     return m
 
 
@@ -224,10 +226,38 @@ def case_lora(name, tkey, seed, tokens, out_dir):
     loss.backward()
     grads = {n: p.grad for n, p in lora_params(pm)}
     save_tensors(grads, os.path.join(out_dir, "grads.safetensors"))
+    # Independent check through the merged model W' = W + s*B*A (s = alpha/r): same loss, and
+    # dL/dB = s * dL/dW' * A^T, dL/dA = s * B^T * dL/dW'.
+    merged = load_base(name)
+    mods = dict(merged.named_modules())
+    s = LORA_ALPHA / LORA_R
+    with torch.no_grad():
+        for n, p in lora_params(pm):
+            if ".lora_A." in n:
+                mod = n[len("base_model.model."):-len(".lora_A.weight")]
+                b = dict(lora_params(pm))[n.replace(".lora_A.", ".lora_B.")]
+                mods[mod].weight += s * b @ p
+    mloss = ce_loss(merged, tokens)
+    mloss.backward()
+    merged_err = 0.0
+    for n, p in lora_params(pm):
+        mod = n[len("base_model.model."):-len(".lora_A.weight")]
+        gw = mods[mod].weight.grad
+        if ".lora_A." in n:
+            b = dict(lora_params(pm))[n.replace(".lora_A.", ".lora_B.")]
+            want = s * b.t() @ gw
+        else:
+            a = dict(lora_params(pm))[n.replace(".lora_B.", ".lora_A.")]
+            want = s * gw @ a.t()
+        merged_err = max(merged_err, rel_err(grads[n], want.detach()))
+    assert merged_err < 1e-4 and abs(mloss.item() - loss.item()) < 1e-5 * loss.item(), (merged_err, mloss.item())
     dump_json({"model": name, "base": "%s/%s" % (MODELS, name), "batch": "../../batch.json",
                "targets": TARGETS[tkey], "r": LORA_R, "lora_alpha": LORA_ALPHA, "scaling": LORA_ALPHA / LORA_R,
                "init_seed": seed, "init": "A ~ N(0, 0.2^2), B ~ N(0, 0.1^2) (torch.Generator, module order)",
-               "loss": loss.item(), "n_tensors": len(grads), "tensors": sorted(grads)},
+               "loss": loss.item(), "n_tensors": len(grads), "tensors": sorted(grads),
+               "merged_check": {"loss": mloss.item(), "max_rel_err": merged_err,
+                                "what": "the same gradients from the merged model W + (alpha/r) B A: "
+                                        "dB = s dW' A^T, dA = s B^T dW'"}},
               os.path.join(out_dir, "result.json"))
     return loss.item()
 
