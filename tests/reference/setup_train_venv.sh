@@ -28,7 +28,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 "$PY" -m venv "$DIR"
 VPY="$DIR/bin/python"
-# Pins (torch 2.15.0, transformers 5.23.0, peft 0.21.2, safetensors 0.8.0, numpy 2.4.6 and
+# Pins (torch 2.15.0, transformers 5.23.0, peft 0.21.2, safetensors 0.8.0, numpy 2.4.6, sentencepiece 0.2.3 and
 # their dependencies) live in train-requirements.txt.
 "$VPY" -m pip install --quiet --no-deps -r "$HERE/train-requirements.txt"
 
