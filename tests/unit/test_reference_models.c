@@ -22,35 +22,10 @@
 
 #include "engine.h"
 #include "kernels.h"
+#include "fixture_logits.h"
 #include "test_util.h"
 
 #define LOGIT_TOL 1e-4f
-
-typedef struct {
-    int32_t n_tokens, n_vocab;
-    float *data;
-} logit_block;
-
-/* Reads logits.bin: "MNFXLGT1", u32 version 1, u32 n_prompts, per prompt u32 n_tokens, u32 n_vocab, floats. */
-static int read_logits(const char *path, logit_block *blocks, int max_blocks) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    char magic[8];
-    uint32_t ver = 0, n = 0;
-    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, "MNFXLGT1", 8) && fread(&ver, 4, 1, f) == 1 && ver == 1 &&
-             fread(&n, 4, 1, f) == 1 && n <= (uint32_t)max_blocks;
-    for (uint32_t i = 0; ok && i < n; i++) {
-        uint32_t nt, nv;
-        ok = fread(&nt, 4, 1, f) == 1 && fread(&nv, 4, 1, f) == 1 && nt < 100000 && nv < 1000000;
-        if (!ok) break;
-        blocks[i].n_tokens = (int32_t)nt;
-        blocks[i].n_vocab = (int32_t)nv;
-        blocks[i].data = malloc((size_t)nt * nv * sizeof(float));
-        ok = blocks[i].data && fread(blocks[i].data, sizeof(float), (size_t)nt * nv, f) == (size_t)nt * nv;
-    }
-    fclose(f);
-    return ok ? (int)n : -1;
-}
 
 static float max_diff(const float *a, const float *b, int32_t n) {
     float m = 0.f;
