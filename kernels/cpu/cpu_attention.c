@@ -5,14 +5,16 @@
  * cached position including the new ones (nkv >= q_pos0 + nq). Query head h reads KV head h / (hq / hkv).
  * Work is split over (head, query) pairs; each thread keeps its score row in its own slice of scratch.
  * Matches HF eager attention: softmax((q.k) * scale) in fp32, then the weighted sum of v.
+ * With lse non-NULL the row's log-sum-exp, max + log(sum exp(s - max)), is saved for the backward twin
+ * (cpu_attention_backward.c), which rebuilds each probability as exp(s - lse) without a second softmax.
  */
 #include <math.h>
 #include <omp.h>
 
 #include "cpu_ops.h"
 
-int kern_cpu_attention(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int64_t nq,
-                       int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                       int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
         return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
@@ -39,6 +41,7 @@ int kern_cpu_attention(kern_ctx *kc, float *out, const float *q, const float *k,
                 sum += s[j];
             }
             float inv = 1.0f / sum;
+            if (lse) lse[i * hq + h] = mx + logf(sum);
             float *o = out + (i * hq + h) * hd;
             for (int64_t d = 0; d < hd; d++) o[d] = 0.f;
             for (int64_t j = 0; j < lim; j++) kern_axpy_f32(o, s[j] * inv, vh + j * kv_stride, hd);

@@ -1,9 +1,15 @@
 /*
  * cpu_elementwise.c — the row-wise ops of a LLaMA block on the CPU: embedding gather, RMSNorm, RoPE, SwiGLU,
- * residual add. Each matches Hugging Face's LlamaModel in fp32 (variance in fp32, rotate_half RoPE).
+ * residual add, each followed by its backward twin. Forwards match Hugging Face's LlamaModel in fp32 (variance in
+ * fp32, rotate_half RoPE). Backwards follow the gradient rule of kernels.h: parameter grads (embedding table,
+ * norm weight) accumulate in fp32, activation grads are overwritten unless beta says otherwise. Threads never
+ * share an output element, so every result is deterministic for a given thread count: the norm weight's grad is
+ * reduced from per-thread partial rows in thread order, the embedding grad is split by columns.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_ops.h"
 
@@ -15,6 +21,25 @@ int kern_cpu_embed(kern_ctx *kc, float *out, const void *table, kern_dtype dt, i
     size_t es = kern_dtype_size(dt);
     for (int64_t i = 0; i < n; i++)
         kern_cpu_widen(out + i * d, (const char *)table + (size_t)ids[i] * (size_t)d * es, dt, d);
+    return KERN_OK;
+}
+
+int kern_cpu_embed_backward(kern_ctx *kc, float *dtable, const float *dout, int64_t vocab, int64_t d,
+                            const int32_t *ids, int64_t n) {
+    if (vocab <= 0 || d <= 0 || n < 0) return KERN_ESHAPE;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return KERN_ERANGE;
+    /* threads own column slices, so repeated ids never race and rows are summed in order i = 0..n-1 */
+    int64_t nt = n * d > 65536 ? kc->n_threads : 1, cols = (d + nt - 1) / nt;
+#pragma omp parallel for num_threads((int)nt) schedule(static)
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t c0 = t * cols, c1 = c0 + cols < d ? c0 + cols : d;
+        for (int64_t i = 0; i < n && c0 < c1; i++) {
+            float *dst = dtable + (int64_t)ids[i] * d + c0;
+            const float *src = dout + i * d + c0;
+            for (int64_t j = 0; j < c1 - c0; j++) dst[j] += src[j];
+        }
+    }
     return KERN_OK;
 }
 
@@ -35,8 +60,45 @@ int kern_cpu_rmsnorm(kern_ctx *kc, float *y, float *rstd, const float *x, const 
     return KERN_OK;
 }
 
-int kern_cpu_rope(kern_ctx *kc, float *x, int64_t n, int64_t heads, int64_t hd, const int32_t *pos, float theta,
-                  float pos_scale) {
+/* y = w * x * r with r = (mean(x^2) + eps)^-1/2, so with g = dy * w:
+ *   dx_j = r * g_j - r^3 / d * x_j * sum_k g_k x_k        dw_j += sum_i dy_ij * x_ij * r_i */
+int kern_cpu_rmsnorm_backward(kern_ctx *kc, float *dx, float *dw, const float *dy, const float *x, const void *w,
+                              kern_dtype wdt, const float *rstd, int64_t n, int64_t d, float beta) {
+    if (n < 0 || d <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (n == 0) return KERN_OK;
+    int nt = n * d > 65536 ? kc->n_threads : 1;
+    /* scratch: the widened weight [d], then one partial dw row [d] per thread */
+    float *wf = kern_cpu_scratch(kc, (size_t)d * (size_t)(1 + (dw ? nt : 0)));
+    if (!wf) return KERN_ENOMEM;
+    kern_cpu_widen(wf, w, wdt, d);
+    float *part = wf + d;
+    if (dw) memset(part, 0, (size_t)nt * (size_t)d * sizeof(float)); /* all rows: OpenMP may start fewer threads */
+#pragma omp parallel num_threads(nt)
+    {
+        float *pdw = dw ? part + (size_t)omp_get_thread_num() * (size_t)d : NULL;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            const float *xi = x + i * d, *gi = dy + i * d;
+            float *dxi = dx + i * d, r = rstd[i], s = 0.f;
+            for (int64_t j = 0; j < d; j++) s += gi[j] * wf[j] * xi[j];
+            float c = s * r * r * r / (float)d;
+            for (int64_t j = 0; j < d; j++) {
+                float gj = gi[j], xj = xi[j];
+                if (pdw) pdw[j] += gj * xj * r;
+                float v = r * (gj * wf[j]) - c * xj;
+                dxi[j] = beta != 0.f ? dxi[j] + v : v;
+            }
+        }
+    }
+    if (dw) /* partial rows summed in thread order: deterministic for a given thread count */
+        for (int t = 0; t < nt; t++)
+            for (int64_t j = 0; j < d; j++) dw[j] += part[(size_t)t * (size_t)d + j];
+    return KERN_OK;
+}
+
+/* Rotates x[n,heads,hd] by +angle (forward) or -angle (backward: the rotation's transpose is its inverse). */
+static int rope_apply(kern_ctx *kc, float *x, int64_t n, int64_t heads, int64_t hd, const int32_t *pos,
+                      float theta, float pos_scale, float sign) {
     if (n < 0 || heads <= 0 || hd <= 0 || (hd & 1) || theta <= 0.f || pos_scale <= 0.f) return KERN_ESHAPE;
     int64_t half = hd / 2;
     float *cs = kern_cpu_scratch(kc, (size_t)(n * hd));
@@ -49,7 +111,7 @@ int kern_cpu_rope(kern_ctx *kc, float *x, int64_t n, int64_t heads, int64_t hd, 
             float inv = (float)(1.0 / (double)powf(theta, (float)(2 * j) / (float)hd)) / pos_scale;
             float ang = inv * (float)pos[i];
             cs[i * hd + j] = cosf(ang);
-            cs[i * hd + half + j] = sinf(ang);
+            cs[i * hd + half + j] = sign * sinf(ang);
         }
     }
 #pragma omp parallel for num_threads(kc->n_threads) if (n * heads * hd > 65536) schedule(static)
@@ -67,12 +129,36 @@ int kern_cpu_rope(kern_ctx *kc, float *x, int64_t n, int64_t heads, int64_t hd, 
     return KERN_OK;
 }
 
+int kern_cpu_rope(kern_ctx *kc, float *x, int64_t n, int64_t heads, int64_t hd, const int32_t *pos, float theta,
+                  float pos_scale) {
+    return rope_apply(kc, x, n, heads, hd, pos, theta, pos_scale, 1.f);
+}
+
+int kern_cpu_rope_backward(kern_ctx *kc, float *dx, int64_t n, int64_t heads, int64_t hd, const int32_t *pos,
+                           float theta, float pos_scale) {
+    return rope_apply(kc, dx, n, heads, hd, pos, theta, pos_scale, -1.f);
+}
+
 int kern_cpu_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up, int64_t n) {
     if (n < 0) return KERN_ESHAPE;
 #pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         h[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+    return KERN_OK;
+}
+
+/* h = silu(g) * u with silu(g) = g * sig(g), sig' = sig (1 - sig): silu'(g) = sig(g) * (1 + g * (1 - sig(g))). */
+int kern_cpu_swiglu_backward(kern_ctx *kc, float *dgate, float *dup, const float *dh, const float *gate,
+                             const float *up, int64_t n) {
+    if (n < 0) return KERN_ESHAPE;
+#pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], u = up[i], d = dh[i]; /* read everything before writing: outputs may alias inputs */
+        float sg = 1.0f / (1.0f + expf(-g));
+        dgate[i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+        dup[i] = d * (g * sg);
     }
     return KERN_OK;
 }

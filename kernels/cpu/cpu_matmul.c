@@ -9,6 +9,11 @@
  *     scratch first (O(n*k) work against O(m*n*k) flops) so activations keep full fp32 precision.
  * vdpbf16ps (AVX-512 BF16) is not used: it would round the activations to bf16, and decode is bandwidth-bound
  * anyway, so exact widening costs nothing measurable.
+ *
+ * Backward twins (training), both one OpenBLAS sgemm per call (training batches have many rows):
+ *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened panel by panel as above
+ *                      (each panel of rows j0.. of w multiplies the matching columns of dy, accumulating into dx).
+ *   matmul_backward_w  dw[n,k] += dy[m,n]^T . x[m,k], fp32 (the master weights' or an adapter's gradient).
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -252,4 +257,42 @@ int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_
         return KERN_OK;
     }
     return matmul_gemm(kc, y, x, w, wdt, m, n, k, beta);
+}
+
+int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m,
+                               int64_t n, int64_t k, float beta) {
+    if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
+    if (m == 0) return KERN_OK;
+    if (wdt == KERN_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0f, dy, (int)n, w, (int)k,
+                    beta, dx, (int)k);
+        return KERN_OK;
+    }
+    int64_t rows = (int64_t)(PANEL_FLOATS / (size_t)k);
+    if (rows < 16) rows = 16;
+    if (rows > n) rows = n;
+    float *panel = kern_cpu_scratch(kc, (size_t)rows * (size_t)k);
+    if (!panel) return KERN_ENOMEM;
+    size_t es = kern_dtype_size(wdt);
+    for (int64_t j0 = 0; j0 < n; j0 += rows) {
+        int64_t nb = n - j0 < rows ? n - j0 : rows;
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+        for (int64_t j = 0; j < nb; j++)
+            kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, wdt, k);
+        /* dx (+)= dy[:, j0:j0+nb] . panel[nb,k] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)nb, 1.0f, dy + j0, (int)n, panel,
+                    (int)k, j0 == 0 ? beta : 1.0f, dx, (int)k);
+    }
+    return KERN_OK;
+}
+
+int kern_cpu_matmul_backward_w(kern_ctx *kc, float *dw, const float *dy, const float *x, int64_t m, int64_t n,
+                               int64_t k) {
+    if (m < 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE;
+    if (m == 0) return KERN_OK;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)m, 1.0f, dy, (int)n, x, (int)k, 1.0f, dw,
+                (int)k);
+    return KERN_OK;
 }

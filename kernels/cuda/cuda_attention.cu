@@ -26,6 +26,9 @@
  *   step once the fp32 path is validated on hardware (see tests/bench/RESULTS.md).
  * Limits: head_dim <= 256 (KERN_ESHAPE otherwise). When the device cannot give the prefill kernel its shared
  * memory, the split-KV kernel takes every shape (slower, same result).
+ * Training: with lse non-NULL each row's log-sum-exp m + log(l) is written from the running max m and sum l
+ * both kernels keep anyway (the combine kernel for split-KV); the opt-in tensor-core prefill does not write it,
+ * so a call with lse takes the SIMT kernel. The backward twin is in cuda_attention_backward.cu.
  */
 #include <math.h>
 #include <stdio.h>
@@ -181,8 +184,8 @@ __global__ void __launch_bounds__(DEC_THREADS)
 
 /* out[qi, h, :] = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s over the splits s (M = max m_s; finite: the
  * split holding key 0 saw it). Shared by decode attention and attention_mem (cuda_split_combine). */
-__global__ void decode_combine_kernel(float *__restrict__ out, const float *__restrict__ part, int hq, int hd,
-                                      int nsplit) {
+__global__ void decode_combine_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ part,
+                                      int hq, int hd, int nsplit) {
     MN_DYN_SMEM(float, wgt); /* [nsplit] */
     __shared__ float red[32];
     const int h = blockIdx.x, qi = blockIdx.y;
@@ -199,6 +202,7 @@ __global__ void decode_combine_kernel(float *__restrict__ out, const float *__re
         L += wv * P[(int64_t)s * (hd + 2) + hd + 1];
     }
     L = mn_block_sum(L, red); /* barriers publish wgt */
+    if (lse && threadIdx.x == 0) lse[(int64_t)qi * hq + h] = M + logf(L);
     float inv = 1.0f / L;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0.f;
@@ -207,10 +211,10 @@ __global__ void decode_combine_kernel(float *__restrict__ out, const float *__re
     }
 }
 
-int cuda_split_combine(kern_ctx *kc, float *out, const float *part, int64_t nq, int64_t hq, int64_t hd, int nsplit,
-                       const char *what) {
+int cuda_split_combine(kern_ctx *kc, float *out, float *lse, const float *part, int64_t nq, int64_t hq, int64_t hd,
+                       int nsplit, const char *what) {
     MN_LAUNCH(decode_combine_kernel, dim3((unsigned)hq, (unsigned)nq), 128, mn_combine_smem(nsplit),
-              kc->stream)(out, part, (int)hq, (int)hd, nsplit);
+              kc->stream)(out, lse, part, (int)hq, (int)hd, nsplit);
     return kc_check_launch(what);
 }
 
@@ -227,9 +231,9 @@ template <int HDP> struct fa_cfg {
 
 template <int HDP>
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
-                         const float *__restrict__ v, int nq, int nkv, int q_pos0, int hq, int hkv, int hd,
-                         float scale) {
+    flash_prefill_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
+                         const float *__restrict__ k, const float *__restrict__ v, int nq, int nkv, int q_pos0, int hq,
+                         int hkv, int hd, float scale) {
     typedef fa_cfg<HDP> C;
     MN_DYN_SMEM(float, smem);
     float *Qs = smem;                /* [FA_BQ][LD] */
@@ -361,6 +365,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         const int r = q0 + ty * 4 + i;
         if (r >= nq) continue;
         const float inv = 1.0f / l_i[i];
+        if (lse && tx == 0) lse[(int64_t)r * hq + h] = m_i[i] + logf(l_i[i]);
         float *orow = out + (int64_t)r * qs + (int64_t)h * hd;
 #pragma unroll
         for (int t = 0; t < C::NV; t++)
@@ -388,8 +393,8 @@ static int dec_blocks_per_sm(void) {
     return v;
 }
 
-static int attention_decode(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,
-                            int q_pos0, int hq, int hkv, int hd, float scale) {
+static int attention_decode(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                            int nq, int q_pos0, int hq, int hkv, int hd, float scale) {
     const int64_t max_lim = (int64_t)q_pos0 + nq; /* keys the last row sees */
     const int64_t base = (int64_t)hq * nq;
     int64_t want = mn_cdiv((int64_t)kc->sm_count * dec_blocks_per_sm(), base);
@@ -416,10 +421,11 @@ static int attention_decode(kern_ctx *kc, float *out, const float *q, const floa
     MN_LAUNCH(kp, grid, DEC_THREADS, smem, kc->stream)(part, q, k, v, q_pos0, hq, hkv, hd, scale, (int)chunk, nsplit);
     int rc = kc_check_launch("attention (decode partials)");
     if (rc != KERN_OK) return rc;
-    return cuda_split_combine(kc, out, part, nq, hq, hd, nsplit, "attention (decode combine)");
+    return cuda_split_combine(kc, out, lse, part, nq, hq, hd, nsplit, "attention (decode combine)");
 }
 
-typedef void (*fa_fn)(float *, const float *, const float *, const float *, int, int, int, int, int, int, float);
+typedef void (*fa_fn)(float *, float *, const float *, const float *, const float *, int, int, int, int, int, int,
+                      float);
 
 /* The prefill kernel for HDP, with its shared-memory limit raised once; NULL when the device cannot give it. */
 template <int HDP> static fa_fn prefill_kernel(const kern_ctx *kc, size_t *smem) {
@@ -450,15 +456,16 @@ static bool use_tensor_cores(void) {
     return v == 1;
 }
 
-int kern_cuda_attention(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int64_t nq,
-                        int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                        int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     if (!kc_ok(kc) || nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
         return KERN_ESHAPE;
     if (hd > MAX_HD || nkv > INT32_MAX || hq > 65535) return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
     if (nq > DEC_MAX_Q) {
-        if (use_tensor_cores() && cuda_attention_prefill_tc(kc, out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq,
-                                                            (int)hkv, (int)hd, scale) == KERN_OK)
+        if (!lse && use_tensor_cores() &&
+            cuda_attention_prefill_tc(kc, out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd,
+                                      scale) == KERN_OK)
             return KERN_OK;
         size_t smem = 0;
         fa_fn f = hd <= 64 ? prefill_kernel<64>(kc, &smem) : hd <= 128 ? prefill_kernel<128>(kc, &smem)
@@ -466,10 +473,10 @@ int kern_cuda_attention(kern_ctx *kc, float *out, const float *q, const float *k
         int64_t tiles = mn_cdiv(nq, FA_BQ);
         if (f && tiles <= 65535) {
             MN_LAUNCH(f, dim3((unsigned)hq, (unsigned)tiles), FA_THREADS, smem, kc->stream)(
-                out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+                out, lse, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
             return kc_check_launch("attention (flash prefill)");
         }
         if (nq > 65535) return KERN_ESHAPE; /* decode grid z */
     }
-    return attention_decode(kc, out, q, k, v, (int)nq, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+    return attention_decode(kc, out, lse, q, k, v, (int)nq, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
 }

@@ -230,5 +230,5 @@ int kern_cuda_attention_mem(kern_ctx *kc, float *out, const float *q, const floa
         kc->err_dev);
     int rc = kc_check_launch("attention_mem (partials)");
     if (rc != KERN_OK || nsplit == 1) return rc;
-    return cuda_split_combine(kc, out, part, nq, hq, hd, nsplit, "attention_mem (combine)");
+    return cuda_split_combine(kc, out, NULL, part, nq, hq, hd, nsplit, "attention_mem (combine)");
 }

@@ -58,9 +58,10 @@ KERN_OPS(KERN_CUDA_DECL)
 #undef KERN_CUDA_DECL
 
 /* Merges split-KV partials part[((qi * hq + h) * nsplit + s) * (hd + 2) + ...] = (o[hd], m, l) into
- * out[nq][hq][hd] (cuda_attention.cu; decode attention and attention_mem). what names the launch in errors. */
-int cuda_split_combine(kern_ctx *kc, float *out, const float *part, int64_t nq, int64_t hq, int64_t hd, int nsplit,
-                       const char *what);
+ * out[nq][hq][hd] and, when lse is not NULL, the rows' log-sum-exp into lse[nq][hq] (cuda_attention.cu; decode
+ * attention and attention_mem). what names the launch in errors. */
+int cuda_split_combine(kern_ctx *kc, float *out, float *lse, const float *part, int64_t nq, int64_t hq, int64_t hd,
+                       int nsplit, const char *what);
 
 /* Tensor-core flash prefill (cuda_attention_tc.cu): KERN_OK after a launch, KERN_ESHAPE when it does not apply. */
 int cuda_attention_prefill_tc(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,

@@ -1,6 +1,6 @@
 /*
- * cuda_elementwise.cu — the pointwise ops: SwiGLU h = silu(gate) * up (h may alias gate) and the residual add
- * y += x. Memory-bound: a grid-stride loop, float4 accesses when every pointer is 16-byte aligned (the engine's
+ * cuda_elementwise.cu — the pointwise ops: SwiGLU h = silu(gate) * up (h may alias gate), its backward twin
+ * (dgate, dup from dh, gate, up; the CPU's expression order) and the residual add y += x. Memory-bound: a grid-stride loop, float4 accesses when every pointer is 16-byte aligned (the engine's
  * buffers are), scalar otherwise. silu uses expf (not __expf) and the CPU's expression order.
  */
 #include "cuda_common.cuh"
@@ -19,6 +19,17 @@ __global__ void swiglu_kernel(float *h, const float *gate, const float *up, int6
         for (int64_t i = n4 * 4 + i0; i < n; i += stride) h[i] = silu_mul(gate[i], up[i]);
     } else {
         for (int64_t i = i0; i < n; i += stride) h[i] = silu_mul(gate[i], up[i]);
+    }
+}
+
+__global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dh, const float *gate, const float *up,
+                                       int64_t n) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float g = gate[i], u = up[i], d = dh[i]; /* outputs may alias inputs element for element */
+        float sg = 1.0f / (1.0f + expf(-g));
+        dgate[i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+        dup[i] = d * (g * sg);
     }
 }
 
@@ -50,6 +61,14 @@ int kern_cuda_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up,
     bool vec = aligned16(h) && aligned16(gate) && aligned16(up);
     MN_LAUNCH(swiglu_kernel, grid_for(kc, n), 256, 0, kc->stream)(h, gate, up, n, vec);
     return kc_check_launch("swiglu");
+}
+
+int kern_cuda_swiglu_backward(kern_ctx *kc, float *dgate, float *dup, const float *dh, const float *gate,
+                              const float *up, int64_t n) {
+    if (!kc_ok(kc) || n < 0) return KERN_ESHAPE;
+    if (n == 0) return KERN_OK;
+    MN_LAUNCH(swiglu_backward_kernel, grid_for(kc, 4 * n), 256, 0, kc->stream)(dgate, dup, dh, gate, up, n);
+    return kc_check_launch("swiglu_backward");
 }
 
 int kern_cuda_add(kern_ctx *kc, float *y, const float *x, int64_t n) {

@@ -22,6 +22,11 @@
  *         because the whole-model fixtures require fp32-level agreement with transformers.
  *     f16 has a narrow range: an activation with |x| > 65504 would become Inf in the split, so the conversion
  *     kernel reports it as a deferred KERN_ERANGE instead of computing a silently wrong product.
+ *
+ * Backward twins (training), cuBLAS for every m:
+ *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx: the same GEMM with w not transposed; bf16/f16
+ *                      weights split dy exactly as the forward splits x (SPLIT / FAST per context).
+ *   matmul_backward_w  dw[n,k] += dy[m,n]^T . x[m,k], fp32 in CUBLAS_COMPUTE_32F (no TF32).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,4 +265,53 @@ int kern_cuda_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern
     if (m == 0) return KERN_OK;
     if (m <= GEMV_MAX_ROWS) return matmul_gemv(kc, y, x, w, wdt, m, n, k, beta);
     return matmul_gemm(kc, y, x, w, wdt, m, n, k, beta);
+}
+
+/* ---- backward twins */
+
+/* Row-major dx[m,k] = dy[m,n] . w[n,k] is column-major dx^T[k,m] = w^T[k,n] . dy^T[n,m]: A = w (op N, lda k),
+ * B = dy (op N, ldb n), C = dx (ldc k). */
+static int gemm_dx(kern_ctx *kc, float *dx, const void *dy, const void *w, cudaDataType t, int m, int n, int k,
+                   float beta) {
+    const float one = 1.f;
+    return blas_status(cublasGemmEx(kc->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, m, n, &one, w, t, k, dy, t, n, &beta, dx,
+                                    CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "matmul_backward_x (cublasGemmEx)");
+}
+
+int kern_cuda_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m,
+                                int64_t n, int64_t k, float beta) {
+    if (!kc_ok(kc) || m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE;
+    if (wdt != KERN_F32 && wdt != KERN_BF16 && wdt != KERN_F16) return KERN_ESHAPE;
+    if (m == 0) return KERN_OK;
+    if (wdt == KERN_F32) return gemm_dx(kc, dx, dy, w, CUDA_R_32F, (int)m, (int)n, (int)k, beta);
+    int np = kc->gemm != KERN_CUDA_GEMM_SPLIT ? 1 : wdt == KERN_BF16 ? 3 : 2;
+    int64_t stride = ((m * n * (int64_t)sizeof(uint16_t) + 255) & ~(int64_t)255) / (int64_t)sizeof(uint16_t);
+    uint16_t *parts = (uint16_t *)kc_scratch(kc, (size_t)(np * stride) * sizeof(uint16_t));
+    if (!parts) return KERN_ENOMEM;
+    int64_t blocks = mn_cdiv(m * n, 256);
+    if (blocks > (int64_t)kc->sm_count * 16) blocks = (int64_t)kc->sm_count * 16;
+    void (*conv)(uint16_t *, int, int64_t, const float *, int64_t, int *) =
+        wdt == KERN_BF16 ? split16_kernel<KERN_BF16> : split16_kernel<KERN_F16>;
+    MN_LAUNCH(conv, (unsigned)blocks, 256, 0, kc->stream)(parts, np, stride, dy, m * n, kc->err_dev);
+    int rc = kc_check_launch("matmul_backward_x (split)");
+    cudaDataType t = wdt == KERN_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    for (int p = 0; p < np && rc == KERN_OK; p++)
+        rc = gemm_dx(kc, dx, parts + p * stride, w, t, (int)m, (int)n, (int)k, p ? 1.f : beta);
+    return rc;
+}
+
+/* Row-major dw[n,k] += dy[m,n]^T . x[m,k] is column-major dw^T[k,n] += x^T[k,m] . dy[m,n]: A = x (op N, lda k),
+ * B = dy seen column-major as [n,m] (op T, ldb n), C = dw (ldc k). */
+int kern_cuda_matmul_backward_w(kern_ctx *kc, float *dw, const float *dy, const float *x, int64_t m, int64_t n,
+                                int64_t k) {
+    if (!kc_ok(kc) || m < 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE;
+    if (m == 0) return KERN_OK;
+    const float one = 1.f;
+    return blas_status(cublasGemmEx(kc->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)k, (int)n, (int)m, &one, x, CUDA_R_32F,
+                                    (int)k, dy, CUDA_R_32F, (int)n, &one, dw, CUDA_R_32F, (int)k, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT),
+                       "matmul_backward_w (cublasGemmEx)");
 }

@@ -5,6 +5,10 @@
  * One block per row: the sum of squares is a block reduction in fp32, then each thread scales its elements.
  * The expression order, w * (x * rstd), is the CPU reference's, so the two differ only by the summation order
  * of mean(x^2).
+ *
+ * rmsnorm_backward, with g = dy * w: dx_j = r g_j - r^3/d x_j sum_k g_k x_k (+ beta * dx), dw_j += sum_i dy x r.
+ * dx: one block per row (a block reduction, then each thread its elements). dw: one thread per column walking
+ * the rows in order, so the weight grad needs no atomics and does not depend on scheduling.
  */
 #include "cuda_common.cuh"
 
@@ -34,4 +38,51 @@ int kern_cuda_rmsnorm(kern_ctx *kc, float *y, float *rstd, const float *x, const
     int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
     MN_LAUNCH(k, (unsigned)n, threads, 0, kc->stream)(y, rstd, x, w, d, eps);
     return kc_check_launch("rmsnorm");
+}
+
+template <int DT>
+__global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const float *__restrict__ x,
+                                           const void *__restrict__ w, const float *__restrict__ rstd, int64_t d,
+                                           bool beta1) {
+    __shared__ float red[32];
+    int64_t row = blockIdx.x;
+    const float *xr = x + row * d, *gr = dy + row * d;
+    float *dxr = dx + row * d;
+    float s = 0.f, r = rstd[row];
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += gr[j] * mn_load_w<DT>(w, j) * xr[j];
+    s = mn_block_sum(s, red);
+    float c = s * r * r * r / (float)d;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = r * (gr[j] * mn_load_w<DT>(w, j)) - c * xr[j];
+        dxr[j] = beta1 ? dxr[j] + v : v;
+    }
+}
+
+__global__ void rmsnorm_backward_dw_kernel(float *__restrict__ dw, const float *__restrict__ dy,
+                                           const float *__restrict__ x, const float *__restrict__ rstd, int64_t n,
+                                           int64_t d) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; i++) s += dy[i * d + j] * x[i * d + j] * rstd[i];
+    dw[j] += s;
+}
+
+int kern_cuda_rmsnorm_backward(kern_ctx *kc, float *dx, float *dw, const float *dy, const float *x, const void *w,
+                               kern_dtype wdt, const float *rstd, int64_t n, int64_t d, float beta) {
+    if (!kc_ok(kc) || n < 0 || d <= 0 || n > INT32_MAX || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (wdt != KERN_F32 && wdt != KERN_BF16 && wdt != KERN_F16) return KERN_ESHAPE;
+    if (n == 0) return KERN_OK;
+    if (dw) { /* before dx: dx may alias dy */
+        MN_LAUNCH(rmsnorm_backward_dw_kernel, (unsigned)mn_cdiv(d, 128), 128, 0, kc->stream)(dw, dy, x, rstd, n, d);
+        int rc = kc_check_launch("rmsnorm_backward (dw)");
+        if (rc != KERN_OK) return rc;
+    }
+    void (*k)(float *, const float *, const float *, const void *, const float *, int64_t, bool) =
+        wdt == KERN_F32 ? rmsnorm_backward_dx_kernel<KERN_F32>
+        : wdt == KERN_BF16 ? rmsnorm_backward_dx_kernel<KERN_BF16>
+                           : rmsnorm_backward_dx_kernel<KERN_F16>;
+    int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
+    MN_LAUNCH(k, (unsigned)n, threads, 0, kc->stream)(dx, dy, x, w, rstd, d, beta != 0.f);
+    return kc_check_launch("rmsnorm_backward (dx)");
 }

@@ -15,9 +15,15 @@
  *   - Device backends run ops asynchronously on the context's stream. Shape errors come back from the op
  *     itself; errors only the device can see (a token id or position out of range) are reported by the next
  *     synchronising call on that context (sync, or a device-to-host mem_copy) as KERN_ERANGE.
- *   - Backward twins (training issue) take the forward's saved values (e.g. rmsnorm's rstd) as explicit
- *     arguments. Gradient rule, as in llm.c: parameter grads accumulate (+=), activation grads are overwritten
- *     (=) except on the residual stream.
+ *   - Backward twins (training) sit beside their forward in the table (name_backward) and in each backend's
+ *     file; they take the forward's saved values (rmsnorm's rstd, attention's log-sum-exp) as explicit arguments.
+ *     Gradient rule, as in llm.c: parameter grads accumulate (+=, fp32), activation grads are overwritten (=)
+ *     except where an op says otherwise: ops that feed the residual stream take beta (0: =, 1: +=), and
+ *     attention_backward's dk, dv accumulate (keys are shared by every query head of a group and every chunk of
+ *     queries). `add` needs no twin: its backward is the identity (the residual grad flows on unchanged), and
+ *     `add` itself sums gradient contributions. Parameters, moments and grads of adamw are fp32.
+ *   - A backend that does not implement an op (yet) returns KERN_EUNSUPPORTED from it, before touching memory;
+ *     the CPU backend implements every op.
  */
 #ifndef MNEMO_KERNELS_H
 #define MNEMO_KERNELS_H
@@ -37,6 +43,7 @@ enum {
     KERN_ERANGE = 2,   /* an index (token id, position) is out of range */
     KERN_ENOMEM = 3,   /* scratch allocation failed */
     KERN_EBACKEND = 4, /* the backend failed (launch error, BLAS error) */
+    KERN_EUNSUPPORTED = 5, /* this backend does not implement the op (or this use of it) yet */
 };
 
 /* Per-backend execution state: thread count, scratch memory. Created by the backend. */
@@ -49,22 +56,49 @@ typedef struct kern_ctx kern_ctx;
       (kern_ctx * kc, float *out, const void *table, kern_dtype dt, int64_t vocab, int64_t d, const int32_t *ids, \
        int64_t n),                                                                                               \
       "out[n,d] = table[ids[i], :] widened to fp32; KERN_ERANGE if an id is outside [0, vocab)")              \
+    X(embed_backward,                                                                                            \
+      (kern_ctx * kc, float *dtable, const float *dout, int64_t vocab, int64_t d, const int32_t *ids, int64_t n), \
+      "dtable[vocab,d] (fp32) += dout[i,:] at row ids[i], repeated ids summed in order i = 0..n-1; KERN_ERANGE " \
+      "if an id is outside [0, vocab) (nothing written)")                                                      \
     X(rmsnorm,                                                                                                   \
       (kern_ctx * kc, float *y, float *rstd, const float *x, const void *w, kern_dtype wdt, int64_t n,         \
        int64_t d, float eps),                                                                                    \
       "y[n,d] = x * rstd * w, rstd[n] = 1/sqrt(mean(x^2) + eps) (saved for backward; may be NULL); y may be x") \
+    X(rmsnorm_backward,                                                                                          \
+      (kern_ctx * kc, float *dx, float *dw, const float *dy, const float *x, const void *w, kern_dtype wdt,    \
+       const float *rstd, int64_t n, int64_t d, float beta),                                                    \
+      "dx[n,d] = dy . dy/dx + beta * dx (beta 0 or 1: 1 accumulates into the residual stream's grad), dw[d] " \
+      "(fp32) += sum_i dy * x * rstd (dw NULL: frozen weight); rstd[n] from the forward; dx may alias dy (beta 0)") \
     X(matmul,                                                                                                    \
       (kern_ctx * kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n, int64_t k, \
        float beta),                                                                                              \
       "y[m,n] = x[m,k] . w[n,k]^T + beta * y (beta 0 or 1; 1 fuses a residual add)")                          \
+    X(matmul_backward_x,                                                                                         \
+      (kern_ctx * kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m, int64_t n, int64_t k, \
+       float beta),                                                                                              \
+      "dx[m,k] = dy[m,n] . w[n,k] + beta * dx (beta 0 or 1: 1 accumulates, e.g. into the residual stream's grad)") \
+    X(matmul_backward_w,                                                                                         \
+      (kern_ctx * kc, float *dw, const float *dy, const float *x, int64_t m, int64_t n, int64_t k),             \
+      "dw[n,k] (fp32) += dy[m,n]^T . x[m,k]: the weight gradient of matmul, accumulated")                     \
     X(rope,                                                                                                      \
       (kern_ctx * kc, float *x, int64_t n, int64_t heads, int64_t hd, const int32_t *pos, float theta,        \
        float pos_scale),                                                                                         \
       "in place on x[n,heads,hd]: HF rotate_half RoPE at angle pos[i]/pos_scale * theta^(-2j/hd)")            \
+    X(rope_backward,                                                                                             \
+      (kern_ctx * kc, float *dx, int64_t n, int64_t heads, int64_t hd, const int32_t *pos, float theta,       \
+       float pos_scale),                                                                                         \
+      "in place on dx[n,heads,hd]: the transposed (= inverse) rotation of rope, same angles")                  \
     X(attention,                                                                                                 \
-      (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
-       int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale),                                       \
-      "causal GQA attention: out[nq,hq,hd]; query i sees keys 0..q_pos0+i of k,v[nkv,hkv,hd]; one fp32 softmax") \
+      (kern_ctx * kc, float *out, float *lse, const float *q, const float *k, const float *v, int64_t nq,      \
+       int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale),                         \
+      "causal GQA attention: out[nq,hq,hd]; query i sees keys 0..q_pos0+i of k,v[nkv,hkv,hd]; one fp32 softmax; " \
+      "lse[nq,hq] = log sum_j exp(scale * q.k_j) (natural log, saved for backward; may be NULL)")             \
+    X(attention_backward,                                                                                        \
+      (kern_ctx * kc, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,      \
+       const float *v, const float *out, const float *lse, int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, \
+       int64_t hkv, int64_t hd, float scale),                                                                    \
+      "backward of attention from its inputs, out and lse: dq[nq,hq,hd] = (overwritten); dk, dv[nkv,hkv,hd] += " \
+      "(summed over the query heads of a group and every query; zero them before the first chunk of queries)") \
     X(attention_mem,                                                                                             \
       (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
        int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale, const void *const *mem_k,             \
@@ -79,7 +113,24 @@ typedef struct kern_ctx kern_ctx;
       "may be NULL); past n_keys the tail is id -1, score -inf")                                               \
     X(swiglu, (kern_ctx * kc, float *h, const float *gate, const float *up, int64_t n),                         \
       "h[n] = silu(gate) * up; h may alias gate")                                                              \
-    X(add, (kern_ctx * kc, float *y, const float *x, int64_t n), "y[n] += x[n]")
+    X(swiglu_backward,                                                                                           \
+      (kern_ctx * kc, float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n), \
+      "dgate[n] = dh * up * silu'(gate), dup[n] = dh * silu(gate) (overwritten); either may alias dh, gate or " \
+      "up element for element, not each other")                                                                \
+    X(add, (kern_ctx * kc, float *y, const float *x, int64_t n), "y[n] += x[n]")                                \
+    X(cross_entropy,                                                                                             \
+      (kern_ctx * kc, float *loss, float *dlogits, const float *logits, const int32_t *targets, int64_t n,     \
+       int64_t vocab, float dloss),                                                                              \
+      "softmax + loss + grad over logits[n,vocab]: loss[0] = mean over rows with targets[i] != -1 of "          \
+      "-log softmax(logits[i])[targets[i]] (NaN when none counts, as torch; loss may be NULL); dlogits[n,vocab] " \
+      "= dloss / count * (softmax - onehot), 0 on ignored rows (NULL: loss only; may alias logits: in place); " \
+      "KERN_ERANGE if a target is outside [-1, vocab) (nothing written)")                                      \
+    X(adamw,                                                                                                     \
+      (kern_ctx * kc, float *p, float *m, float *v, const float *g, int64_t n, float grad_scale, double lr,    \
+       double beta1, double beta2, double eps, double weight_decay, int64_t step),                              \
+      "torch.optim.AdamW step t = step (>= 1) on fp32 p, m, v[n] with grads g * grad_scale (clipping; 1: "   \
+      "none): p *= 1 - lr*wd; m += (1-b1)(g - m); v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / "               \
+      "(sqrt(v)/sqrt(1-b2^t) + eps)")
 
 /* Op ids (KERN_OP_embed, ...) and their count. */
 #define KERN_OP_ID(name, params, doc) KERN_OP_##name,
@@ -137,8 +188,11 @@ int kern_ctx_threads(const kern_ctx *kc);
 
 /* ---- the CUDA backend (kernels/cuda; a stub that reports "not built" when libengine has no CUDA)
  * Ops follow the CPU backend's contracts with these CUDA-specific limits, each reported as KERN_ESHAPE:
- * head_dim <= 256 for rope and attention. GEMM precision for bf16/f16 weights with m > 8 rows is chosen per
- * context (see kern_cuda_gemm); every other path computes in fp32. */
+ * head_dim <= 256 for rope, attention and attention_backward; cross_entropy n <= 2^24 rows. GEMM precision for
+ * bf16/f16 weights (matmul with m > 8 rows, matmul_backward_x) is chosen per context (see kern_cuda_gemm); every
+ * other path computes in fp32. Ids and targets live in device memory, so embed_backward and cross_entropy skip a
+ * bad one (its row gets no update / a zero gradient) and report KERN_ERANGE at the next sync, where the CPU
+ * refuses before writing anything. */
 const kern_backend *kern_cuda_backend(void); /* NULL when libengine was built without CUDA */
 /* 1 when the backend is built and a CUDA device answers; info receives the device's description ("NVIDIA H100
  * 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"). 0 otherwise, info receives why (not built, no driver, no device).

@@ -339,8 +339,8 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
                 TRY(longllama_attention(q->ll, l, be, kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n,
                                         q->pos0 + q->n, q->pos0, hq, hkv, hd, scale));
             else
-                TRY(be->attention(kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0, hq,
-                                  hkv, hd, scale));
+                TRY(be->attention(kc, fb->att + r * qd, NULL, qb + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0,
+                                  hq, hkv, hd, scale));
             r += q->n;
         }
         TRY(be->matmul(kc, fb->x, fb->att, L->wo.data, L->wo.dt, n, d, qd, 1.f));
