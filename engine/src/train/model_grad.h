@@ -1,0 +1,44 @@
+/*
+ * model_grad.h — the loss of a LLaMA model on a batch and the gradient of every parameter (issue 18, item 2),
+ * written out layer by layer on the op table as karpathy/llm.c does: a forward that keeps what the backward needs
+ * (per layer: the residual input, both norms' inputs and rstd, q and k after RoPE, v, the attention output and its
+ * log-sum-exp, the MLP's gate, up and product), cross-entropy fused with its softmax over the vocabulary (one
+ * [rows, vocab] buffer, overwritten by its gradient), then the backward through every op in reverse.
+ *
+ * A batch is B independent sequences of T+1 ids: rows tokens[b][0..T-1] are read, tokens[b][1..T] predicted; loss
+ * = mean cross-entropy over the predicted tokens whose mask is 1 (mask NULL: all). Gradients are fp32, one buffer
+ * per parameter named as in the Hugging Face checkpoint (model.layers.0.self_attn.q_proj.weight, ...; tied
+ * embeddings: one model.embed_tokens.weight), and accumulate (+=) so micro-batches add up. Host backends (the CPU)
+ * for now; the model's weights may be f32, f16 or bf16 (widened by the kernels). Plain LLaMA only so far.
+ */
+#ifndef MNEMO_MODEL_GRAD_H
+#define MNEMO_MODEL_GRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct {
+    char name[96];
+    float *g;   /* fp32, the parameter's shape */
+    size_t n;
+} param_grad;
+
+typedef struct model_grads {
+    param_grad *p;
+    size_t count;
+} model_grads;
+
+/* Zeroed gradient buffers for every parameter of m. 0, or -1 (out of memory, or a model this cannot train yet). */
+int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen);
+void model_grads_free(model_grads *g);
+void model_grads_zero(model_grads *g);
+param_grad *model_grads_find(model_grads *g, const char *name);
+
+/* Adds the gradient of the batch's loss (times dloss) to g; *loss receives the loss. mask[b*T + t] (NULL: all 1)
+ * marks tokens[b][t+1] as counted. 0, or -1 with a message in err. */
+int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
+                         float dloss, model_grads *g, float *loss, char *err, size_t errlen);
+
+#endif
