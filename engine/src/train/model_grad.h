@@ -36,6 +36,11 @@ void model_grads_free(model_grads *g);
 void model_grads_zero(model_grads *g);
 param_grad *model_grads_find(model_grads *g, const char *name);
 
+/* Full fine-tuning: p receives an fp32 copy of every parameter (names and sizes as model_grads_init; bf16/f16
+ * widened once) and the model's forward is pointed at those copies, so updating p updates the model. The model
+ * must not be decoding in another thread meanwhile; p must outlive every use of the model. 0, or -1. */
+int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen);
+
 /* Adds the gradient of the batch's loss (times dloss) to g; *loss receives the loss. mask[b*T + t] (NULL: all 1)
  * marks tokens[b][t+1] as counted. 0, or -1 with a message in err. */
 int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
