@@ -3,6 +3,8 @@
  * tests/fixtures/train/batch.json (2 sequences of 16 predictions) the loss within 1e-5 and every parameter's
  * gradient within 1e-4 of torch's, relative to the tensor's max |grad| (the issue's bar), on the MHA, GQA
  * (head_dim 12), tied-embedding, rope-scaled and bf16-weight fixtures (tests/fixtures/train/full/<model>).
+ * LoRA gradients (every lora_A / lora_B, non-zero B) against peft on seven adapters (q,v and all seven targets, MHA,
+ * GQA, tied, rope-scaled, bf16 base) and LoRA+ (embeddings and norms trainable too) at the same bar.
  * Then full fine-tuning of MHA for 10 AdamW steps (lr 1e-3, weight decay 0.01, clip 1.0, warmup 2 + cosine, B 2,
  * gradient accumulation 1 and 2) on train.txt: every step's loss and pre-clip gradient norm within 1e-5 of torch's
  * (tests/fixtures/train/adamw/full_mha_g*).
@@ -151,6 +153,114 @@ out:
     json_decref(ref);
 }
 
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    *len = b ? fread(b, 1, *len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static const char *const TARGET_MODULES[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+
+/* LoRA (and LoRA+: embeddings and norms trainable too) gradients against peft's (tests/fixtures/train/lora*). */
+static void check_lora(const char *sub, const char *model, bool plus, const int32_t *tokens) {
+    char dir[4600], path[4700], err[512];
+    snprintf(dir, sizeof dir, "%s/train/%s", test_fixtures(), sub);
+    /* LoRA+ uses lora/mha_all's adapter */
+    char adir[4700];
+    snprintf(adir, sizeof adir, "%s/train/%s", test_fixtures(), plus ? "lora/mha_all" : sub);
+    snprintf(path, sizeof path, "%s/adapter_config.json", adir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    snprintf(path, sizeof path, "%s/result.json", dir);
+    json_t *res = json_load_file(path, 0, NULL);
+    char mdir[4600];
+    snprintf(mdir, sizeof mdir, "%s/models/%s", test_fixtures(), model);
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_model *m = NULL;
+    model_grads g = {0};
+    lora_train lt;
+    memset(&lt, 0, sizeof lt);
+    size_t alen = 0, glen = 0;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
+    uint8_t *aimg = slurp(path, &alen);
+    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+    uint8_t *gimg = slurp(path, &glen);
+    tensor_list at = {0}, gt = {0};
+    if (!cfg || !res || !aimg || !gimg || mnemo_model_load(mdir, &mp, &m) != MNEMO_OK ||
+        safetensors_parse(aimg, alen, "adapter", &at, err, sizeof err) ||
+        safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) || (plus && model_grads_init(&g, m, err, sizeof err))) {
+        CHECK(0, "%s: setup %s", sub, err);
+        goto out;
+    }
+    lt.r = (int32_t)json_integer_value(json_object_get(cfg, "r"));
+    lt.scale = (float)(json_number_value(json_object_get(cfg, "lora_alpha")) / lt.r);
+    for (size_t i = 0; i < at.count; i++) {
+        int l, t = -1;
+        char mod[32], ab;
+        if (sscanf(at.items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
+            continue;
+        for (int k = 0; k < 7; k++)
+            if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+        if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) continue;
+        size_t n = (size_t)(at.items[i].nbytes / 4);
+        float *copy = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
+        memcpy(copy, at.items[i].data, n * sizeof(float));
+        if (ab == 'A') lt.a[l][t] = copy, lt.ga[l][t] = grad;
+        else lt.b[l][t] = copy, lt.gb[l][t] = grad;
+    }
+    float loss = 0;
+    CHECK(model_loss_and_grads_ex(m, tokens, NULL, 2, 16, 1.0f, plus ? &g : NULL, plus ? TRAIN_EMBED | TRAIN_NORMS : 0,
+                                  &lt, &loss, err, sizeof err) == 0,
+          "%s: %s", sub, err);
+    double want = json_number_value(json_object_get(res, "loss"));
+    CHECK(fabs(loss - want) <= 1e-5 * fabs(want), "%s: loss %.8f, peft %.8f", sub, loss, want);
+    double worst = 0;
+    const char *worst_name = "";
+    for (size_t i = 0; i < gt.count; i++) {
+        const char *name = gt.items[i].name;
+        const float *mine = NULL;
+        size_t n = (size_t)(gt.items[i].nbytes / 4);
+        int l, t = -1;
+        char mod[32], ab;
+        if (sscanf(name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) == 3) {
+            for (int k = 0; k < 7; k++)
+                if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+            if (t >= 0 && l < LORA_TRAIN_MAX_LAYERS) mine = ab == 'A' ? lt.ga[l][t] : lt.gb[l][t];
+        } else if (plus && !strncmp(name, "base_model.model.", 17)) {
+            param_grad *p = model_grads_find(&g, name + 17);
+            mine = p && p->n == n ? p->g : NULL;
+        }
+        if (!mine) {
+            CHECK(0, "%s: no gradient for %s", sub, name);
+            continue;
+        }
+        const float *r = gt.items[i].data;
+        double top = 1e-30, diff = 0;
+        for (size_t k = 0; k < n; k++) top = fmax(top, fabs(r[k])), diff = fmax(diff, fabs(r[k] - mine[k]));
+        CHECK(diff / top <= GRAD_TOL, "%s: %s relative error %.2e", sub, name, diff / top);
+        if (diff / top > worst) worst = diff / top, worst_name = name;
+    }
+    printf("%-16s loss %.7f (peft %.7f)  %zu gradients, worst relative error %.2e (%s)\n", sub, loss, want, gt.count,
+           worst, strstr(worst_name, "layers.") ? strstr(worst_name, "layers.") : worst_name);
+out:
+    for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
+        for (int t = 0; t < 7; t++) free(lt.a[l][t]), free(lt.b[l][t]), free(lt.ga[l][t]), free(lt.gb[l][t]);
+    tensor_list_free(&at);
+    tensor_list_free(&gt);
+    free(aimg);
+    free(gimg);
+    model_grads_free(&g);
+    mnemo_model_free(m);
+    json_decref(cfg);
+    json_decref(res);
+}
+
 int main(void) {
     char path[4600];
     snprintf(path, sizeof path, "%s/train/batch.json", test_fixtures());
@@ -165,6 +275,11 @@ int main(void) {
     json_decref(b);
     const char *models[] = {"mha", "gqa", "tied", "rope_scaled", "bf16"};
     for (int i = 0; i < 5 && B == 2 && T == 16; i++) check_model(models[i], tokens, B, T);
+    const char *lora_cases[][2] = {{"lora/mha_qv", "mha"}, {"lora/mha_all", "mha"}, {"lora/gqa_qv", "gqa"},
+                                   {"lora/gqa_all", "gqa"}, {"lora/tied_qv", "tied"}, {"lora/rope_scaled_qv", "rope_scaled"},
+                                   {"lora/bf16_qv", "bf16"}};
+    for (int i = 0; i < 7 && B == 2 && T == 16; i++) check_lora(lora_cases[i][0], lora_cases[i][1], false, tokens);
+    if (B == 2 && T == 16) check_lora("lora_plus/mha", "mha", true, tokens);
     check_adamw_run("full_mha_g1", 1);
     check_adamw_run("full_mha_g2", 2);
     return test_summary();

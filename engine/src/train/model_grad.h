@@ -46,4 +46,25 @@ int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t err
 int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
                          float dloss, model_grads *g, float *loss, char *err, size_t errlen);
 
+/* Which base parameters get gradients: full fine-tuning all; LoRA none (frozen base); LoRA+ (LongLoRA) the
+ * embeddings and every norm. */
+enum { TRAIN_EMBED = 1, TRAIN_NORMS = 2, TRAIN_LINEAR = 4, TRAIN_HEAD = 8, TRAIN_ALL = 15 };
+
+#define LORA_TRAIN_MAX_LAYERS 64
+/* A LoRA adapter being trained (host fp32, peft's layout): each targeted projection y = x W^T + scale (x A^T) B^T.
+ * a/b: [layer][target] parameters (NULL where not targeted), ga/gb: their gradients (accumulated). Targets in the
+ * order q, k, v, o, gate, up, down (lora.h's lora_target). */
+typedef struct {
+    int32_t r;
+    float scale;
+    float *a[LORA_TRAIN_MAX_LAYERS][7], *b[LORA_TRAIN_MAX_LAYERS][7];
+    float *ga[LORA_TRAIN_MAX_LAYERS][7], *gb[LORA_TRAIN_MAX_LAYERS][7];
+} lora_train;
+
+/* The general form: base gradients into g for the parameter groups in train (g may be NULL when train is 0), and
+ * the adapter's into lora (NULL: no adapter). */
+int model_loss_and_grads_ex(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
+                            float dloss, model_grads *g, unsigned train, lora_train *lora, float *loss, char *err,
+                            size_t errlen);
+
 #endif
