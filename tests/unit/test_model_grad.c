@@ -261,6 +261,118 @@ out:
     json_decref(res);
 }
 
+/* Fills lt from an adapter directory's safetensors (host copies; zeroed gradients). 0, or -1. */
+static int lora_from_dir(lora_train *lt, const char *adir, uint8_t **img_out, tensor_list *tl) {
+    char path[4700], err[256];
+    snprintf(path, sizeof path, "%s/adapter_config.json", adir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
+    *img_out = slurp(path, &len);
+    if (!cfg || !*img_out || safetensors_parse(*img_out, len, path, tl, err, sizeof err)) {
+        json_decref(cfg);
+        return -1;
+    }
+    lt->r = (int32_t)json_integer_value(json_object_get(cfg, "r"));
+    lt->scale = (float)(json_number_value(json_object_get(cfg, "lora_alpha")) / lt->r);
+    json_decref(cfg);
+    for (size_t i = 0; i < tl->count; i++) {
+        int l, t = -1;
+        char mod[32], ab;
+        if (sscanf(tl->items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
+            continue;
+        for (int k = 0; k < 7; k++)
+            if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+        if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) return -1;
+        size_t n = (size_t)(tl->items[i].nbytes / 4);
+        float *copy = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
+        memcpy(copy, tl->items[i].data, n * sizeof(float));
+        if (ab == 'A') lt->a[l][t] = copy, lt->ga[l][t] = grad;
+        else lt->b[l][t] = copy, lt->gb[l][t] = grad;
+    }
+    return 0;
+}
+
+/* LoRA r 4 on q,v from peft's own init: 10 AdamW steps (weight decay on every trained tensor) against torch. */
+static void check_lora_adamw_run(const char *run, int G) {
+    char dir[4600], path[4700], adir[4700], err[512];
+    snprintf(dir, sizeof dir, "%s/models/mha", test_fixtures());
+    snprintf(path, sizeof path, "%s/train/adamw/%s/steps.json", test_fixtures(), run);
+    snprintf(adir, sizeof adir, "%s/train/adamw/%s/adapter_init", test_fixtures(), run);
+    json_t *ref = json_load_file(path, 0, NULL), *log = ref ? json_object_get(ref, "log") : NULL;
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_model *m = NULL;
+    lora_train lt, mom, vel;
+    memset(&lt, 0, sizeof lt), memset(&mom, 0, sizeof mom), memset(&vel, 0, sizeof vel);
+    uint8_t *img = NULL;
+    tensor_list tl = {0};
+    train_data *d = NULL;
+    kern_ctx *kc = kern_cpu_ctx_new(0);
+    const kern_backend *be = kern_cpu_backend();
+    if (!log || mnemo_model_load(dir, &mp, &m) != MNEMO_OK || lora_from_dir(&lt, adir, &img, &tl)) {
+        CHECK(0, "%s: setup", run);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/train/data/train.txt", test_fixtures());
+    d = train_data_open(m, path, 16, false, 0, err, sizeof err);
+    lr_schedule sc = {.kind = LR_COSINE, .lr = 1e-3, .warmup = 2, .total = 10};
+    grad_span spans[2 * 7 * LORA_TRAIN_MAX_LAYERS];
+    size_t ns = 0;
+    float *params[2 * 7 * LORA_TRAIN_MAX_LAYERS], *ms[2 * 7 * LORA_TRAIN_MAX_LAYERS], *vs[2 * 7 * LORA_TRAIN_MAX_LAYERS];
+    for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
+        for (int t = 0; t < 7; t++)
+            for (int k = 0; k < 2 && lt.a[l][t]; k++) {
+                const char *ab = k ? "B" : "A";
+                char name[160];
+                snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.%s.lora_%s.weight", l,
+                         t <= 3 ? "self_attn" : "mlp", TARGET_MODULES[t], ab);
+                size_t cnt = 0;
+                for (size_t i = 0; i < tl.count; i++)
+                    if (!strcmp(tl.items[i].name, name)) cnt = (size_t)(tl.items[i].nbytes / 4);
+                spans[ns] = (grad_span){k ? lt.gb[l][t] : lt.ga[l][t], cnt};
+                params[ns] = k ? lt.b[l][t] : lt.a[l][t];
+                ms[ns] = calloc(cnt, sizeof(float));
+                vs[ns] = calloc(cnt, sizeof(float));
+                ns++;
+            }
+    double worst_loss = 0, worst_norm = 0;
+    for (int s = 0; d && s < 10; s++) {
+        for (size_t i = 0; i < ns; i++) memset(spans[i].g, 0, spans[i].n * sizeof(float));
+        double loss = 0;
+        for (int g = 0; g < G; g++) {
+            int32_t tokens[2 * 17];
+            uint8_t mask[16];
+            for (int b = 0; b < 2; b++) train_data_row(d, s, 2 * G, g * 2 + b, tokens + b * 17, mask);
+            float lg = 0;
+            CHECK(model_loss_and_grads_ex(m, tokens, NULL, 2, 16, 1.0f / (float)G, NULL, 0, &lt, &lg, err, sizeof err) == 0,
+                  "%s step %d: %s", run, s, err);
+            loss += lg / G;
+        }
+        double norm = clip_grad_norm(spans, ns, 1.0), lr = lr_at(&sc, s);
+        for (size_t i = 0; i < ns; i++)
+            be->adamw(kc, params[i], ms[i], vs[i], spans[i].g, (int64_t)spans[i].n, 1.0f, lr, 0.9, 0.999, 1e-8, 0.01, s + 1);
+        json_t *e = json_array_get(log, (size_t)s);
+        double want_loss = json_number_value(json_object_get(e, "loss")), want_norm = json_number_value(json_object_get(e, "grad_norm"));
+        worst_loss = fmax(worst_loss, fabs(loss - want_loss) / want_loss);
+        worst_norm = fmax(worst_norm, fabs(norm - want_norm) / want_norm);
+        CHECK(fabs(loss - want_loss) <= 1e-5 * want_loss && fabs(norm - want_norm) <= 1e-5 * want_norm,
+              "%s step %d: loss %.7f (torch %.7f), grad norm %.6f (torch %.6f)", run, s, loss, want_loss, norm, want_norm);
+    }
+    printf("%-16s 10 AdamW steps: worst relative loss error %.2e, grad norm %.2e (vs torch + peft)\n", run,
+           worst_loss, worst_norm);
+    for (size_t i = 0; i < ns; i++) free(ms[i]), free(vs[i]);
+out:
+    for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
+        for (int t = 0; t < 7; t++) free(lt.a[l][t]), free(lt.b[l][t]), free(lt.ga[l][t]), free(lt.gb[l][t]);
+    tensor_list_free(&tl);
+    free(img);
+    train_data_free(d);
+    mnemo_model_free(m);
+    kern_cpu_ctx_free(kc);
+    json_decref(ref);
+}
+
 int main(void) {
     char path[4600];
     snprintf(path, sizeof path, "%s/train/batch.json", test_fixtures());
@@ -282,5 +394,7 @@ int main(void) {
     if (B == 2 && T == 16) check_lora("lora_plus/mha", "mha", true, tokens);
     check_adamw_run("full_mha_g1", 1);
     check_adamw_run("full_mha_g2", 2);
+    check_lora_adamw_run("lora_mha_qv_g1", 1);
+    check_lora_adamw_run("lora_mha_qv_g2", 2);
     return test_summary();
 }
