@@ -349,6 +349,8 @@ int main(void) {
     expect_refused(m, dir, "a regex string is not supported");
     write_text(cfgpath, "{\"peft_type\": \"PREFIX_TUNING\"}");
     expect_refused(m, dir, "peft_type must be");
+    write_text(cfgpath, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 1e300, \"target_modules\": [\"q_proj\"]}");
+    expect_refused(m, dir, "magnitude at most 1e6"); /* the scale would be inf */
     /* an adapter of another model */
     char other[4096];
     snprintf(other, sizeof other, "%s/models/mha", test_fixtures());

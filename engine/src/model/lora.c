@@ -50,14 +50,12 @@ void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int
     *in = t == LORA_O ? qd : t == LORA_DOWN ? ff : d;
 }
 
-/* Checks adapter_config.json; fills r, scale and the targets. */
-static int read_config(const char *dir, lora_adapter *a, char *err, size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+/* Checks adapter_config.json's content; fills r, scale and the targets. */
+int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapter *a, char *err, size_t errlen) {
     json_error_t je;
-    json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!c && je.line > 0) return fail(err, errlen, dir, "adapter_config.json: %s (line %d)", je.text, je.line);
-    if (!c) return fail(err, errlen, dir, "%s", je.text); /* cannot open: jansson names the file */
+    json_t *c = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!c) return fail(err, errlen, dir, "adapter_config.json: %s (line %d)", je.text, je.line);
+    a->targets = 0;
     int rc = -1;
     json_t *type = json_object_get(c, "peft_type"), *r = json_object_get(c, "r"), *alpha = json_object_get(c, "lora_alpha");
     json_t *targets = json_object_get(c, "target_modules"), *bias = json_object_get(c, "bias");
@@ -65,8 +63,10 @@ static int read_config(const char *dir, lora_adapter *a, char *err, size_t errle
         fail(err, errlen, dir, "adapter_config.json: peft_type must be \"LORA\"");
         goto out;
     }
-    if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 65536 || !json_is_number(alpha)) {
-        fail(err, errlen, dir, "adapter_config.json: r must be an integer in 1..65536 and lora_alpha a number");
+    if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 65536 || !json_is_number(alpha) ||
+        fabs(json_number_value(alpha)) > 1e6) {
+        fail(err, errlen, dir, "adapter_config.json: r must be an integer in 1..65536 and lora_alpha a number of "
+             "magnitude at most 1e6");
         goto out;
     }
     if (bias && !json_is_null(bias) && (!json_is_string(bias) || strcmp(json_string_value(bias), "none"))) {
@@ -107,6 +107,22 @@ static int read_config(const char *dir, lora_adapter *a, char *err, size_t errle
     rc = 0;
 out:
     json_decref(c);
+    return rc;
+}
+
+static int read_config(const char *dir, lora_adapter *a, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errlen, dir, "cannot open adapter_config.json: %s", strerror(errno));
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
+    bool too_big = buf && n == (1 << 20) && fgetc(f) != EOF;
+    fclose(f);
+    int rc = !buf ? fail(err, errlen, dir, "out of memory")
+             : too_big ? fail(err, errlen, dir, "adapter_config.json is larger than 1 MiB")
+                       : lora_config_parse(buf, n, dir, a, err, errlen);
+    free(buf);
     return rc;
 }
 

@@ -43,6 +43,10 @@ const char *lora_target_name(lora_target t);
 /* [out, in] of target t's weight in a model of config cfg. */
 void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int64_t *in);
 
+/* Checks an adapter_config.json's bytes (dir names it in messages) and fills a's r, scale and targets. 0, or -1
+ * with a message in err. The fuzz target's entry. */
+int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapter *a, char *err, size_t errlen);
+
 /* Reads an adapter directory for a model of config cfg; its matrices go to backend memory. 0, or -1 with a
  * message in err naming the directory and the problem (a missing or misshapen tensor, an option not supported). */
 int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
