@@ -266,7 +266,7 @@ def test_curl_every_endpoint(server):
     code, body = curl(f"{b}/v1/models")
     assert code == 200 and json.loads(body)["data"][0]["id"] == "mha"
     code, body = curl(f"{b}/v1/completions", "-H", "Content-Type: application/json",
-                      "-d", '{"model":"mha","prompt":"To be","max_tokens":8}')
+                      "-d", '{"model":"mha","prompt":"To be","max_tokens":8,"ignore_eos":true}')
     assert code == 200 and json.loads(body)["usage"]["completion_tokens"] == 8
     code, body = curl("-N", f"{b}/v1/chat/completions", "-H", "Content-Type: application/json",
                       "-d", '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}')

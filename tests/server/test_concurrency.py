@@ -137,7 +137,7 @@ def test_queue_full_gets_503_with_retry_after():
         queued = {}
 
         def run_b():
-            queued["r"] = s.post("/v1/completions", {"prompt": "B", "max_tokens": 3})
+            queued["r"] = s.post("/v1/completions", {"prompt": "B", "max_tokens": 3, "ignore_eos": True})
 
         tb = threading.Thread(target=run_b)
         tb.start()
@@ -213,7 +213,7 @@ def test_time_limit():
 
         def run_queued():  # waits behind the long request, gets the slot when that one hits its limit
             time.sleep(0.1)
-            queued["r"] = s.post("/v1/completions", {"prompt": "B", "max_tokens": 3})
+            queued["r"] = s.post("/v1/completions", {"prompt": "B", "max_tokens": 3, "ignore_eos": True})
 
         tq = threading.Thread(target=run_queued)
         tq.start()
