@@ -223,6 +223,20 @@ static void matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, k
     }
 }
 
+/* 16-bit weights go through sgemm as fp32 panels of at most PANEL_FLOATS: rows [j0, j0 + nb) of w[n, k]. */
+static int64_t panel_rows(int64_t n, int64_t k) {
+    int64_t rows = (int64_t)(PANEL_FLOATS / (size_t)k);
+    if (rows < 16) rows = 16;
+    return rows > n ? n : rows;
+}
+
+static void widen_panel(kern_ctx *kc, float *panel, const void *w, kern_dtype dt, int64_t j0, int64_t nb, int64_t k) {
+    size_t es = kern_dtype_size(dt);
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+    for (int64_t j = 0; j < nb; j++)
+        kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, dt, k);
+}
+
 static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
     if (dt == KERN_F32) {
@@ -230,17 +244,12 @@ static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, ke
                     beta, y, (int)n);
         return KERN_OK;
     }
-    int64_t rows = (int64_t)(PANEL_FLOATS / (size_t)k);
-    if (rows < 16) rows = 16;
-    if (rows > n) rows = n;
+    int64_t rows = panel_rows(n, k);
     float *panel = kern_cpu_scratch(kc, (size_t)rows * (size_t)k);
     if (!panel) return KERN_ENOMEM;
-    size_t es = kern_dtype_size(dt);
     for (int64_t j0 = 0; j0 < n; j0 += rows) {
         int64_t nb = n - j0 < rows ? n - j0 : rows;
-#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
-        for (int64_t j = 0; j < nb; j++)
-            kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, dt, k);
+        widen_panel(kc, panel, w, dt, j0, nb, k);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nb, (int)k, 1.0f, x, (int)k, panel,
                     (int)k, beta, y + j0, (int)n);
     }
@@ -269,17 +278,12 @@ int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const v
                     beta, dx, (int)k);
         return KERN_OK;
     }
-    int64_t rows = (int64_t)(PANEL_FLOATS / (size_t)k);
-    if (rows < 16) rows = 16;
-    if (rows > n) rows = n;
+    int64_t rows = panel_rows(n, k);
     float *panel = kern_cpu_scratch(kc, (size_t)rows * (size_t)k);
     if (!panel) return KERN_ENOMEM;
-    size_t es = kern_dtype_size(wdt);
     for (int64_t j0 = 0; j0 < n; j0 += rows) {
         int64_t nb = n - j0 < rows ? n - j0 : rows;
-#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
-        for (int64_t j = 0; j < nb; j++)
-            kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, wdt, k);
+        widen_panel(kc, panel, w, wdt, j0, nb, k);
         /* dx (+)= dy[:, j0:j0+nb] . panel[nb,k] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)nb, 1.0f, dy + j0, (int)n, panel,
                     (int)k, j0 == 0 ? beta : 1.0f, dx, (int)k);

@@ -19,7 +19,6 @@ struct kern_ctx {
 
 /* Scratch of at least n floats, valid until the next call on this context; NULL when out of memory. */
 float *kern_cpu_scratch(kern_ctx *kc, size_t n_floats);
-void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n);
 
 #define KERN_CPU_DECL(name, params, doc) int kern_cpu_##name params;
 KERN_OPS(KERN_CPU_DECL)

@@ -225,6 +225,8 @@ static inline uint16_t kern_f32_to_bf16(float f) { /* round to nearest even, NaN
 }
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
+/* n stored values (F32, F16 or BF16) widened to fp32 in host memory (vectorised), for any host code. */
+void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 
 #include "engine.h"
 #include "kernels.h"
+#include "fixture_logits.h"
 #include "test_util.h"
 
 /* fp32 memory: 1e-4 (measured <= 6e-6). bf16 memory: a key that fp32 rounding puts 1 ulp away from torch's can
@@ -36,31 +37,6 @@
  * another k (3 or 8) on the same case moves logits by 6-8, so this bound still catches a wrong selection. */
 #define LOGIT_TOL_KNN 1e-2f
 #define MAX_CASES 16
-
-typedef struct {
-    int32_t n_rows, n_vocab;
-    float *data;
-} logit_block;
-
-static int read_logits(const char *path, logit_block *blocks, int max_blocks) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    char magic[8];
-    uint32_t ver = 0, n = 0;
-    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, "MNFXLGT1", 8) && fread(&ver, 4, 1, f) == 1 && ver == 1 &&
-             fread(&n, 4, 1, f) == 1 && n <= (uint32_t)max_blocks;
-    for (uint32_t i = 0; ok && i < n; i++) {
-        uint32_t nr, nv;
-        ok = fread(&nr, 4, 1, f) == 1 && fread(&nv, 4, 1, f) == 1 && nr < 100000 && nv < 1000000;
-        if (!ok) break;
-        blocks[i].n_rows = (int32_t)nr;
-        blocks[i].n_vocab = (int32_t)nv;
-        blocks[i].data = malloc((size_t)nr * nv * sizeof(float));
-        ok = blocks[i].data && fread(blocks[i].data, sizeof(float), (size_t)nr * nv, f) == (size_t)nr * nv;
-    }
-    fclose(f);
-    return ok ? (int)n : -1;
-}
 
 static float max_diff(const float *a, const float *b, int32_t n) {
     float m = 0.f;
@@ -152,7 +128,7 @@ static float run_case(mnemo_model *m, json_t *c, const logit_block *blk, const m
         float d = max_diff(mnemo_get_logits(ctx, -1), blk->data + (size_t)row * V, V);
         if (!(d <= worst)) worst = d;
     }
-    CHECK(row == blk->n_rows, "rows replayed %d, stored %d", row, blk->n_rows);
+    CHECK(row == blk->n_tokens, "rows replayed %d, stored %d", row, blk->n_tokens);
     mnemo_memory_stats ms;
     CHECK(mnemo_context_memory(ctx, &ms) == MNEMO_OK && ms.mem_tokens == expect_mem && ms.local_tokens == (int32_t)local,
           "memory holds %llu tokens (local %d), the reference algorithm %llu (local %llu)",
@@ -196,7 +172,7 @@ static void check_fixture(mnemo_device dev, const char *dir, const char *name, c
         for (size_t k = 0; k < n_modes; k++) {
             float d = run_case(m, c, &blocks[i], &modes[k], mnemo_model_n_ctx_train(m));
             printf("%-6s %-13s %-26s max|dlogit| %.2e over %d rows\n", name, cname, modes[k].name, d,
-                   blocks[i].n_rows);
+                   blocks[i].n_tokens);
             CHECK(d <= tol, "%s/%s (%s): max|dlogit| %.3e > %.1e", name, cname, modes[k].name, d, tol);
         }
     }

@@ -239,9 +239,8 @@ int main(void) {
             const int64_t bd = mnemo_model_n_embd(mb);
             pair bp[7 * 8];
             int bl = mnemo_model_n_layer(mb);
-            int64_t bhd = 16, bff = 88; /* the bf16 fixture is the MHA shape */
+            int64_t bff = 88; /* the bf16 fixture is the MHA shape: 4 x 16 heads, ffn 88 */
             int64_t bo[7] = {bd, bd, bd, bd, bff, bff, bd}, bi[7] = {bd, bd, bd, bd, bd, bd, bff};
-            (void)bhd;
             for (int i = 0; i < bl * 7; i++) {
                 bp[i].out = bo[i % 7], bp[i].in = bi[i % 7];
                 bp[i].a = calloc((size_t)(r * bp[i].in), sizeof(float));
@@ -251,8 +250,6 @@ int main(void) {
             }
             write_adapter(bfad, r, 8, "", bp, bl, NULL);
             CHECK(mnemo_export_merged(bf, bfad, bfout, err, sizeof err) == MNEMO_OK, "bf16 export: %s", err);
-            char wpath[800];
-            snprintf(wpath, sizeof wpath, "%s/model.safetensors", bfout);
             weight_store *ws = NULL;
             CHECK(weight_store_open(bfout, &ws, err, sizeof err) == 0, "open bf16 export: %s", err);
             const tensor_entry *q = ws ? weight_store_find(ws, "model.layers.0.self_attn.q_proj.weight") : NULL;

@@ -25,6 +25,20 @@
 
 #define GRAD_TOL 1e-4
 
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    *len = b ? fread(b, 1, *len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static const char *const TARGET_MODULES[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+
 static void check_model(const char *name, const int32_t *tokens, int B, int T) {
     char dir[4600], path[4700], err[512];
     snprintf(dir, sizeof dir, "%s/models/%s", test_fixtures(), name);
@@ -32,7 +46,6 @@ static void check_model(const char *name, const int32_t *tokens, int B, int T) {
     mp.device = MNEMO_DEVICE_CPU;
     mnemo_model *m = NULL;
     model_grads g = {0};
-    weight_store *ref = NULL;
     json_t *res = NULL;
     if (mnemo_model_load(dir, &mp, &m) != MNEMO_OK || model_grads_init(&g, m, err, sizeof err)) {
         CHECK(0, "%s: %s %s", name, mnemo_model_error(m), err);
@@ -44,21 +57,10 @@ static void check_model(const char *name, const int32_t *tokens, int B, int T) {
     res = json_load_file(path, 0, NULL);
     double want = json_number_value(json_object_get(res, "loss"));
     CHECK(res && fabs(loss - want) <= 1e-5 * fabs(want), "%s: loss %.8f, torch %.8f", name, loss, want);
-    snprintf(dir, sizeof dir, "%s/train/full/%s", test_fixtures(), name);
-    /* grads.safetensors: read through the weight store by its file name */
     char gpath[4700];
     snprintf(gpath, sizeof gpath, "%s/train/full/%s/grads.safetensors", test_fixtures(), name);
-    FILE *f = fopen(gpath, "rb");
-    uint8_t *img = NULL;
     size_t len = 0;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        len = (size_t)ftell(f);
-        fseek(f, 0, SEEK_SET);
-        img = malloc(len);
-        len = fread(img, 1, len, f);
-        fclose(f);
-    }
+    uint8_t *img = slurp(gpath, &len);
     tensor_list tl = {0};
     CHECK(img && safetensors_parse(img, len, gpath, &tl, err, sizeof err) == 0, "%s: %s", gpath, err);
     CHECK(tl.count == g.count, "%s: %zu gradients, torch has %zu", name, g.count, tl.count);
@@ -84,7 +86,6 @@ static void check_model(const char *name, const int32_t *tokens, int B, int T) {
     free(img);
 out:
     json_decref(res);
-    weight_store_close(ref);
     model_grads_free(&g);
     mnemo_model_free(m);
 }
@@ -153,19 +154,38 @@ out:
     json_decref(ref);
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len);
-    *len = b ? fread(b, 1, *len, f) : 0;
-    fclose(f);
-    return b;
-}
 
-static const char *const TARGET_MODULES[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+/* Fills lt from an adapter directory's safetensors (host copies; zeroed gradients). 0, or -1. */
+static int lora_from_dir(lora_train *lt, const char *adir, uint8_t **img_out, tensor_list *tl) {
+    char path[4700], err[256];
+    snprintf(path, sizeof path, "%s/adapter_config.json", adir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
+    *img_out = slurp(path, &len);
+    if (!cfg || !*img_out || safetensors_parse(*img_out, len, path, tl, err, sizeof err)) {
+        json_decref(cfg);
+        return -1;
+    }
+    lt->r = (int32_t)json_integer_value(json_object_get(cfg, "r"));
+    lt->scale = (float)(json_number_value(json_object_get(cfg, "lora_alpha")) / lt->r);
+    json_decref(cfg);
+    for (size_t i = 0; i < tl->count; i++) {
+        int l, t = -1;
+        char mod[32], ab;
+        if (sscanf(tl->items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
+            continue;
+        for (int k = 0; k < 7; k++)
+            if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+        if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) return -1;
+        size_t n = (size_t)(tl->items[i].nbytes / 4);
+        float *copy = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
+        memcpy(copy, tl->items[i].data, n * sizeof(float));
+        if (ab == 'A') lt->a[l][t] = copy, lt->ga[l][t] = grad;
+        else lt->b[l][t] = copy, lt->gb[l][t] = grad;
+    }
+    return 0;
+}
 
 /* LoRA (and LoRA+: embeddings and norms trainable too) gradients against peft's (tests/fixtures/train/lora*). */
 static void check_lora(const char *sub, const char *model, bool plus, const int32_t *tokens) {
@@ -174,8 +194,6 @@ static void check_lora(const char *sub, const char *model, bool plus, const int3
     /* LoRA+ uses lora/mha_all's adapter */
     char adir[4700];
     snprintf(adir, sizeof adir, "%s/train/%s", test_fixtures(), plus ? "lora/mha_all" : sub);
-    snprintf(path, sizeof path, "%s/adapter_config.json", adir);
-    json_t *cfg = json_load_file(path, 0, NULL);
     snprintf(path, sizeof path, "%s/result.json", dir);
     json_t *res = json_load_file(path, 0, NULL);
     char mdir[4600];
@@ -186,33 +204,15 @@ static void check_lora(const char *sub, const char *model, bool plus, const int3
     model_grads g = {0};
     lora_train lt;
     memset(&lt, 0, sizeof lt);
-    size_t alen = 0, glen = 0;
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
-    uint8_t *aimg = slurp(path, &alen);
+    size_t glen = 0;
+    uint8_t *aimg = NULL;
     snprintf(path, sizeof path, "%s/grads.safetensors", dir);
     uint8_t *gimg = slurp(path, &glen);
     tensor_list at = {0}, gt = {0};
-    if (!cfg || !res || !aimg || !gimg || mnemo_model_load(mdir, &mp, &m) != MNEMO_OK ||
-        safetensors_parse(aimg, alen, "adapter", &at, err, sizeof err) ||
+    if (!res || !gimg || mnemo_model_load(mdir, &mp, &m) != MNEMO_OK || lora_from_dir(&lt, adir, &aimg, &at) ||
         safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) || (plus && model_grads_init(&g, m, err, sizeof err))) {
         CHECK(0, "%s: setup %s", sub, err);
         goto out;
-    }
-    lt.r = (int32_t)json_integer_value(json_object_get(cfg, "r"));
-    lt.scale = (float)(json_number_value(json_object_get(cfg, "lora_alpha")) / lt.r);
-    for (size_t i = 0; i < at.count; i++) {
-        int l, t = -1;
-        char mod[32], ab;
-        if (sscanf(at.items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
-            continue;
-        for (int k = 0; k < 7; k++)
-            if (!strcmp(mod, TARGET_MODULES[k])) t = k;
-        if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) continue;
-        size_t n = (size_t)(at.items[i].nbytes / 4);
-        float *copy = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
-        memcpy(copy, at.items[i].data, n * sizeof(float));
-        if (ab == 'A') lt.a[l][t] = copy, lt.ga[l][t] = grad;
-        else lt.b[l][t] = copy, lt.gb[l][t] = grad;
     }
     float loss = 0;
     CHECK(model_loss_and_grads_ex(m, tokens, NULL, 2, 16, 1.0f, plus ? &g : NULL, plus ? TRAIN_EMBED | TRAIN_NORMS : 0,
@@ -257,40 +257,7 @@ out:
     free(gimg);
     model_grads_free(&g);
     mnemo_model_free(m);
-    json_decref(cfg);
     json_decref(res);
-}
-
-/* Fills lt from an adapter directory's safetensors (host copies; zeroed gradients). 0, or -1. */
-static int lora_from_dir(lora_train *lt, const char *adir, uint8_t **img_out, tensor_list *tl) {
-    char path[4700], err[256];
-    snprintf(path, sizeof path, "%s/adapter_config.json", adir);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    size_t len = 0;
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
-    *img_out = slurp(path, &len);
-    if (!cfg || !*img_out || safetensors_parse(*img_out, len, path, tl, err, sizeof err)) {
-        json_decref(cfg);
-        return -1;
-    }
-    lt->r = (int32_t)json_integer_value(json_object_get(cfg, "r"));
-    lt->scale = (float)(json_number_value(json_object_get(cfg, "lora_alpha")) / lt->r);
-    json_decref(cfg);
-    for (size_t i = 0; i < tl->count; i++) {
-        int l, t = -1;
-        char mod[32], ab;
-        if (sscanf(tl->items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
-            continue;
-        for (int k = 0; k < 7; k++)
-            if (!strcmp(mod, TARGET_MODULES[k])) t = k;
-        if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) return -1;
-        size_t n = (size_t)(tl->items[i].nbytes / 4);
-        float *copy = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
-        memcpy(copy, tl->items[i].data, n * sizeof(float));
-        if (ab == 'A') lt->a[l][t] = copy, lt->ga[l][t] = grad;
-        else lt->b[l][t] = copy, lt->gb[l][t] = grad;
-    }
-    return 0;
 }
 
 /* LoRA r 4 on q,v from peft's own init: 10 AdamW steps (weight decay on every trained tensor) against torch. */

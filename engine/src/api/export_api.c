@@ -51,12 +51,6 @@ static int target_of(const char *name, int32_t *layer) {
     return lora_target_parse(mod);
 }
 
-static float read_elem(const tensor_entry *e, size_t i) {
-    return e->dtype == TENSOR_F32    ? ((const float *)e->data)[i]
-           : e->dtype == TENSOR_BF16 ? kern_bf16_to_f32(((const uint16_t *)e->data)[i])
-                                     : kern_f16_to_f32(((const uint16_t *)e->data)[i]);
-}
-
 mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir, char *err,
                                  size_t errlen) {
     if (!model_dir || !adapter_dir || !out_dir || !err || !errlen) return MNEMO_ERR_INVALID_ARG;
@@ -105,15 +99,18 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
             st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory merging %s", e->name);
             goto out;
         }
-        for (int64_t o = 0; o < rows; o++)
-            for (int64_t j = 0; j < cols; j++) {
-                float acc = read_elem(e, (size_t)(o * cols + j)); /* fp32: W + (sB) A */
-                for (int64_t q = 0; q < r; q++) acc += p->b[o * r + q] * p->a[q * cols + j];
-                size_t at = (size_t)(o * cols + j);
-                if (e->dtype == TENSOR_F32) ((float *)merged[i])[at] = acc;
-                else if (e->dtype == TENSOR_BF16) ((uint16_t *)merged[i])[at] = kern_f32_to_bf16(acc);
-                else ((uint16_t *)merged[i])[at] = kern_f32_to_f16(acc);
-            }
+        float *wide = e->dtype == TENSOR_F32 ? merged[i] : malloc((size_t)(rows * cols) * sizeof(float));
+        if (!wide) {
+            st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory merging %s", e->name);
+            goto out;
+        }
+        kern_cpu_widen(wide, e->data, kd, rows * cols);
+        for (int64_t o = 0; o < rows; o++) /* fp32: W + (sB) A */
+            for (int64_t j = 0; j < cols; j++)
+                for (int64_t q = 0; q < r; q++) wide[o * cols + j] += p->b[o * r + q] * p->a[q * cols + j];
+        for (size_t at = 0; e->dtype != TENSOR_F32 && at < (size_t)(rows * cols); at++)
+            ((uint16_t *)merged[i])[at] = e->dtype == TENSOR_BF16 ? kern_f32_to_bf16(wide[at]) : kern_f32_to_f16(wide[at]);
+        if (wide != merged[i]) free(wide);
         ts[i].data = merged[i];
         done++;
     }

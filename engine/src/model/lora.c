@@ -139,13 +139,13 @@ static const tensor_entry *find_tensor(const weight_store *ws, int32_t l, lora_t
     return weight_store_find(ws, name);
 }
 
+/* A checked F32/F16/BF16 tensor widened to fp32, times mul. */
 static void widen(float *dst, const tensor_entry *e, size_t n, float mul) {
-    for (size_t i = 0; i < n; i++) {
-        float v = e->dtype == TENSOR_F32    ? ((const float *)e->data)[i]
-                  : e->dtype == TENSOR_BF16 ? kern_bf16_to_f32(((const uint16_t *)e->data)[i])
-                                            : kern_f16_to_f32(((const uint16_t *)e->data)[i]);
-        dst[i] = v * mul;
-    }
+    kern_dtype kd = KERN_F32;
+    tensor_dtype_to_kern(e->dtype, &kd);
+    kern_cpu_widen(dst, e->data, kd, (int64_t)n);
+    if (mul != 1.0f)
+        for (size_t i = 0; i < n; i++) dst[i] *= mul;
 }
 
 int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,

@@ -78,21 +78,18 @@ param_grad *model_grads_find(model_grads *g, const char *name) {
     return NULL;
 }
 
-static void widen_into(float *dst, const weight_ref *w, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        dst[i] = w->dt == KERN_F32    ? ((const float *)w->data)[i]
-                 : w->dt == KERN_BF16 ? kern_bf16_to_f32(((const uint16_t *)w->data)[i])
-                                      : kern_f16_to_f32(((const uint16_t *)w->data)[i]);
-}
-
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen) {
     if (model_grads_init(p, m, err, errlen)) return -1;
     llama_weights *w = &m->w;
     const int64_t L = m->cfg.num_hidden_layers;
-    weight_ref *refs[1 + 9 * 64 + 2];
+    weight_ref **refs = malloc(p->count * sizeof *refs);
+    if (!refs) {
+        model_grads_free(p);
+        return fail(err, errlen, "out of memory");
+    }
     size_t k = 0;
     refs[k++] = &w->tok_embd;
-    for (int64_t l = 0; l < L && l < 64; l++) {
+    for (int64_t l = 0; l < L; l++) {
         layer_weights *W = &w->layers[l];
         weight_ref *lr[P_PER_LAYER] = {&W->attn_norm, &W->wq, &W->wk, &W->wv, &W->wo,
                                        &W->ffn_norm,  &W->w_gate, &W->w_up, &W->w_down};
@@ -101,16 +98,18 @@ int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t err
     refs[k++] = &w->out_norm;
     bool is_tied = tied(m);
     if (!is_tied) refs[k++] = &w->lm_head;
-    if (L > 64 || k != p->count) {
+    if (k != p->count) { /* model_grads_init and this list name the same parameters */
+        free(refs);
         model_grads_free(p);
-        return fail(err, errlen, "full fine-tuning binds at most 64 layers so far");
+        return fail(err, errlen, "internal: %zu weights for %zu parameters", k, p->count);
     }
     for (size_t i = 0; i < k; i++) {
-        widen_into(p->p[i].g, refs[i], p->p[i].n);
+        kern_cpu_widen(p->p[i].g, refs[i]->data, refs[i]->dt, (int64_t)p->p[i].n);
         refs[i]->data = p->p[i].g;
         refs[i]->dt = KERN_F32;
     }
     if (is_tied) w->lm_head = w->tok_embd; /* one tensor, as before */
+    free(refs);
     return 0;
 }
 
