@@ -210,7 +210,7 @@ static void check_lora(const char *sub, const char *model, bool plus, const int3
     uint8_t *gimg = slurp(path, &glen);
     tensor_list at = {0}, gt = {0};
     if (!res || !gimg || mnemo_model_load(mdir, &mp, &m) != MNEMO_OK || lora_from_dir(&lt, adir, &aimg, &at) ||
-        safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) || (plus && model_grads_init(&g, m, err, sizeof err))) {
+        safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) || (plus && model_grads_init_for(&g, m, TRAIN_EMBED | TRAIN_NORMS, err, sizeof err))) {
         CHECK(0, "%s: setup %s", sub, err);
         goto out;
     }
@@ -258,6 +258,85 @@ out:
     model_grads_free(&g);
     mnemo_model_free(m);
     json_decref(res);
+}
+
+/* Gradient checkpointing changes where activations live, not what is computed: the loss and every gradient of a
+ * workspace with recompute equal (bit for bit) those of one without, and a reused workspace gives the same again. */
+static void check_recompute(const char *model, const char *adapter, const int32_t *tokens) {
+    char dir[4600], adir[4700], err[512];
+    snprintf(dir, sizeof dir, "%s/models/%s", test_fixtures(), model);
+    snprintf(adir, sizeof adir, "%s/train/%s", test_fixtures(), adapter);
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_model *m = NULL;
+    model_grads g[3] = {{0}};
+    lora_train lt;
+    memset(&lt, 0, sizeof lt);
+    uint8_t *aimg = NULL;
+    tensor_list at = {0};
+    model_train_ws *plain = NULL, *rec = NULL;
+    if (mnemo_model_load(dir, &mp, &m) != MNEMO_OK || lora_from_dir(&lt, adir, &aimg, &at) ||
+        model_grads_init(&g[0], m, err, sizeof err) || model_grads_init(&g[1], m, err, sizeof err) ||
+        model_grads_init(&g[2], m, err, sizeof err) || !(plain = model_train_ws_new(m, 2, 16, lt.r, false, err, sizeof err)) ||
+        !(rec = model_train_ws_new(m, 2, 16, lt.r, true, err, sizeof err))) {
+        CHECK(0, "recompute %s: setup %s", model, err);
+        goto out;
+    }
+    CHECK(model_train_ws_bytes(rec) < model_train_ws_bytes(plain), "recompute keeps less: %zu vs %zu bytes",
+          model_train_ws_bytes(rec), model_train_ws_bytes(plain));
+    float loss[3];
+    float **lora_g[3];
+    for (int run = 0; run < 3; run++) lora_g[run] = calloc(at.count, sizeof(float *));
+    for (int run = 0; run < 3; run++) {
+        model_train_ws *w = run == 1 ? rec : plain; /* plain, recompute, plain again (reused) */
+        for (size_t i = 0; i < at.count; i++) { /* zero every adapter gradient */
+            int l, t = -1;
+            char mod[32], ab;
+            if (sscanf(at.items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
+                continue;
+            for (int k = 0; k < 7; k++)
+                if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+            float *gr = ab == 'A' ? lt.ga[l][t] : lt.gb[l][t];
+            memset(gr, 0, (size_t)at.items[i].nbytes);
+        }
+        CHECK(model_loss_and_grads_ws(w, m, tokens, NULL, 1.0f, &g[run], TRAIN_ALL, &lt, &loss[run], err, sizeof err) == 0,
+              "recompute %s run %d: %s", model, run, err);
+        for (size_t i = 0; i < at.count; i++) { /* keep a copy of the adapter's gradients of this run */
+            int l, t = -1;
+            char mod[32], ab;
+            if (sscanf(at.items[i].name, "base_model.model.model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3)
+                continue;
+            for (int k = 0; k < 7; k++)
+                if (!strcmp(mod, TARGET_MODULES[k])) t = k;
+            const float *gr = ab == 'A' ? lt.ga[l][t] : lt.gb[l][t];
+            lora_g[run][i] = malloc((size_t)at.items[i].nbytes);
+            memcpy(lora_g[run][i], gr, (size_t)at.items[i].nbytes);
+        }
+    }
+    for (int run = 1; run < 3; run++) {
+        CHECK(memcmp(&loss[0], &loss[run], sizeof(float)) == 0, "recompute %s run %d: loss %.9g vs %.9g", model, run,
+              loss[run], loss[0]);
+        size_t differ = 0;
+        for (size_t i = 0; i < g[0].count; i++) differ += memcmp(g[0].p[i].g, g[run].p[i].g, g[0].p[i].n * sizeof(float)) != 0;
+        for (size_t i = 0; i < at.count; i++)
+            differ += lora_g[0][i] && memcmp(lora_g[0][i], lora_g[run][i], (size_t)at.items[i].nbytes) != 0;
+        CHECK(differ == 0, "recompute %s run %d: %zu gradients differ", model, run, differ);
+    }
+    printf("%-12s recompute: %zu of %zu activation bytes, gradients bit-identical with and without, workspace reused\n",
+           model, model_train_ws_bytes(rec), model_train_ws_bytes(plain));
+    for (int run = 0; run < 3; run++) {
+        for (size_t i = 0; i < at.count; i++) free(lora_g[run][i]);
+        free(lora_g[run]);
+    }
+out:
+    for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
+        for (int t = 0; t < 7; t++) free(lt.a[l][t]), free(lt.b[l][t]), free(lt.ga[l][t]), free(lt.gb[l][t]);
+    tensor_list_free(&at);
+    free(aimg);
+    for (int i = 0; i < 3; i++) model_grads_free(&g[i]);
+    model_train_ws_free(plain);
+    model_train_ws_free(rec);
+    mnemo_model_free(m);
 }
 
 /* LoRA r 4 on q,v from peft's own init: 10 AdamW steps (weight decay on every trained tensor) against torch. */
@@ -359,6 +438,7 @@ int main(void) {
                                    {"lora/bf16_qv", "bf16"}};
     for (int i = 0; i < 7 && B == 2 && T == 16; i++) check_lora(lora_cases[i][0], lora_cases[i][1], false, tokens);
     if (B == 2 && T == 16) check_lora("lora_plus/mha", "mha", true, tokens);
+    if (B == 2 && T == 16) check_recompute("gqa", "lora/gqa_all", tokens);
     check_adamw_run("full_mha_g1", 1);
     check_adamw_run("full_mha_g2", 2);
     check_lora_adamw_run("lora_mha_qv_g1", 1);

@@ -28,7 +28,21 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 
 static bool tied(const mnemo_model *m) { return m->w.lm_head.data == m->w.tok_embd.data; }
 
+/* Whether parameter i (model_grads_init's order) belongs to the groups in train. */
+static bool in_groups(const mnemo_model *m, size_t i, unsigned train) {
+    const size_t L = (size_t)m->cfg.num_hidden_layers;
+    if (i == 0) return (train & TRAIN_EMBED) || (tied(m) && (train & TRAIN_HEAD));
+    if (i == 1 + L * P_PER_LAYER) return train & TRAIN_NORMS;
+    if (i == 2 + L * P_PER_LAYER) return train & TRAIN_HEAD;
+    size_t j = (i - 1) % P_PER_LAYER;
+    return (j == P_NORM1 || j == P_NORM2) ? (train & TRAIN_NORMS) : (train & TRAIN_LINEAR);
+}
+
 int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen) {
+    return model_grads_init_for(g, m, TRAIN_ALL, err, errlen);
+}
+
+int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     const model_config *c = &m->cfg;
     if (c->is_longllama) return fail(err, errlen, "training LongLLaMA memory layers is not supported yet");
@@ -55,7 +69,7 @@ int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t err
         g->p[k++].n = V * d;
     }
     for (size_t i = 0; i < g->count; i++)
-        if (!(g->p[i].g = calloc(g->p[i].n, sizeof(float)))) {
+        if (in_groups(m, i, train) && !(g->p[i].g = calloc(g->p[i].n, sizeof(float)))) {
             model_grads_free(g);
             return fail(err, errlen, "out of memory for the gradients");
         }
@@ -69,7 +83,8 @@ void model_grads_free(model_grads *g) {
 }
 
 void model_grads_zero(model_grads *g) {
-    for (size_t i = 0; i < g->count; i++) memset(g->p[i].g, 0, g->p[i].n * sizeof(float));
+    for (size_t i = 0; i < g->count; i++)
+        if (g->p[i].g) memset(g->p[i].g, 0, g->p[i].n * sizeof(float));
 }
 
 param_grad *model_grads_find(model_grads *g, const char *name) {
@@ -79,7 +94,11 @@ param_grad *model_grads_find(model_grads *g, const char *name) {
 }
 
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen) {
-    if (model_grads_init(p, m, err, errlen)) return -1;
+    return model_params_bind_fp32_for(p, m, TRAIN_ALL, err, errlen);
+}
+
+int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, char *err, size_t errlen) {
+    if (model_grads_init_for(p, m, train, err, errlen)) return -1;
     llama_weights *w = &m->w;
     const int64_t L = m->cfg.num_hidden_layers;
     weight_ref **refs = malloc(p->count * sizeof *refs);
@@ -104,6 +123,7 @@ int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t err
         return fail(err, errlen, "internal: %zu weights for %zu parameters", k, p->count);
     }
     for (size_t i = 0; i < k; i++) {
+        if (!p->p[i].g) continue; /* not trained: stays as loaded */
         kern_cpu_widen(p->p[i].g, refs[i]->data, refs[i]->dt, (int64_t)p->p[i].n);
         refs[i]->data = p->p[i].g;
         refs[i]->dt = KERN_F32;
@@ -112,11 +132,6 @@ int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t err
     free(refs);
     return 0;
 }
-
-typedef struct {
-    float *x_in, *xn1, *rstd1, *q, *k, *v, *att, *lse, *x_mid, *xn2, *rstd2, *gate, *up, *h;
-    float *lt[7]; /* LoRA: x A^T of each targeted projection [n, r] */
-} layer_acts;
 
 enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
 
@@ -140,14 +155,206 @@ static int lora_bwd(const kern_backend *be, kern_ctx *kc, lora_train *lt, int64_
     return rc != KERN_OK ? rc : be->matmul_backward_x(kc, dx, u, lt->a[l][t_], KERN_F32, n, r, in, 1.f);
 }
 
+/* What the backward of one layer needs, per row (n = B*T rows): shapes in floats. */
+typedef struct {
+    float *x_in;                 /* [n, d] the layer's input (the residual stream) */
+    float *xn1, *rstd1;          /* [n, d], [n] attention norm output and its 1/rms */
+    float *q, *k, *v;            /* [n, qd] q after RoPE, [n, kvd] k after RoPE, [n, kvd] v */
+    float *att, *lse;            /* [n, qd] attention output, [n, hq] its log-sum-exp */
+    float *x_mid;                /* [n, d] residual after attention */
+    float *xn2, *rstd2;          /* [n, d], [n] MLP norm output and its 1/rms */
+    float *gate, *up, *h;        /* [n, ff] gate and up projections, silu(gate) * up */
+    float *lt[7];                /* LoRA: x A^T of each target [n, r] (NULL without an adapter) */
+} layer_acts;
+
+struct model_train_ws {
+    int32_t B, T, r;
+    bool recompute;
+    layer_acts *a;       /* [L]: every field kept, or (recompute) x_in only, the rest in `one` */
+    layer_acts one;      /* recompute: the activations of the layer being worked on */
+    int32_t *ids, *tgt, *pos;
+    float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *u, *us, *x_spare;
+    float *block;        /* every float buffer above points into this one allocation */
+    size_t floats;
+};
+
+/* Two passes over the same list: the first counts floats, the second hands them out. */
+typedef struct {
+    float *base;
+    size_t at;
+} carve;
+static float *take(carve *c, size_t n) {
+    float *p = c->base ? c->base + c->at : NULL;
+    c->at += (n + 15) & ~(size_t)15; /* 64-byte aligned pieces */
+    return p;
+}
+
+static void carve_layer(carve *c, layer_acts *A, const model_config *cfg, size_t n, int32_t r, bool x_in_only,
+                        bool skip_x_in) {
+    const size_t d = (size_t)cfg->hidden_size, ff = (size_t)cfg->intermediate_size, hq = (size_t)cfg->num_attention_heads;
+    const size_t qd = hq * (size_t)cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
+    if (!skip_x_in) A->x_in = take(c, n * d);
+    if (x_in_only) return;
+    A->xn1 = take(c, n * d), A->rstd1 = take(c, n), A->q = take(c, n * qd), A->k = take(c, n * kvd);
+    A->v = take(c, n * kvd), A->att = take(c, n * qd), A->lse = take(c, n * hq), A->x_mid = take(c, n * d);
+    A->xn2 = take(c, n * d), A->rstd2 = take(c, n), A->gate = take(c, n * ff), A->up = take(c, n * ff);
+    A->h = take(c, n * ff);
+    for (int t = 0; t < 7; t++) A->lt[t] = r ? take(c, n * (size_t)r) : NULL;
+}
+
+static void carve_all(carve *c, model_train_ws *w, const model_config *cfg) {
+    const size_t n = (size_t)w->B * (size_t)w->T, d = (size_t)cfg->hidden_size, ff = (size_t)cfg->intermediate_size;
+    const size_t V = (size_t)cfg->vocab_size, qd = (size_t)cfg->num_attention_heads * (size_t)cfg->head_dim;
+    const size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
+    for (int32_t l = 0; l < cfg->num_hidden_layers; l++) carve_layer(c, &w->a[l], cfg, n, w->r, w->recompute, false);
+    if (w->recompute) carve_layer(c, &w->one, cfg, n, w->r, false, true);
+    w->x_last = take(c, n * d), w->xnf = take(c, n * d), w->rstdf = take(c, n), w->logits = take(c, n * V);
+    w->dres = take(c, n * d), w->dxn = take(c, n * d), w->dff1 = take(c, n * ff), w->dff2 = take(c, n * ff);
+    w->dq = take(c, n * qd), w->dk = take(c, n * kvd), w->dv = take(c, n * kvd), w->datt = take(c, n * qd);
+    w->u = w->r ? take(c, n * (size_t)w->r) : NULL, w->us = take(c, n * (size_t)(w->r ? w->r : 1));
+    w->x_spare = w->recompute ? take(c, n * d) : NULL;
+}
+
+model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, int32_t lora_r, bool recompute,
+                                   char *err, size_t errlen) {
+    const model_config *c = &m->cfg;
+    if (B < 1 || T < 1 || T > c->max_position_embeddings || lora_r < 0) {
+        fail(err, errlen, "a batch of %d x %d tokens (T at most %d)", B, T, c->max_position_embeddings);
+        return NULL;
+    }
+    model_train_ws *w = calloc(1, sizeof *w);
+    size_t n = (size_t)B * (size_t)T;
+    if (w) *w = (model_train_ws){.B = B, .T = T, .r = lora_r, .recompute = recompute};
+    if (!w || !(w->a = calloc((size_t)c->num_hidden_layers, sizeof *w->a)) || !(w->ids = malloc(n * sizeof *w->ids)) ||
+        !(w->tgt = malloc(n * sizeof *w->tgt)) || !(w->pos = malloc(n * sizeof *w->pos))) {
+        model_train_ws_free(w);
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    carve count = {0};
+    carve_all(&count, w, c);
+    w->floats = count.at;
+    if (!(w->block = aligned_alloc(64, w->floats * sizeof(float)))) {
+        fail(err, errlen, "out of memory for the activations of %d x %d tokens (%.1f GiB%s)", B, T,
+             (double)w->floats * 4 / (1 << 30), recompute ? "" : "; --recompute keeps one layer's");
+        model_train_ws_free(w);
+        return NULL;
+    }
+    carve fill = {.base = w->block};
+    carve_all(&fill, w, c);
+    return w;
+}
+
+void model_train_ws_free(model_train_ws *w) {
+    if (!w) return;
+    free(w->a), free(w->ids), free(w->tgt), free(w->pos), free(w->block);
+    free(w);
+}
+
+size_t model_train_ws_bytes(const model_train_ws *w) { return w ? w->floats * sizeof(float) : 0; }
+
 #define TRY(call)                                                                                               \
     do {                                                                                                        \
         int rc_ = (call);                                                                                       \
-        if (rc_ != KERN_OK) {                                                                                   \
-            fail(err, errlen, "kernel error %d in %s", rc_, #call);                                             \
-            goto out;                                                                                           \
-        }                                                                                                       \
+        if (rc_ != KERN_OK) return fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
     } while (0)
+
+#define ADAPTED(t) (lt && lt->a[l][t])
+
+/* One layer's forward from A->x_in to x_out, filling A. */
+static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, int64_t l, layer_acts *A,
+                         float *x_out, const lora_train *lt, char *err, size_t errlen) {
+    const model_config *c = &m->cfg;
+    const kern_backend *be = m->be;
+    const layer_weights *W = &m->w.layers[l];
+    const int64_t d = c->hidden_size, ff = c->intermediate_size, hd = c->head_dim, hq = c->num_attention_heads;
+    const int64_t hkv = c->num_key_value_heads, qd = hq * hd, kvd = hkv * hd, T = w->T, n = (int64_t)w->B * T;
+    const float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)hd);
+    TRY(be->rmsnorm(kc, A->xn1, A->rstd1, A->x_in, W->attn_norm.data, W->attn_norm.dt, n, d, eps));
+    TRY(be->matmul(kc, A->q, A->xn1, W->wq.data, W->wq.dt, n, qd, d, 0.f));
+    TRY(be->matmul(kc, A->k, A->xn1, W->wk.data, W->wk.dt, n, kvd, d, 0.f));
+    TRY(be->matmul(kc, A->v, A->xn1, W->wv.data, W->wv.dt, n, kvd, d, 0.f));
+    if (ADAPTED(T_Q)) TRY(lora_fwd(be, kc, lt, l, T_Q, A->q, A->xn1, n, qd, d, A->lt[T_Q], w->us));
+    if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], w->us));
+    if (ADAPTED(T_V)) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], w->us));
+    TRY(be->rope(kc, A->q, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    TRY(be->rope(kc, A->k, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    for (int32_t b = 0; b < w->B; b++) {
+        int64_t r = (int64_t)b * T;
+        TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T, T,
+                          0, hq, hkv, hd, scale));
+    }
+    memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
+    TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
+    if (ADAPTED(T_O)) TRY(lora_fwd(be, kc, lt, l, T_O, A->x_mid, A->att, n, d, qd, A->lt[T_O], w->us));
+    TRY(be->rmsnorm(kc, A->xn2, A->rstd2, A->x_mid, W->ffn_norm.data, W->ffn_norm.dt, n, d, eps));
+    TRY(be->matmul(kc, A->gate, A->xn2, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
+    TRY(be->matmul(kc, A->up, A->xn2, W->w_up.data, W->w_up.dt, n, ff, d, 0.f));
+    if (ADAPTED(T_GATE)) TRY(lora_fwd(be, kc, lt, l, T_GATE, A->gate, A->xn2, n, ff, d, A->lt[T_GATE], w->us));
+    if (ADAPTED(T_UP)) TRY(lora_fwd(be, kc, lt, l, T_UP, A->up, A->xn2, n, ff, d, A->lt[T_UP], w->us));
+    TRY(be->swiglu(kc, A->h, A->gate, A->up, n * ff));
+    memcpy(x_out, A->x_mid, (size_t)(n * d) * sizeof(float));
+    TRY(be->matmul(kc, x_out, A->h, W->w_down.data, W->w_down.dt, n, d, ff, 1.f));
+    if (ADAPTED(T_DOWN)) TRY(lora_fwd(be, kc, lt, l, T_DOWN, x_out, A->h, n, d, ff, A->lt[T_DOWN], w->us));
+    return 0;
+}
+
+/* One layer's backward: w->dres holds d(loss)/d(x_out) and receives d(loss)/d(x_in). G: the layer's nine
+ * parameter gradients (NULL when no base parameter is trained). */
+static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, int64_t l, const layer_acts *A,
+                          param_grad *G, bool t_lin, bool t_norm, lora_train *lt, char *err, size_t errlen) {
+    const model_config *c = &m->cfg;
+    const kern_backend *be = m->be;
+    const layer_weights *W = &m->w.layers[l];
+    const int64_t d = c->hidden_size, ff = c->intermediate_size, hd = c->head_dim, hq = c->num_attention_heads;
+    const int64_t hkv = c->num_key_value_heads, qd = hq * hd, kvd = hkv * hd, T = w->T, n = (int64_t)w->B * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *dres = w->dres, *dxn = w->dxn, *dff1 = w->dff1, *dff2 = w->dff2, *dq = w->dq, *dk = w->dk, *dv = w->dv;
+    float *datt = w->datt, *u = w->u, *us = w->us;
+    /* MLP: x_out = x_mid + (silu(gate) * up) . Wd^T, gate/up = xn2 . Wg^T / Wu^T, xn2 = rmsnorm(x_mid) */
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_DOWN].g, dres, A->h, n, d, ff));
+    TRY(be->matmul_backward_x(kc, dff1, dres, W->w_down.data, W->w_down.dt, n, d, ff, 0.f)); /* dh */
+    if (ADAPTED(T_DOWN)) TRY(lora_bwd(be, kc, lt, l, T_DOWN, dres, A->h, A->lt[T_DOWN], dff1, n, d, ff, u, us));
+    TRY(be->swiglu_backward(kc, dff1, dff2, dff1, A->gate, A->up, n * ff)); /* dgate, dup */
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_GATE].g, dff1, A->xn2, n, ff, d));
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_UP].g, dff2, A->xn2, n, ff, d));
+    TRY(be->matmul_backward_x(kc, dxn, dff1, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
+    TRY(be->matmul_backward_x(kc, dxn, dff2, W->w_up.data, W->w_up.dt, n, ff, d, 1.f));
+    if (ADAPTED(T_GATE)) TRY(lora_bwd(be, kc, lt, l, T_GATE, dff1, A->xn2, A->lt[T_GATE], dxn, n, ff, d, u, us));
+    if (ADAPTED(T_UP)) TRY(lora_bwd(be, kc, lt, l, T_UP, dff2, A->xn2, A->lt[T_UP], dxn, n, ff, d, u, us));
+    TRY(be->rmsnorm_backward(kc, dres, t_norm ? G[P_NORM2].g : NULL, dxn, A->x_mid, W->ffn_norm.data, W->ffn_norm.dt,
+                             A->rstd2, n, d, 1.f));
+    /* attention: x_mid = x_in + att . Wo^T */
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_O].g, dres, A->att, n, d, qd));
+    TRY(be->matmul_backward_x(kc, datt, dres, W->wo.data, W->wo.dt, n, d, qd, 0.f));
+    if (ADAPTED(T_O)) TRY(lora_bwd(be, kc, lt, l, T_O, dres, A->att, A->lt[T_O], datt, n, d, qd, u, us));
+    memset(dk, 0, (size_t)(n * kvd) * sizeof(float)); /* attention_backward accumulates dk, dv */
+    memset(dv, 0, (size_t)(n * kvd) * sizeof(float));
+    for (int32_t b = 0; b < w->B; b++) {
+        int64_t r = (int64_t)b * T;
+        TRY(be->attention_backward(kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd, A->q + r * qd,
+                                   A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq, T, T, 0, hq, hkv,
+                                   hd, scale));
+    }
+    TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_Q].g, dq, A->xn1, n, qd, d));
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_K].g, dk, A->xn1, n, kvd, d));
+    if (t_lin) TRY(be->matmul_backward_w(kc, G[P_V].g, dv, A->xn1, n, kvd, d));
+    TRY(be->matmul_backward_x(kc, dxn, dq, W->wq.data, W->wq.dt, n, qd, d, 0.f));
+    TRY(be->matmul_backward_x(kc, dxn, dk, W->wk.data, W->wk.dt, n, kvd, d, 1.f));
+    TRY(be->matmul_backward_x(kc, dxn, dv, W->wv.data, W->wv.dt, n, kvd, d, 1.f));
+    if (ADAPTED(T_Q)) TRY(lora_bwd(be, kc, lt, l, T_Q, dq, A->xn1, A->lt[T_Q], dxn, n, qd, d, u, us));
+    if (ADAPTED(T_K)) TRY(lora_bwd(be, kc, lt, l, T_K, dk, A->xn1, A->lt[T_K], dxn, n, kvd, d, u, us));
+    if (ADAPTED(T_V)) TRY(lora_bwd(be, kc, lt, l, T_V, dv, A->xn1, A->lt[T_V], dxn, n, kvd, d, u, us));
+    TRY(be->rmsnorm_backward(kc, dres, t_norm ? G[P_NORM1].g : NULL, dxn, A->x_in, W->attn_norm.data,
+                             W->attn_norm.dt, A->rstd1, n, d, 1.f));
+    return 0;
+}
+
+static size_t n_params(const mnemo_model *m) {
+    return 1 + (size_t)m->cfg.num_hidden_layers * P_PER_LAYER + 1 + (tied(m) ? 0 : 1);
+}
 
 int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
                          float dloss, model_grads *g, float *loss, char *err, size_t errlen) {
@@ -157,156 +364,83 @@ int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint
 int model_loss_and_grads_ex(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
                             float dloss, model_grads *g, unsigned train, lora_train *lt, float *loss, char *err,
                             size_t errlen) {
+    model_train_ws *w = model_train_ws_new(m, B, T, lt ? lt->r : 0, false, err, errlen);
+    int rc = w ? model_loss_and_grads_ws(w, m, tokens, mask, dloss, g, train, lt, loss, err, errlen) : -1;
+    model_train_ws_free(w);
+    return rc;
+}
+
+int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32_t *tokens, const uint8_t *mask,
+                            float dloss, model_grads *g, unsigned train, lora_train *lt, float *loss, char *err,
+                            size_t errlen) {
     const model_config *c = &m->cfg;
     const kern_backend *be = m->be;
-    const llama_weights *w = &m->w;
-    const int64_t d = c->hidden_size, ff = c->intermediate_size, hd = c->head_dim, hq = c->num_attention_heads;
-    const int64_t hkv = c->num_key_value_heads, V = c->vocab_size, qd = hq * hd, kvd = hkv * hd;
-    const int64_t n = (int64_t)B * T, L = c->num_hidden_layers;
-    const float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)hd);
-    if (B < 1 || T < 1 || T > c->max_position_embeddings)
-        return fail(err, errlen, "a batch of %d x %d tokens (T at most %d)", B, T, c->max_position_embeddings);
-    if (!be->host_memory || (train && (!g || g->count != 1 + (size_t)L * P_PER_LAYER + 1 + (tied(m) ? 0 : 1))))
+    const llama_weights *wt = &m->w;
+    const int32_t B = w->B, T = w->T;
+    const int64_t d = c->hidden_size, V = c->vocab_size, n = (int64_t)B * T, L = c->num_hidden_layers;
+    const float eps = c->rms_norm_eps;
+    if (!be->host_memory || (train && (!g || g->count != n_params(m))))
         return fail(err, errlen, "gradients not made for this model (model_grads_init) or not on the CPU");
-    if (lt && (lt->r < 1 || L > LORA_TRAIN_MAX_LAYERS))
-        return fail(err, errlen, "an adapter of rank %d on %lld layers", lt ? lt->r : 0, (long long)L);
-    int rc = -1;
+    if (lt && (lt->r != w->r || L > LORA_TRAIN_MAX_LAYERS))
+        return fail(err, errlen, "an adapter of rank %d on %lld layers (workspace for rank %d)", lt->r, (long long)L,
+                    w->r);
+    for (size_t i = 0; train && i < g->count; i++)
+        if (in_groups(m, i, train) && !g->p[i].g) return fail(err, errlen, "no gradient buffer for %s", g->p[i].name);
     kern_ctx *kc = be->ctx_new(m->n_threads);
-    layer_acts *a = calloc((size_t)L, sizeof *a);
-    int32_t *ids = malloc((size_t)n * sizeof *ids), *tgt = malloc((size_t)n * sizeof *tgt), *pos = malloc((size_t)n * sizeof *pos);
-    float *x_last = malloc((size_t)(n * d) * sizeof(float)), *xnf = malloc((size_t)(n * d) * sizeof(float));
-    float *rstdf = malloc((size_t)n * sizeof(float)), *logits = malloc((size_t)(n * V) * sizeof(float));
-    float *dres = malloc((size_t)(n * d) * sizeof(float)), *dxn = malloc((size_t)(n * d) * sizeof(float));
-    float *dff1 = malloc((size_t)(n * ff) * sizeof(float)), *dff2 = malloc((size_t)(n * ff) * sizeof(float));
-    float *dq = malloc((size_t)(n * qd) * sizeof(float)), *dk = malloc((size_t)(n * kvd) * sizeof(float));
-    float *dv = malloc((size_t)(n * kvd) * sizeof(float)), *datt = malloc((size_t)(n * qd) * sizeof(float));
-    float *u = lt ? malloc((size_t)(n * lt->r) * sizeof(float)) : NULL, *us = lt ? malloc((size_t)(n * lt->r) * sizeof(float)) : NULL;
-    bool ok = kc && a && ids && tgt && pos && x_last && xnf && rstdf && logits && dres && dxn && dff1 && dff2 && dq &&
-              dk && dv && datt && (!lt || (u && us));
-    for (int64_t l = 0; ok && l < L; l++) {
-        layer_acts *A = &a[l];
-        float **bufs[] = {&A->x_in, &A->xn1, &A->x_mid, &A->xn2};
-        for (int i = 0; i < 4; i++) ok &= (*bufs[i] = malloc((size_t)(n * d) * sizeof(float))) != NULL;
-        ok &= (A->rstd1 = malloc((size_t)n * sizeof(float))) && (A->rstd2 = malloc((size_t)n * sizeof(float))) &&
-              (A->q = malloc((size_t)(n * qd) * sizeof(float))) && (A->att = malloc((size_t)(n * qd) * sizeof(float))) &&
-              (A->k = malloc((size_t)(n * kvd) * sizeof(float))) && (A->v = malloc((size_t)(n * kvd) * sizeof(float))) &&
-              (A->lse = malloc((size_t)(n * hq) * sizeof(float))) && (A->gate = malloc((size_t)(n * ff) * sizeof(float))) &&
-              (A->up = malloc((size_t)(n * ff) * sizeof(float))) && (A->h = malloc((size_t)(n * ff) * sizeof(float)));
-        for (int t = 0; lt && t < 7; t++)
-            if (lt->a[l][t]) ok &= (A->lt[t] = malloc((size_t)(n * lt->r) * sizeof(float))) != NULL;
-    }
-    if (!ok) {
-        fail(err, errlen, "out of memory for the activations of %d x %d tokens", B, T);
-        goto out;
-    }
+    if (!kc) return fail(err, errlen, "out of memory");
+    int rc = -1;
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++) {
             int64_t i = (int64_t)b * T + t;
-            ids[i] = tokens[(size_t)b * (T + 1) + t];
-            tgt[i] = !mask || mask[i] ? tokens[(size_t)b * (T + 1) + t + 1] : -1;
-            pos[i] = t;
+            w->ids[i] = tokens[(size_t)b * (T + 1) + t];
+            w->tgt[i] = !mask || mask[i] ? tokens[(size_t)b * (T + 1) + t + 1] : -1;
+            w->pos[i] = t;
         }
-    /* ---- forward */
-    TRY(be->embed(kc, a[0].x_in, w->tok_embd.data, w->tok_embd.dt, V, d, ids, n));
+    /* ---- forward: with recompute only each layer's input is kept; `one` holds the layer being computed */
+#define CALL(x)                                                                                                 \
+    do {                                                                                                        \
+        if ((x) != 0) goto out;                                                                                 \
+    } while (0)
+#define KCALL(x)                                                                                                \
+    do {                                                                                                        \
+        int rc_ = (x);                                                                                          \
+        if (rc_ != KERN_OK) {                                                                                   \
+            fail(err, errlen, "kernel error %d in %s", rc_, #x);                                                \
+            goto out;                                                                                           \
+        }                                                                                                       \
+    } while (0)
+    KCALL(be->embed(kc, w->a[0].x_in, wt->tok_embd.data, wt->tok_embd.dt, V, d, w->ids, n));
     for (int64_t l = 0; l < L; l++) {
-        const layer_weights *W = &w->layers[l];
-        layer_acts *A = &a[l];
-        TRY(be->rmsnorm(kc, A->xn1, A->rstd1, A->x_in, W->attn_norm.data, W->attn_norm.dt, n, d, eps));
-        TRY(be->matmul(kc, A->q, A->xn1, W->wq.data, W->wq.dt, n, qd, d, 0.f));
-        TRY(be->matmul(kc, A->k, A->xn1, W->wk.data, W->wk.dt, n, kvd, d, 0.f));
-        TRY(be->matmul(kc, A->v, A->xn1, W->wv.data, W->wv.dt, n, kvd, d, 0.f));
-        if (lt && lt->a[l][T_Q]) TRY(lora_fwd(be, kc, lt, l, T_Q, A->q, A->xn1, n, qd, d, A->lt[T_Q], us));
-        if (lt && lt->a[l][T_K]) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], us));
-        if (lt && lt->a[l][T_V]) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], us));
-        TRY(be->rope(kc, A->q, n, hq, hd, pos, c->rope_theta, c->rope_scaling_factor));
-        TRY(be->rope(kc, A->k, n, hkv, hd, pos, c->rope_theta, c->rope_scaling_factor));
-        for (int32_t b = 0; b < B; b++) {
-            int64_t r = (int64_t)b * T;
-            TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T,
-                              T, 0, hq, hkv, hd, scale));
-        }
-        memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
-        TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
-        if (lt && lt->a[l][T_O]) TRY(lora_fwd(be, kc, lt, l, T_O, A->x_mid, A->att, n, d, qd, A->lt[T_O], us));
-        TRY(be->rmsnorm(kc, A->xn2, A->rstd2, A->x_mid, W->ffn_norm.data, W->ffn_norm.dt, n, d, eps));
-        TRY(be->matmul(kc, A->gate, A->xn2, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
-        TRY(be->matmul(kc, A->up, A->xn2, W->w_up.data, W->w_up.dt, n, ff, d, 0.f));
-        if (lt && lt->a[l][T_GATE]) TRY(lora_fwd(be, kc, lt, l, T_GATE, A->gate, A->xn2, n, ff, d, A->lt[T_GATE], us));
-        if (lt && lt->a[l][T_UP]) TRY(lora_fwd(be, kc, lt, l, T_UP, A->up, A->xn2, n, ff, d, A->lt[T_UP], us));
-        TRY(be->swiglu(kc, A->h, A->gate, A->up, n * ff));
-        float *x_out = l + 1 < L ? a[l + 1].x_in : x_last;
-        memcpy(x_out, A->x_mid, (size_t)(n * d) * sizeof(float));
-        TRY(be->matmul(kc, x_out, A->h, W->w_down.data, W->w_down.dt, n, d, ff, 1.f));
-        if (lt && lt->a[l][T_DOWN]) TRY(lora_fwd(be, kc, lt, l, T_DOWN, x_out, A->h, n, d, ff, A->lt[T_DOWN], us));
+        layer_acts *A = &w->a[l];
+        if (w->recompute) w->one.x_in = A->x_in;
+        CALL(layer_forward(m, kc, w, l, w->recompute ? &w->one : A, l + 1 < L ? w->a[l + 1].x_in : w->x_last, lt, err,
+                           errlen));
     }
-    TRY(be->rmsnorm(kc, xnf, rstdf, x_last, w->out_norm.data, w->out_norm.dt, n, d, eps));
-    TRY(be->matmul(kc, logits, xnf, w->lm_head.data, w->lm_head.dt, n, V, d, 0.f));
-    TRY(be->cross_entropy(kc, loss, logits, logits, tgt, n, V, dloss)); /* logits become dlogits */
+    KCALL(be->rmsnorm(kc, w->xnf, w->rstdf, w->x_last, wt->out_norm.data, wt->out_norm.dt, n, d, eps));
+    KCALL(be->matmul(kc, w->logits, w->xnf, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
+    KCALL(be->cross_entropy(kc, loss, w->logits, w->logits, w->tgt, n, V, dloss)); /* logits become dlogits */
     /* ---- backward */
     param_grad *P = g ? g->p : NULL;
     const bool t_lin = train & TRAIN_LINEAR, t_norm = train & TRAIN_NORMS;
     float *g_embd = train & TRAIN_EMBED ? P[0].g : NULL, *g_norm = t_norm ? P[1 + L * P_PER_LAYER].g : NULL;
     float *g_head = tied(m) ? ((train & (TRAIN_EMBED | TRAIN_HEAD)) ? P[0].g : NULL)
                             : (train & TRAIN_HEAD ? P[2 + L * P_PER_LAYER].g : NULL);
-    if (g_head) TRY(be->matmul_backward_w(kc, g_head, logits, xnf, n, V, d));
-    TRY(be->matmul_backward_x(kc, dxn, logits, w->lm_head.data, w->lm_head.dt, n, V, d, 0.f));
-    TRY(be->rmsnorm_backward(kc, dres, g_norm, dxn, x_last, w->out_norm.data, w->out_norm.dt, rstdf, n, d, 0.f));
+    if (g_head) KCALL(be->matmul_backward_w(kc, g_head, w->logits, w->xnf, n, V, d));
+    KCALL(be->matmul_backward_x(kc, w->dxn, w->logits, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
+    KCALL(be->rmsnorm_backward(kc, w->dres, g_norm, w->dxn, w->x_last, wt->out_norm.data, wt->out_norm.dt, w->rstdf,
+                               n, d, 0.f));
     for (int64_t l = L - 1; l >= 0; l--) {
-        const layer_weights *W = &w->layers[l];
-        layer_acts *A = &a[l];
-        param_grad *G = P ? &P[1 + l * P_PER_LAYER] : NULL;
-        /* MLP: x_out = x_mid + (silu(gate) * up) . Wd^T, gate/up = xn2 . Wg^T / Wu^T, xn2 = rmsnorm(x_mid) */
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_DOWN].g, dres, A->h, n, d, ff));
-        TRY(be->matmul_backward_x(kc, dff1, dres, W->w_down.data, W->w_down.dt, n, d, ff, 0.f)); /* dh */
-        if (lt && lt->a[l][T_DOWN]) TRY(lora_bwd(be, kc, lt, l, T_DOWN, dres, A->h, A->lt[T_DOWN], dff1, n, d, ff, u, us));
-        TRY(be->swiglu_backward(kc, dff1, dff2, dff1, A->gate, A->up, n * ff));                  /* dgate, dup */
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_GATE].g, dff1, A->xn2, n, ff, d));
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_UP].g, dff2, A->xn2, n, ff, d));
-        TRY(be->matmul_backward_x(kc, dxn, dff1, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
-        TRY(be->matmul_backward_x(kc, dxn, dff2, W->w_up.data, W->w_up.dt, n, ff, d, 1.f));
-        if (lt && lt->a[l][T_GATE]) TRY(lora_bwd(be, kc, lt, l, T_GATE, dff1, A->xn2, A->lt[T_GATE], dxn, n, ff, d, u, us));
-        if (lt && lt->a[l][T_UP]) TRY(lora_bwd(be, kc, lt, l, T_UP, dff2, A->xn2, A->lt[T_UP], dxn, n, ff, d, u, us));
-        TRY(be->rmsnorm_backward(kc, dres, t_norm ? G[P_NORM2].g : NULL, dxn, A->x_mid, W->ffn_norm.data,
-                                 W->ffn_norm.dt, A->rstd2, n, d, 1.f));
-        /* attention: x_mid = x_in + att . Wo^T */
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_O].g, dres, A->att, n, d, qd));
-        TRY(be->matmul_backward_x(kc, datt, dres, W->wo.data, W->wo.dt, n, d, qd, 0.f));
-        if (lt && lt->a[l][T_O]) TRY(lora_bwd(be, kc, lt, l, T_O, dres, A->att, A->lt[T_O], datt, n, d, qd, u, us));
-        memset(dk, 0, (size_t)(n * kvd) * sizeof(float)); /* attention_backward accumulates dk, dv */
-        memset(dv, 0, (size_t)(n * kvd) * sizeof(float));
-        for (int32_t b = 0; b < B; b++) {
-            int64_t r = (int64_t)b * T;
-            TRY(be->attention_backward(kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd, A->q + r * qd,
-                                       A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq, T, T, 0, hq,
-                                       hkv, hd, scale));
+        layer_acts *A = &w->a[l];
+        if (w->recompute) { /* the same ops on the same input: bit for bit the activations the forward had */
+            w->one.x_in = A->x_in;
+            A = &w->one;
+            CALL(layer_forward(m, kc, w, l, A, w->x_spare, lt, err, errlen));
         }
-        TRY(be->rope_backward(kc, dq, n, hq, hd, pos, c->rope_theta, c->rope_scaling_factor));
-        TRY(be->rope_backward(kc, dk, n, hkv, hd, pos, c->rope_theta, c->rope_scaling_factor));
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_Q].g, dq, A->xn1, n, qd, d));
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_K].g, dk, A->xn1, n, kvd, d));
-        if (t_lin) TRY(be->matmul_backward_w(kc, G[P_V].g, dv, A->xn1, n, kvd, d));
-        TRY(be->matmul_backward_x(kc, dxn, dq, W->wq.data, W->wq.dt, n, qd, d, 0.f));
-        TRY(be->matmul_backward_x(kc, dxn, dk, W->wk.data, W->wk.dt, n, kvd, d, 1.f));
-        TRY(be->matmul_backward_x(kc, dxn, dv, W->wv.data, W->wv.dt, n, kvd, d, 1.f));
-        if (lt && lt->a[l][T_Q]) TRY(lora_bwd(be, kc, lt, l, T_Q, dq, A->xn1, A->lt[T_Q], dxn, n, qd, d, u, us));
-        if (lt && lt->a[l][T_K]) TRY(lora_bwd(be, kc, lt, l, T_K, dk, A->xn1, A->lt[T_K], dxn, n, kvd, d, u, us));
-        if (lt && lt->a[l][T_V]) TRY(lora_bwd(be, kc, lt, l, T_V, dv, A->xn1, A->lt[T_V], dxn, n, kvd, d, u, us));
-        TRY(be->rmsnorm_backward(kc, dres, t_norm ? G[P_NORM1].g : NULL, dxn, A->x_in, W->attn_norm.data,
-                                 W->attn_norm.dt, A->rstd1, n, d, 1.f));
+        CALL(layer_backward(m, kc, w, l, A, P ? &P[1 + l * P_PER_LAYER] : NULL, t_lin, t_norm, lt, err, errlen));
     }
-    if (g_embd) TRY(be->embed_backward(kc, g_embd, dres, V, d, ids, n));
+    if (g_embd) KCALL(be->embed_backward(kc, g_embd, w->dres, V, d, w->ids, n));
     rc = 0;
 out:
-    for (int64_t l = 0; a && l < L; l++) {
-        layer_acts *A = &a[l];
-        float *bufs[] = {A->x_in, A->xn1, A->rstd1, A->q, A->k, A->v, A->att, A->lse, A->x_mid, A->xn2, A->rstd2,
-                         A->gate, A->up, A->h};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
-        for (int t = 0; t < 7; t++) free(A->lt[t]);
-    }
-    free(a);
-    free(ids), free(tgt), free(pos), free(x_last), free(xnf), free(rstdf), free(logits), free(dres), free(dxn);
-    free(dff1), free(dff2), free(dq), free(dk), free(dv), free(datt), free(u), free(us);
-    if (kc) be->ctx_free(kc);
+    be->ctx_free(kc);
     return rc;
 }

@@ -14,6 +14,7 @@
 #ifndef MNEMO_MODEL_GRAD_H
 #define MNEMO_MODEL_GRAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,9 @@ typedef struct model_grads {
 
 /* Zeroed gradient buffers for every parameter of m. 0, or -1 (out of memory, or a model this cannot train yet). */
 int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen);
+/* The same list of names and sizes, with buffers only for the parameter groups in train (TRAIN_*; the others'
+ * g is NULL), so LoRA+ does not hold a gradient the size of the model. */
+int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, char *err, size_t errlen);
 void model_grads_free(model_grads *g);
 void model_grads_zero(model_grads *g);
 param_grad *model_grads_find(model_grads *g, const char *name);
@@ -40,6 +44,8 @@ param_grad *model_grads_find(model_grads *g, const char *name);
  * widened once) and the model's forward is pointed at those copies, so updating p updates the model. The model
  * must not be decoding in another thread meanwhile; p must outlive every use of the model. 0, or -1. */
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen);
+/* The same for the groups in train only; the other weights stay as loaded (p's entries NULL). */
+int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, char *err, size_t errlen);
 
 /* Adds the gradient of the batch's loss (times dloss) to g; *loss receives the loss. mask[b*T + t] (NULL: all 1)
  * marks tokens[b][t+1] as counted. 0, or -1 with a message in err. */
@@ -64,6 +70,21 @@ typedef struct {
 /* The general form: base gradients into g for the parameter groups in train (g may be NULL when train is 0), and
  * the adapter's into lora (NULL: no adapter). */
 int model_loss_and_grads_ex(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
+                            float dloss, model_grads *g, unsigned train, lora_train *lora, float *loss, char *err,
+                            size_t errlen);
+
+/* Everything one batch's forward and backward need, allocated once for (B, T) and reused by every step (one
+ * allocation: no page faults per step). recompute (gradient checkpointing): keep only each layer's input and
+ * recompute the layer's activations in the backward — one layer's activations instead of L, about a third more
+ * compute; the gradients are bit-identical either way. lora_r: the rank of the adapter trained with it (0: none). */
+typedef struct model_train_ws model_train_ws;
+model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, int32_t lora_r, bool recompute,
+                                   char *err, size_t errlen);
+void model_train_ws_free(model_train_ws *w);
+size_t model_train_ws_bytes(const model_train_ws *w);
+
+/* model_loss_and_grads_ex over a workspace (its B and T). */
+int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32_t *tokens, const uint8_t *mask,
                             float dloss, model_grads *g, unsigned train, lora_train *lora, float *loss, char *err,
                             size_t errlen);
 
