@@ -267,6 +267,101 @@ MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo
 MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir,
                                            char *err, size_t errlen);
 
+/* ---------------------------------------------------------------- training
+ * Fine-tuning a plain LLaMA checkpoint on the CPU: LoRA (peft's arithmetic and file format), LoRA+ (LongLoRA: the
+ * adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that resume bit for bit.
+ * A trainer owns its own copy of the model (full fine-tuning rewrites the weights in fp32).
+ *
+ * Data (.txt: one stream of BOS + ids cut into windows of seq_len + 1 overlapping by one; .jsonl: one
+ * {"prompt","completion"} or {"messages":[...]} example per line, the loss on the completion / assistant tokens
+ * only, one example per row padded at its end). Every step takes batch * grad_accum rows; the loss is the mean
+ * cross-entropy over every counted token of the step. Schedules and clipping are transformers' and torch's.
+ *
+ * out_dir receives, at every checkpoint and at the end:
+ *   LoRA:  adapter_config.json + adapter_model.safetensors (peft; mnemo_adapter_load, --adapter, PeftModel load it)
+ *   LoRA+: the same + trainable_params.safetensors (the trained embeddings and norms, fp32; merge it to serve:
+ *          mnemo_export_merged)
+ *   full:  model.safetensors (trained tensors fp32, the rest as stored) + config.json + tokenizer files
+ *   always: train_state.mnemo, what --resume needs: the trained tensors, the optimizer's moments, the step, in a
+ *          checksummed file tied to the model, the data and the settings (written to a temp name and renamed, so
+ *          a run killed at any moment resumes from its last checkpoint and gives the same losses and final
+ *          weights, bit for bit, as a run never stopped — with the same number of threads). */
+typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2 } mnemo_train_method;
+typedef enum { MNEMO_OPTIM_ADAMW = 0, MNEMO_OPTIM_SGD = 1 } mnemo_optimizer;
+typedef enum { MNEMO_LR_CONSTANT = 0, MNEMO_LR_LINEAR = 1, MNEMO_LR_COSINE = 2 } mnemo_lr_schedule;
+
+typedef struct {
+    int64_t step;        /* optimizer steps done (1 after the first) */
+    int64_t total_steps;
+    double loss;         /* the step's mean cross-entropy */
+    double grad_norm;    /* global 2-norm of the gradient before clipping (what clip_grad_norm_ returns) */
+    double lr;           /* the learning rate the step used */
+    int64_t tokens;      /* positions trained on so far in this process (rows x seq_len per step) */
+    double elapsed_s;    /* seconds of training so far in this process */
+} mnemo_train_progress;
+
+/* Called after every step; returning false cancels the run (it stops after saving a checkpoint). */
+typedef bool (*mnemo_train_progress_fn)(const mnemo_train_progress *p, void *user);
+
+typedef struct {
+    const char *data;           /* training file (.txt or .jsonl) */
+    const char *out_dir;        /* created if needed; never the model's own directory */
+    mnemo_train_method method;  /* LoRA */
+    int32_t lora_rank;          /* 8; 0 with init_adapter: the adapter's */
+    double lora_alpha;          /* 16 (scale alpha / r) */
+    const char *lora_targets;   /* "q,v": any of q,k,v,o,gate,up,down (or q_proj, ...), or "all" */
+    const char *init_adapter;   /* NULL: A ~ U(-1/sqrt(in), 1/sqrt(in)) from seed, B = 0 (peft's init); else a peft
+                                 * adapter directory to start from (its rank, alpha and targets) */
+    int64_t steps;              /* optimizer steps; 0: from epochs */
+    double epochs;              /* 1 (used when steps is 0): ceil(epochs * examples / (batch * grad_accum)) steps */
+    int32_t batch;              /* 1 */
+    int32_t seq_len;            /* 512 (at most the model's max_position_embeddings) */
+    int32_t grad_accum;         /* 1 */
+    double lr;                  /* 1e-4 */
+    mnemo_lr_schedule schedule; /* constant */
+    int64_t warmup;             /* 0: steps of linear warmup */
+    mnemo_optimizer optimizer;  /* AdamW */
+    double beta1, beta2, eps;   /* 0.9, 0.999, 1e-8 (AdamW) */
+    double weight_decay;        /* 0: decoupled (AdamW) / L2 (SGD), on every trained tensor */
+    double momentum;            /* 0 (SGD) */
+    double grad_clip;           /* 1.0; 0: no clipping */
+    uint64_t seed;              /* 0: the LoRA init and the shuffled order */
+    bool shuffle;               /* true: each epoch in an order drawn from (seed, epoch) */
+    int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
+    bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
+    bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
+    mnemo_train_progress_fn progress;
+    void *progress_user;
+} mnemo_train_params;
+
+MNEMO_API mnemo_train_params mnemo_train_default_params(void);
+
+/* Loads model_dir (params: threads; the CPU), checks the settings, reads and checks the whole data file (any
+ * problem named with file and line), sets up the trained tensors, and with resume loads the checkpoint. Nothing
+ * is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be overwritten), resume
+ * with none, a checkpoint of another model, data or settings. *out always receives a handle (NULL only when even
+ * that allocation failed); on an error it holds the message (mnemo_trainer_error) and must still be freed. */
+typedef struct mnemo_trainer mnemo_trainer;
+MNEMO_API mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *model_params,
+                                         const mnemo_train_params *params, mnemo_trainer **out);
+/* One optimizer step (grad_accum micro-batches). p (may be NULL) receives its figures. MNEMO_ERR_MISUSE past the
+ * last step. */
+MNEMO_API mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *p);
+/* Writes out_dir's outputs and train_state.mnemo for the steps done so far. */
+MNEMO_API mnemo_status mnemo_trainer_save(mnemo_trainer *t);
+/* Steps to the end: the progress callback after each step, a checkpoint every checkpoint_every steps and at the
+ * end. MNEMO_ERR_CANCELLED (after a checkpoint) when the callback returned false or mnemo_trainer_cancel was
+ * called. */
+MNEMO_API mnemo_status mnemo_trainer_run(mnemo_trainer *t);
+/* Asks a running mnemo_trainer_run to stop after its current step; safe from another thread or a signal handler. */
+MNEMO_API void mnemo_trainer_cancel(mnemo_trainer *t);
+MNEMO_API int64_t mnemo_trainer_steps_done(const mnemo_trainer *t);
+MNEMO_API int64_t mnemo_trainer_total_steps(const mnemo_trainer *t);
+/* Bytes of the activation workspace and of the trained tensors with their gradients and optimizer state. */
+MNEMO_API void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *activation_bytes, uint64_t *state_bytes);
+MNEMO_API const char *mnemo_trainer_error(const mnemo_trainer *t); /* "" after success */
+MNEMO_API void mnemo_trainer_free(mnemo_trainer *t);
+
 /* ---------------------------------------------------------------- embeddings
  * One vector for a sequence of tokens: the context is reset, the n tokens (as given: add BOS yourself, as
  * mnemo_tokenize(add_bos) does) run through the model as one sequence in chunks of n_batch, and the last hidden

@@ -51,6 +51,63 @@ static int target_of(const char *name, int32_t *layer) {
     return lora_target_parse(mod);
 }
 
+/* LoRA+ (trainable_params.safetensors beside the adapter): each trained base tensor (fp32) replaces the checkpoint's,
+ * rounded to its dtype once. merged[i] receives the new bytes of tensor i; *img the file image ts may point into. */
+static mnemo_status merge_trainable_params(const char *adapter_dir, const char *model_dir, st_tensor *ts, size_t n,
+                                           void **merged, uint8_t **img, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trainable_params.safetensors", adapter_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? MNEMO_OK : fail(err, errlen, MNEMO_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t len = 0, cap = 0;
+    for (size_t got = 1; got > 0;) {
+        if (len == cap) {
+            uint8_t *b = realloc(*img, cap = cap ? 2 * cap : 1 << 20);
+            if (!b) {
+                fclose(f);
+                return fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory reading %s", path);
+            }
+            *img = b;
+        }
+        got = fread(*img + len, 1, cap - len, f);
+        len += got;
+    }
+    fclose(f);
+    tensor_list tl = {0};
+    if (safetensors_parse(*img, len, path, &tl, err, errlen) != 0) return MNEMO_ERR_FORMAT;
+    mnemo_status st = MNEMO_OK;
+    for (size_t k = 0; k < tl.count && st == MNEMO_OK; k++) {
+        const tensor_entry *e = &tl.items[k];
+        size_t i = 0;
+        while (i < n && strcmp(ts[i].name, e->name)) i++;
+        bool same_shape = i < n && e->ndim == ts[i].ndim && e->dtype == TENSOR_F32;
+        for (int32_t d = 0; same_shape && d < e->ndim; d++) same_shape = e->shape[d] == ts[i].shape[d];
+        if (!same_shape) {
+            st = fail(err, errlen, MNEMO_ERR_FORMAT, "%s: %s is %s in %s", path, e->name,
+                      i < n ? "not an F32 tensor of the checkpoint's shape" : "not a tensor", model_dir);
+            break;
+        }
+        size_t numel = (size_t)(e->nbytes / 4);
+        if (ts[i].dtype == TENSOR_F32) {
+            ts[i].data = e->data; /* the file image outlives the write */
+            continue;
+        }
+        uint16_t *narrow = malloc(numel * sizeof *narrow);
+        if (!narrow) {
+            st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory");
+            break;
+        }
+        const float *src = e->data;
+        for (size_t j = 0; j < numel; j++)
+            narrow[j] = ts[i].dtype == TENSOR_BF16 ? kern_f32_to_bf16(src[j]) : kern_f32_to_f16(src[j]);
+        free(merged[i]);
+        merged[i] = narrow;
+        ts[i].data = narrow;
+    }
+    tensor_list_free(&tl);
+    return st;
+}
+
 mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir, char *err,
                                  size_t errlen) {
     if (!model_dir || !adapter_dir || !out_dir || !err || !errlen) return MNEMO_ERR_INVALID_ARG;
@@ -61,8 +118,9 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
     model_config cfg;
     if (model_config_load(model_dir, &cfg, err, errlen) != 0) return MNEMO_ERR_FORMAT;
     lora_adapter ad;
-    if (lora_load(&ad, adapter_dir, &cfg, kern_cpu_backend(), err, errlen) != 0) return MNEMO_ERR_FORMAT;
+    if (lora_load_for_merge(&ad, adapter_dir, &cfg, err, errlen) != 0) return MNEMO_ERR_FORMAT;
     weight_store *ws = NULL;
+    uint8_t *extra_img = NULL;
     mnemo_status st = MNEMO_OK;
     size_t n = 0;
     st_tensor *ts = NULL;
@@ -119,6 +177,7 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
                   model_dir, done, ad.n_layer * __builtin_popcount(ad.targets));
         goto out;
     }
+    if ((st = merge_trainable_params(adapter_dir, model_dir, ts, n, merged, &extra_img, err, errlen)) != MNEMO_OK) goto out;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         st = fail(err, errlen, MNEMO_ERR_IO, "%s: cannot create: %s", out_dir, strerror(errno));
         goto out;
@@ -142,6 +201,7 @@ out:
     for (size_t i = 0; merged && i < n; i++) free(merged[i]);
     free(merged);
     free(ts);
+    free(extra_img);
     weight_store_close(ws);
     lora_free(&ad);
     return st;

@@ -104,6 +104,8 @@ int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapte
     a->r = (int32_t)json_integer_value(r);
     double rs = json_is_true(json_object_get(c, "use_rslora")) ? sqrt((double)a->r) : (double)a->r;
     a->scale = (float)(json_number_value(alpha) / rs);
+    a->alpha = json_number_value(alpha);
+    a->rslora = json_is_true(json_object_get(c, "use_rslora"));
     rc = 0;
 out:
     json_decref(c);
@@ -148,10 +150,16 @@ static void widen(float *dst, const tensor_entry *e, size_t n, float mul) {
         for (size_t i = 0; i < n; i++) dst[i] *= mul;
 }
 
-int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
-              size_t errlen) {
+/* fold: B times the scale (serving); not folded: B as stored (training starts from it exactly). */
+static int load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, bool fold,
+                bool allow_extra, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     if (read_config(dir, a, err, errlen)) return -1;
+    char extra[4200];
+    snprintf(extra, sizeof extra, "%s/trainable_params.safetensors", dir);
+    if (!allow_extra && access(extra, F_OK) == 0)
+        return fail(err, errlen, dir, "trainable_params.safetensors is present (a LoRA+ run: embeddings and norms "
+                    "trained too), which an unmerged adapter cannot carry; serve it merged: mnemo export --merge");
     weight_store *ws = NULL;
     char werr[512];
     if (weight_store_open_adapter(dir, &ws, werr, sizeof werr)) return fail(err, errlen, dir, "%s", werr);
@@ -214,7 +222,7 @@ int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const k
             widen(host + at, find_tensor(ws, l, (lora_target)t, "A"), (size_t)a->r * (size_t)in, 1.0f);
             p->a = (float *)a->block + at;
             at += (size_t)a->r * (size_t)in;
-            widen(host + at, find_tensor(ws, l, (lora_target)t, "B"), (size_t)out * (size_t)a->r, a->scale);
+            widen(host + at, find_tensor(ws, l, (lora_target)t, "B"), (size_t)out * (size_t)a->r, fold ? a->scale : 1.0f);
             p->b = (float *)a->block + at;
             at += (size_t)out * (size_t)a->r;
         }
@@ -228,6 +236,19 @@ out:
     weight_store_close(ws);
     if (rc) lora_free(a);
     return rc;
+}
+
+int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
+              size_t errlen) {
+    return load(a, dir, cfg, be, true, false, err, errlen);
+}
+
+int lora_load_for_merge(lora_adapter *a, const char *dir, const model_config *cfg, char *err, size_t errlen) {
+    return load(a, dir, cfg, kern_cpu_backend(), true, true, err, errlen);
+}
+
+int lora_load_host_unfolded(lora_adapter *a, const char *dir, const model_config *cfg, char *err, size_t errlen) {
+    return load(a, dir, cfg, kern_cpu_backend(), false, true, err, errlen);
 }
 
 void lora_free(lora_adapter *a) {

@@ -29,7 +29,9 @@ typedef struct {
 
 typedef struct lora_adapter {
     int32_t r, n_layer;
-    float scale;                  /* s, already folded into every b */
+    float scale;                  /* s, already folded into every b (lora_load) */
+    double alpha;                 /* lora_alpha as the config gives it */
+    bool rslora;                  /* s = alpha / sqrt(r) */
     unsigned targets;             /* bit t set: target t is adapted */
     lora_pair *pairs;             /* [n_layer * LORA_N_TARGETS] */
     const kern_backend *be;
@@ -51,6 +53,12 @@ int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapte
  * message in err naming the directory and the problem (a missing or misshapen tensor, an option not supported). */
 int lora_load(lora_adapter *a, const char *dir, const model_config *cfg, const kern_backend *be, char *err,
               size_t errlen);
+/* The same on the CPU with B as stored, not multiplied by s (a training run starting from the adapter). A LoRA+
+ * directory (trainable_params.safetensors beside the adapter) is refused by lora_load: its embeddings and norms
+ * cannot be applied unmerged. */
+int lora_load_host_unfolded(lora_adapter *a, const char *dir, const model_config *cfg, char *err, size_t errlen);
+/* lora_load on the CPU that accepts a LoRA+ directory (the caller merges trainable_params.safetensors itself). */
+int lora_load_for_merge(lora_adapter *a, const char *dir, const model_config *cfg, char *err, size_t errlen);
 void lora_free(lora_adapter *a);
 
 /* One (layer, target) of an adapter being written: host fp32 matrices, B NOT multiplied by the scale. */

@@ -1,0 +1,350 @@
+/*
+ * trainer_api.c — mnemo_trainer_*: a training run (engine/src/train) behind the public API: settings checked,
+ * data read, the step loop (micro-batches, clipping, schedule, optimizer), checkpoints and resume.
+ *
+ * Resume is exact because everything a step depends on is either in train_state.mnemo (the trained tensors, the
+ * optimizer's moments, the step) or a function of the step and the settings (the data order: train_data; the
+ * learning rate: lr_schedule). The settings a checkpoint was written under are stored in it as text and must
+ * match, with a digest of the data's rows, so a checkpoint never continues on other data or another recipe.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine_impl.h"
+#include "log.h"
+#include "lr_schedule.h"
+#include "model_grad.h"
+#include "optimizer.h"
+#include "train_checkpoint.h"
+#include "train_data.h"
+#include "trainable.h"
+
+struct mnemo_trainer {
+    bool failed;
+    char err[MNEMO_ERRLEN];
+    mnemo_model *model;
+    char *model_dir, *data_path, *out_dir, *init_adapter, *targets;
+    mnemo_train_params p;
+    train_data *data;
+    trainable tr;
+    optimizer opt;
+    model_train_ws *ws;
+    kern_ctx *kc;
+    lr_schedule sched;
+    int64_t step, total, tokens;
+    double elapsed_s;
+    uint64_t data_digest;
+    uint64_t fingerprint; /* the base model's, taken before training changes its weights */
+    char settings[2048];
+    mnemo_token *rows;  /* [batch * grad_accum][seq_len + 1] */
+    uint8_t *masks;     /* [batch * grad_accum][seq_len] */
+    volatile sig_atomic_t cancel;
+};
+
+static mnemo_status tfail(mnemo_trainer *t, mnemo_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err, sizeof t->err, fmt, ap);
+    va_end(ap);
+    mnemo_log(MNEMO_LOG_ERROR, "%s", t->err);
+    return st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+mnemo_train_params mnemo_train_default_params(void) {
+    return (mnemo_train_params){.method = MNEMO_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .lora_targets = "q,v",
+                                .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
+                                .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
+                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true};
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static const char *method_name(mnemo_train_method m) {
+    return m == MNEMO_TRAIN_FULL ? "full" : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora";
+}
+
+/* A digest of every row the data can give (epoch 0's order), so a checkpoint resumes only on the same examples. */
+static uint64_t data_digest(const train_data *d, int32_t L) {
+    mnemo_token *tok = malloc((size_t)(L + 1) * sizeof *tok);
+    uint8_t *mask = malloc((size_t)L);
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t n = train_data_examples(d);
+    for (int64_t j = 0; tok && mask && j < n; j++) {
+        train_data_row(d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)(j % INT32_MAX), tok, mask);
+        const unsigned char *b = (const unsigned char *)tok;
+        for (size_t k = 0; k < (size_t)(L + 1) * sizeof *tok; k++) h = (h ^ b[k]) * 0x100000001b3ull;
+        for (int32_t k = 0; k < L; k++) h = (h ^ mask[k]) * 0x100000001b3ull;
+    }
+    free(tok), free(mask);
+    return h;
+}
+
+/* The settings that decide the arithmetic of every step, as text: a resumed run must have the same. */
+static void describe_settings(mnemo_trainer *t) {
+    const mnemo_train_params *p = &t->p;
+    snprintf(t->settings, sizeof t->settings,
+             "{\"method\":\"%s\",\"lora_rank\":%d,\"lora_alpha\":%.17g,\"lora_targets\":%u,\"rslora\":%d,"
+             "\"data_digest\":\"%016llx\",\"examples\":%lld,\"steps\":%lld,\"batch\":%d,\"seq_len\":%d,"
+             "\"grad_accum\":%d,\"lr\":%.17g,\"schedule\":\"%s\",\"warmup\":%lld,\"optimizer\":\"%s\","
+             "\"beta1\":%.17g,\"beta2\":%.17g,\"eps\":%.17g,\"weight_decay\":%.17g,\"momentum\":%.17g,"
+             "\"grad_clip\":%.17g,\"seed\":%llu,\"shuffle\":%d}",
+             method_name(p->method), t->tr.lora.r, t->tr.alpha, t->tr.targets, t->tr.rslora,
+             (unsigned long long)t->data_digest, (long long)train_data_examples(t->data), (long long)t->total, p->batch,
+             p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
+             p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
+             p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+}
+
+static char *state_path(const mnemo_trainer *t) {
+    size_t len = strlen(t->out_dir) + 32;
+    char *s = malloc(len);
+    if (s) snprintf(s, len, "%s/train_state.mnemo", t->out_dir);
+    return s;
+}
+
+/* Every setting in range, or a message naming the first that is not. */
+static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) {
+    if (!p->data || !p->out_dir) return tfail(t, MNEMO_ERR_INVALID_ARG, "training needs a data file and an output directory");
+    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_FULL)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "unknown training method %d", (int)p->method);
+    if (p->batch < 1 || p->batch > 4096 || p->grad_accum < 1 || p->grad_accum > 65536 || p->seq_len < 1)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "batch %d, grad_accum %d, seq_len %d: each at least 1", p->batch,
+                     p->grad_accum, p->seq_len);
+    if (p->steps < 0 || (p->steps == 0 && !(p->epochs > 0 && p->epochs <= 1e6)))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "give a number of steps (> 0) or of epochs (> 0)");
+    if (!(p->lr >= 0 && p->lr < 1e3) || p->warmup < 0 || (unsigned)p->schedule > MNEMO_LR_COSINE)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "learning rate %g, warmup %lld, schedule %d: out of range", p->lr,
+                     (long long)p->warmup, (int)p->schedule);
+    if ((unsigned)p->optimizer > MNEMO_OPTIM_SGD || !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) ||
+        !(p->eps > 0) || !(p->weight_decay >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->grad_clip >= 0))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "optimizer settings out of range (betas and momentum in [0, 1), eps > 0, "
+                     "weight decay and clipping >= 0)");
+    if (p->checkpoint_every < 0) return tfail(t, MNEMO_ERR_INVALID_ARG, "checkpoint_every %lld < 0", (long long)p->checkpoint_every);
+    return MNEMO_OK;
+}
+
+static mnemo_status load_checkpoint(mnemo_trainer *t, const char *path) {
+    size_t nb = 0;
+    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
+    if (!b) return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
+    train_ckpt_meta meta;
+    char err[MNEMO_ERRLEN];
+    int rc = train_ckpt_load(path, t->fingerprint, &meta, t->settings, b, nb, err, sizeof err);
+    train_ckpt_buffers_free(b, nb);
+    if (rc) return tfail(t, MNEMO_ERR_FORMAT, "cannot resume: %s", err);
+    if (meta.step < 0 || meta.step > t->total)
+        return tfail(t, MNEMO_ERR_FORMAT, "cannot resume: %s is at step %lld of %lld", path, (long long)meta.step,
+                     (long long)t->total);
+    t->step = meta.step;
+    mnemo_log(MNEMO_LOG_INFO, "resumed %s at step %lld of %lld", path, (long long)t->step, (long long)t->total);
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *mparams, const mnemo_train_params *params,
+                               mnemo_trainer **out) {
+    if (!out) return MNEMO_ERR_INVALID_ARG;
+    mnemo_trainer *t = calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return MNEMO_ERR_NOMEM;
+    t->failed = true;
+    if (!model_dir || !params) return tfail(t, MNEMO_ERR_INVALID_ARG, "a trainer needs a model directory and params");
+    mnemo_status st = check_params(t, params);
+    if (st) return st;
+    t->p = *params;
+    t->model_dir = strdup(model_dir), t->data_path = strdup(params->data), t->out_dir = strdup(params->out_dir);
+    t->init_adapter = dup_or_null(params->init_adapter), t->targets = dup_or_null(params->lora_targets);
+    if (!t->model_dir || !t->data_path || !t->out_dir || (params->init_adapter && !t->init_adapter) ||
+        (params->lora_targets && !t->targets))
+        return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
+    t->p.data = t->data_path, t->p.out_dir = t->out_dir, t->p.init_adapter = t->init_adapter, t->p.lora_targets = t->targets;
+    struct stat a, b;
+    if (stat(t->out_dir, &b) == 0 && stat(model_dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "the output directory %s is the model's own: choose another", t->out_dir);
+    char *sp = state_path(t);
+    if (!sp) return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
+    bool has_state = access(sp, F_OK) == 0;
+    if (has_state && !t->p.resume) {
+        free(sp);
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "%s/train_state.mnemo exists: pass --resume to continue that run, or "
+                     "choose another output directory", t->out_dir);
+    }
+    if (!has_state && t->p.resume) {
+        st = tfail(t, MNEMO_ERR_IO, "nothing to resume: %s has no train_state.mnemo", t->out_dir);
+        free(sp);
+        return st;
+    }
+    mnemo_model_params mp = mparams ? *mparams : mnemo_model_default_params();
+    if (mp.device == MNEMO_DEVICE_CUDA) {
+        free(sp);
+        return tfail(t, MNEMO_ERR_UNSUPPORTED, "training runs on the CPU so far (the CUDA backward kernels exist; the "
+                     "device training loop does not yet)");
+    }
+    if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU");
+    mp.device = MNEMO_DEVICE_CPU;
+    char err[MNEMO_ERRLEN] = "";
+    if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
+        tfail(t, st, "%s", mnemo_model_error(t->model));
+        goto out;
+    }
+    t->fingerprint = model_fingerprint(t->model);
+    if (t->p.seq_len > t->model->cfg.max_position_embeddings) {
+        st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
+                   t->model->cfg.max_position_embeddings);
+        goto out;
+    }
+    if (t->model->cfg.is_longllama) {
+        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a LongLLaMA checkpoint: training its memory layers (FoT) is not "
+                   "built yet", model_dir);
+        goto out;
+    }
+    if (!(t->data = train_data_open(t->model, t->data_path, t->p.seq_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
+        st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+        goto out;
+    }
+    int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
+    t->total = t->p.steps ? t->p.steps : (int64_t)ceil(t->p.epochs * (double)train_data_examples(t->data) / (double)rows);
+    if (t->total < 1) t->total = 1;
+    if (trainable_init(&t->tr, t->model, &t->p, err, sizeof err) || optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
+        st = tfail(t, strstr(err, "out of memory") ? MNEMO_ERR_NOMEM : MNEMO_ERR_INVALID_ARG, "%s", err);
+        goto out;
+    }
+    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err))) {
+        st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
+        goto out;
+    }
+    t->rows = malloc((size_t)rows * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
+    t->masks = malloc((size_t)rows * (size_t)t->p.seq_len);
+    t->kc = t->model->be->ctx_new(t->model->n_threads);
+    if (!t->rows || !t->masks || !t->kc) {
+        st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    t->sched = (lr_schedule){.kind = (lr_kind)t->p.schedule, .lr = t->p.lr, .warmup = t->p.warmup, .total = t->total};
+    t->data_digest = data_digest(t->data, t->p.seq_len);
+    describe_settings(t);
+    if (t->p.resume && (st = load_checkpoint(t, sp)) != MNEMO_OK) goto out;
+    t->failed = false;
+    mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
+              "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
+              (long long)train_data_examples(t->data), (long long)t->total, (long long)rows, t->p.seq_len, t->tr.count,
+              (double)trainable_floats(&t->tr) / 2e6, (double)model_train_ws_bytes(t->ws) / (1 << 20));
+out:
+    free(sp);
+    return st;
+}
+
+mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
+    if (!t || t->failed) return MNEMO_ERR_MISUSE;
+    if (t->step >= t->total) return tfail(t, MNEMO_ERR_MISUSE, "all %lld steps are done", (long long)t->total);
+    double t0 = now_s();
+    const int32_t B = t->p.batch, G = t->p.grad_accum, L = t->p.seq_len, rows = B * G;
+    int64_t counted = 0, per[G > 0 ? G : 1];
+    for (int32_t g = 0; g < G; g++) per[g] = 0;
+    for (int32_t r = 0; r < rows; r++) {
+        train_data_row(t->data, t->step, rows, r, t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
+        for (int32_t k = 0; k < L; k++) per[r / B] += t->masks[(size_t)r * (size_t)L + (size_t)k];
+    }
+    for (int32_t g = 0; g < G; g++) counted += per[g];
+    trainable_zero_grads(&t->tr);
+    double loss = 0;
+    char err[MNEMO_ERRLEN];
+    for (int32_t g = 0; g < G && counted > 0; g++) {
+        if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
+        float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
+        if (model_loss_and_grads_ws(t->ws, t->model, t->rows + (size_t)g * (size_t)B * (size_t)(L + 1),
+                                    t->masks + (size_t)g * (size_t)B * (size_t)L, share, &t->tr.grads, t->tr.base,
+                                    t->tr.lora.r ? &t->tr.lora : NULL, &lg, err, sizeof err))
+            return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
+        loss += (double)lg * share;
+    }
+    grad_span *spans = malloc((t->tr.count ? t->tr.count : 1) * sizeof *spans);
+    if (!spans) return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < t->tr.count; i++) spans[i] = (grad_span){t->tr.items[i].g, t->tr.items[i].n};
+    double norm = clip_grad_norm(spans, t->tr.count, t->p.grad_clip);
+    free(spans);
+    double lr = lr_at(&t->sched, t->step);
+    int rc = optimizer_step(&t->opt, &t->tr, t->model->be, t->kc, lr, t->step + 1);
+    if (rc != KERN_OK) return tfail(t, MNEMO_ERR_BACKEND, "step %lld: optimizer kernel error %d", (long long)t->step + 1, rc);
+    t->step++;
+    t->tokens += (int64_t)rows * L;
+    t->elapsed_s += now_s() - t0;
+    if (prog)
+        *prog = (mnemo_train_progress){.step = t->step, .total_steps = t->total, .loss = loss, .grad_norm = norm,
+                                       .lr = lr, .tokens = t->tokens, .elapsed_s = t->elapsed_s};
+    return MNEMO_OK;
+}
+
+mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
+    if (!t || t->failed) return MNEMO_ERR_MISUSE;
+    char err[MNEMO_ERRLEN];
+    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
+        return tfail(t, MNEMO_ERR_IO, "%s", err);
+    size_t nb = 0;
+    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
+    char *sp = state_path(t);
+    train_ckpt_meta meta = {.step = t->step, .data_seed = t->p.seed};
+    int rc = b && sp ? train_ckpt_save(sp, t->fingerprint, &meta, t->settings, b, nb, err, sizeof err) : -1;
+    if (!b || !sp) snprintf(err, sizeof err, "out of memory");
+    train_ckpt_buffers_free(b, nb);
+    free(sp);
+    return rc ? tfail(t, MNEMO_ERR_IO, "%s", err) : MNEMO_OK;
+}
+
+mnemo_status mnemo_trainer_run(mnemo_trainer *t) {
+    if (!t || t->failed) return MNEMO_ERR_MISUSE;
+    mnemo_status st = MNEMO_OK;
+    bool cancelled = false;
+    while (t->step < t->total && !cancelled) {
+        mnemo_train_progress pr;
+        if ((st = mnemo_trainer_step(t, &pr)) != MNEMO_OK) return st;
+        if (t->p.progress && !t->p.progress(&pr, t->p.progress_user)) t->cancel = 1;
+        cancelled = t->cancel;
+        bool due = t->p.checkpoint_every && t->step % t->p.checkpoint_every == 0;
+        if ((due || cancelled || t->step == t->total) && (st = mnemo_trainer_save(t)) != MNEMO_OK) return st;
+    }
+    if (t->step == 0 && t->total == 0 && (st = mnemo_trainer_save(t)) != MNEMO_OK) return st;
+    return cancelled ? MNEMO_ERR_CANCELLED : MNEMO_OK;
+}
+
+void mnemo_trainer_cancel(mnemo_trainer *t) {
+    if (t) t->cancel = 1;
+}
+
+int64_t mnemo_trainer_steps_done(const mnemo_trainer *t) { return t && !t->failed ? t->step : 0; }
+int64_t mnemo_trainer_total_steps(const mnemo_trainer *t) { return t && !t->failed ? t->total : 0; }
+
+void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *act, uint64_t *state) {
+    bool ok = t && !t->failed;
+    if (act) *act = ok ? model_train_ws_bytes(t->ws) : 0;
+    if (state) *state = ok ? (trainable_floats(&t->tr) + optimizer_floats(&t->opt, &t->tr)) * sizeof(float) : 0;
+}
+
+const char *mnemo_trainer_error(const mnemo_trainer *t) { return t ? t->err : "no trainer"; }
+
+void mnemo_trainer_free(mnemo_trainer *t) {
+    if (!t) return;
+    if (t->kc) t->model->be->ctx_free(t->kc);
+    model_train_ws_free(t->ws);
+    optimizer_free(&t->opt);
+    train_data_free(t->data);
+    mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
+    trainable_free(&t->tr);
+    free(t->rows), free(t->masks);
+    free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets);
+    free(t);
+}
