@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create the Python venv that runs tests/reference/make_train_fixtures.py and
-# tests/reference/check_mnemo_adapter.py (torch + transformers + peft + safetensors + numpy,
-# from PyPI only). Never needed by CI: the fixtures it produces are committed.
+# Create the Python venv that runs tests/reference/make_train_fixtures.py,
+# tests/reference/check_mnemo_adapter.py and the torch side of tests/bench/bench_train.py
+# (torch + transformers + peft + safetensors + numpy, from PyPI only). Never needed by CI: the
+# fixtures it produces are committed.
 #
 #   bash tests/reference/setup_train_venv.sh [DIR]      # DIR defaults to build/train-venv
 #
