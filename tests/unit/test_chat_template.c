@@ -125,7 +125,8 @@ static void test_render(void) {
            "<BOS>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi <s> [/INST]{ Hello. <EOS>}<BOS>[INST] Bye [/INST]");
     render(MNEMO_CHAT_LLAMA2, CONV + 1, 1, true, "<BOS>[INST] Hi <s> [/INST]");
     render(MNEMO_CHAT_CHATML, CONV, 2, true,
-           "<BOS><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <s> <|im_end|>\n<|im_start|>assistant\n");
+           "<BOS><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <s> <|im_end|>\n"
+           "<|im_start|>assistant\n");
     render(MNEMO_CHAT_PLAIN, CONV, 3, true, "<BOS>system: Be brief.\nuser:  Hi <s> \nassistant:{ Hello.\n}assistant:");
     /* without it (training data): a conversation ending with the assistant */
     render(MNEMO_CHAT_LLAMA2, CONV, 3, false,
@@ -138,7 +139,8 @@ static void test_render(void) {
                                   MSG(MNEMO_ROLE_USER, "c"), MSG(MNEMO_ROLE_ASSISTANT, "")};
     render(MNEMO_CHAT_LLAMA2, two, 4, false, "<BOS>[INST] a [/INST]{ b <EOS>}<BOS>[INST] c [/INST]{  <EOS>}");
     render(MNEMO_CHAT_CHATML, two, 4, false,
-           "<BOS><|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n{  b  <|im_end|>}\n<|im_start|>user\nc<|im_end|>\n"
+           "<BOS><|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n{  b  <|im_end|>}\n"
+           "<|im_start|>user\nc<|im_end|>\n"
            "<|im_start|>assistant\n{<|im_end|>}\n");
     /* conversations that do not fit: the message named (or -1), nothing sent */
     const mnemo_chat_msg users[] = {MSG(MNEMO_ROLE_USER, "a"), MSG(MNEMO_ROLE_USER, "b")};

@@ -210,7 +210,8 @@ static void expect_row(mnemo_model *m, train_data *d, int64_t ex, int32_t L, con
 }
 
 static const char *CHAT_LINES =
-    "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \" Hi <s> \"},"
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+    " {\"role\": \"user\", \"content\": \" Hi <s> \"},"
     " {\"role\": \"assistant\", \"content\": \"Hello.\"}]}\n"
     "{\"messages\": [{\"role\": \"user\", \"content\": \"Who wrote Hamlet?\"},"
     " {\"role\": \"assistant\", \"content\": \"Shakespeare.\"}]}\n"
@@ -225,8 +226,8 @@ static const part LLAMA2_TWO[] = {BOS_, TXT("[INST] Hi [/INST]"),  ANS(" Hello. 
                                   BOS_, TXT("[INST] Bye [/INST]"), ANS(" Farewell. "), EOS_ANS};
 #define NP(a) ((int)(sizeof a / sizeof *a))
 
-static void check_chat_llama2(mnemo_model *m, const char *file) {
-    const char *path = write_file(file, CHAT_LINES, strlen(CHAT_LINES));
+static void check_chat_llama2(mnemo_model *m) {
+    const char *file = "chat.jsonl", *path = write_file(file, CHAT_LINES, strlen(CHAT_LINES));
     char err[512];
     int32_t L = 96;
     train_data *d = train_data_open(m, path, L, false, 0, err, sizeof err);
@@ -325,28 +326,8 @@ static void expect_refused(mnemo_model *m, const char *name, const char *bytes, 
     train_data_free(d);
 }
 
-int main(void) {
-    CHECK(mkdtemp(g_dir) != NULL, "temp dir");
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/models/mha", test_fixtures());
-    mnemo_model *m = NULL;
-    if (mnemo_model_load(dir, NULL, &m) != MNEMO_OK) {
-        CHECK(0, "load %s: %s", dir, mnemo_model_error(m));
-        return test_summary();
-    }
-    check_text(m);
-    check_jsonl(m);
-    check_chat_llama2(m, "chat.jsonl");
-    check_chat_chatml(dir);
-    const char *big = "{\"prompt\": \"a b c d e f g h i j k l m n o p q r s t u v w x y z\", \"completion\": \" ok\"}\n";
-    expect_refused(m, "/nonexistent/data.txt", "", 8, "cannot open");
-    expect_refused(m, "empty.txt", "", 8, "the file is empty");
-    expect_refused(m, "short.txt", "Hi.", 64, "too few for one window");
-    expect_refused(m, "latin1.txt", "caf\xe9 au lait", 2, "not UTF-8 text (byte 3)");
-    expect_refused(m, "broken.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\"}\n\n{\"prompt\": \n", 32,
-                   "broken.jsonl:3:");
-    expect_refused(m, "array.jsonl", "[1,2]\n", 32, "array.jsonl:1: a line must be a JSON object");
-    expect_refused(m, "nocomp.jsonl", "{\"prompt\":\"a\"}\n", 32, "nocomp.jsonl:1: an example is");
+/* Chat lines the fixture's template (llama2) or the format refuses, each with the file and line named. */
+static void check_chat_refused(mnemo_model *m) {
 #define USER(s) "{\"role\": \"user\", \"content\": \"" s "\"}"
 #define ASSISTANT(s) "{\"role\": \"assistant\", \"content\": \"" s "\"}"
     const char *ok = "{\"messages\": [" USER("a") ", " ASSISTANT("b") "]}\n";
@@ -365,11 +346,39 @@ int main(void) {
     expect_refused(m, "content.jsonl", buf, 32, "content.jsonl:1: messages[1].content must be a string");
     snprintf(buf, sizeof buf, "{\"messages\": [" USER("a") ", {\"role\": \"assistant\"}]}\n");
     expect_refused(m, "nocontent.jsonl", buf, 32, "nocontent.jsonl:1: messages[1].content must be a string");
-    expect_refused(m, "msgobj.jsonl", "{\"messages\": [\"hi\"]}\n", 32, "msgobj.jsonl:1: messages[0] must be an object");
+    expect_refused(m, "msgobj.jsonl", "{\"messages\": [\"hi\"]}\n", 32,
+                   "msgobj.jsonl:1: messages[0] must be an object");
     expect_refused(m, "msgarr.jsonl", "{\"messages\": {}}\n", 32, "msgarr.jsonl:1: \"messages\" must be a non-empty");
-    expect_refused(m, "msgempty.jsonl", "{\"messages\": []}\n", 32, "msgempty.jsonl:1: \"messages\" must be a non-empty");
+    expect_refused(m, "msgempty.jsonl", "{\"messages\": []}\n", 32,
+                   "msgempty.jsonl:1: \"messages\" must be a non-empty");
     snprintf(buf, sizeof buf, "{\"prompt\": \"a\", \"messages\": [" USER("a") ", " ASSISTANT("b") "]}\n");
-    expect_refused(m, "both.jsonl", buf, 32, "both.jsonl:1: an example is {\"prompt\", \"completion\"} or {\"messages\"}");
+    expect_refused(m, "both.jsonl", buf, 32,
+                   "both.jsonl:1: an example is {\"prompt\", \"completion\"} or {\"messages\"}");
+}
+
+int main(void) {
+    CHECK(mkdtemp(g_dir) != NULL, "temp dir");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/models/mha", test_fixtures());
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(dir, NULL, &m) != MNEMO_OK) {
+        CHECK(0, "load %s: %s", dir, mnemo_model_error(m));
+        return test_summary();
+    }
+    check_text(m);
+    check_jsonl(m);
+    check_chat_llama2(m);
+    check_chat_chatml(dir);
+    check_chat_refused(m);
+    const char *big = "{\"prompt\": \"a b c d e f g h i j k l m n o p q r s t u v w x y z\", \"completion\": \" ok\"}\n";
+    expect_refused(m, "/nonexistent/data.txt", "", 8, "cannot open");
+    expect_refused(m, "empty.txt", "", 8, "the file is empty");
+    expect_refused(m, "short.txt", "Hi.", 64, "too few for one window");
+    expect_refused(m, "latin1.txt", "caf\xe9 au lait", 2, "not UTF-8 text (byte 3)");
+    expect_refused(m, "broken.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\"}\n\n{\"prompt\": \n", 32,
+                   "broken.jsonl:3:");
+    expect_refused(m, "array.jsonl", "[1,2]\n", 32, "array.jsonl:1: a line must be a JSON object");
+    expect_refused(m, "nocomp.jsonl", "{\"prompt\":\"a\"}\n", 32, "nocomp.jsonl:1: an example is");
     expect_refused(m, "long.jsonl", big, 8, "long.jsonl:1: the example has");
     expect_refused(m, "emptycomp.jsonl", "{\"prompt\":\"a\",\"completion\":\"\"}\n", 32, "the completion is empty");
     expect_refused(m, "blank.jsonl", "\n  \n", 32, "no examples");

@@ -1,8 +1,9 @@
 /*
  * train_data.c — see train_data.h. Examples are tokenized once, at open, into one pool of ids (JSON lines: with a
  * loss flag beside each id, so a chat example's several answers need no list of spans); a step's rows are then a
- * lookup. Chat lines are checked here (roles, content, who speaks last) and rendered and tokenized by train_chat.c. The shuffled order is a keyed Feistel permutation of [0, n) (cycle-walking on the next even power
- * of two), so example j of epoch e is found in O(1) from (seed, e, j) with no stored permutation or RNG state.
+ * lookup. Chat lines are checked here (roles, content, who speaks last) and rendered and tokenized by train_chat.c.
+ * The shuffled order is a keyed Feistel permutation of [0, n) (cycle-walking on the next even power of two), so
+ * example j of epoch e is found in O(1) from (seed, e, j) with no stored permutation or RNG state.
  */
 #include "train_data.h"
 
@@ -139,7 +140,7 @@ static train_data *open_text(train_data *d, const mnemo_model *m, const char *pa
 
 /* A {"prompt", "completion"} line -> its example appended. 0, or -1 with the message in err. */
 static int add_completion(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
-                       char *err, size_t errlen) {
+                          char *err, size_t errlen) {
     json_t *jp = json_object_get(o, "prompt"), *jc = json_object_get(o, "completion");
     if (!json_is_string(jp) || !json_is_string(jc)) {
         snprintf(err, errlen, "%s:%ld: an example is {\"prompt\": string, \"completion\": string}%s", path, line,
