@@ -139,10 +139,10 @@ MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_toke
  *   chatml  <s><|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n   (stop: "<|im_end|>")
  *   plain   <s>{role}: {content}\n ... assistant:                                      (stop: "\nuser:")
  *
- * The answer of an assistant message — what a model is trained to produce after the prompt that ends where the
- * generation prompt ends — is marked in the sink: llama2 " {content} " + EOS, chatml "{content}<|im_end|>", plain
- * " {content}\n". Every other piece (the framing, the other roles' contents, chatml's "\n" after "<|im_end|>") is
- * not. */
+ * The sink marks the pieces of each assistant message's answer — what the model produces after a prompt rendered
+ * with the generation prompt, up to and including the end of its turn: llama2 " {content} " + EOS, chatml
+ * "{content}<|im_end|>", plain " {content}\n" — so that training can put the loss there. Every other piece (the
+ * framing, the other roles' contents, chatml's "\n" after "<|im_end|>") is unmarked. */
 typedef enum { MNEMO_CHAT_LLAMA2 = 0, MNEMO_CHAT_CHATML = 1, MNEMO_CHAT_PLAIN = 2 } mnemo_chat_template;
 #define MNEMO_CHAT_TEMPLATE_DEFAULT MNEMO_CHAT_LLAMA2 /* when a model names no template mnemo knows */
 
@@ -182,9 +182,9 @@ MNEMO_API mnemo_status mnemo_chat_template_detect(const char *model_dir, mnemo_c
 /* Renders the n messages into sink, then (add_generation_prompt) the opening of the assistant's turn — chatml
  * "<|im_start|>assistant\n", plain "assistant:"; llama2 has none: a user turn ends with " [/INST]". Training data
  * renders without it and ends with an assistant message. MNEMO_OK; MNEMO_ERR_INVALID_ARG when the conversation
- * does not fit the template, with the reason in err and *bad_msg the index of the message whose role is wrong,
- * or -1 when the conversation as a whole is (or msgs, sink or tmpl is invalid); MNEMO_ERR_CANCELLED when a sink
- * callback returned nonzero (what it received stays received). bad_msg may be NULL. */
+ * does not fit the template (checked before anything is sent), with the reason in err and *bad_msg the index of
+ * the message whose role is wrong, or -1 when the conversation as a whole is (or msgs, sink or tmpl is invalid);
+ * MNEMO_ERR_CANCELLED when a sink callback returned nonzero (nothing more is sent). bad_msg and err may be NULL. */
 MNEMO_API mnemo_status mnemo_chat_template_render(mnemo_chat_template tmpl, const mnemo_chat_msg *msgs, int32_t n,
                                                   bool add_generation_prompt, const mnemo_chat_sink *sink,
                                                   int32_t *bad_msg, char *err, size_t errlen);
