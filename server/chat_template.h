@@ -1,28 +1,28 @@
 /*
- * chat_template.h — chat messages -> prompt, for the templates mnemo knows by heart.
- *
- * A template renders into a sink of text pieces and special tokens (BOS/EOS), so that "<s>" in a user's message
- * stays text and never becomes a control token. Jinja is not interpreted: a checkpoint's tokenizer_config.json
- * chat_template is recognised by its markers ("[INST]" -> llama2, "<|im_start|>" -> chatml) and an unrecognised
- * one falls back to the default with a warning. The model directory is the operator's; nothing here comes from a
- * request.
- *
- *   llama2  <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]
- *           (Meta's Llama-2-chat format; roles after an optional system message must alternate user/assistant)
- *   chatml  <s><|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n   (stop: "<|im_end|>")
- *   plain   <s>{role}: {content}\n ... assistant:                                      (stop: "\nuser:")
+ * chat_template.h — the server's view of libengine's chat templates (engine.h "chat templates"): the request's
+ * messages rendered with mnemo_chat_template_render, and a conversation that does not fit named by the OpenAI
+ * `param` of the error reply ("messages" / "messages[i].role"). The templates themselves, their stop strings and
+ * their recognition in tokenizer_config.json live in the engine, shared with training data; the names here are the
+ * server's short ones for the engine's.
  */
 #ifndef MNEMO_SERVER_CHAT_TEMPLATE_H
 #define MNEMO_SERVER_CHAT_TEMPLATE_H
 
 #include <stddef.h>
 
+#include "engine.h"
 #include "request_parse.h"
 
-typedef enum { TMPL_LLAMA2 = 0, TMPL_CHATML = 1, TMPL_PLAIN = 2 } chat_template;
+typedef mnemo_chat_template chat_template;
+#define TMPL_LLAMA2 MNEMO_CHAT_LLAMA2
+#define TMPL_CHATML MNEMO_CHAT_CHATML
+#define TMPL_PLAIN MNEMO_CHAT_PLAIN
 
-typedef enum { TMPL_TOK_BOS = 1, TMPL_TOK_EOS = 2 } tmpl_special;
+typedef mnemo_chat_special tmpl_special;
+#define TMPL_TOK_BOS MNEMO_CHAT_BOS
+#define TMPL_TOK_EOS MNEMO_CHAT_EOS
 
+/* A prompt sink: the server tokenizes a whole prompt, so it needs no answer marks. */
 typedef struct {
     int (*text)(void *user, const char *s, size_t n);  /* nonzero aborts the render */
     int (*special)(void *user, tmpl_special which);
@@ -36,7 +36,7 @@ const char *chat_template_name(chat_template t);
 const char *chat_template_stop(chat_template t);
 
 /* Reads <model_dir>/tokenizer_config.json. 1 when its chat_template is recognised (*out set), 0 when there is
- * none, -1 when present but unknown (why says what was seen). */
+ * none, -1 when present but unknown or unreadable (why says what was seen). */
 int chat_template_detect(const char *model_dir, chat_template *out, char *why, size_t whylen);
 
 /* Renders msgs and the opening of the assistant's turn. 0, or -1 with a message and the offending param

@@ -21,7 +21,11 @@
 #define REQ_MAX_MESSAGES 4096  /* chat messages */
 #define REQ_MAX_EMBED_INPUTS 2048 /* inputs of one embeddings request (OpenAI's limit) */
 
-typedef enum { ROLE_SYSTEM = 0, ROLE_USER = 1, ROLE_ASSISTANT = 2 } chat_role;
+/* The engine's roles (engine.h "chat templates"); "developer" arrives as system. */
+typedef mnemo_chat_role chat_role;
+#define ROLE_SYSTEM MNEMO_ROLE_SYSTEM
+#define ROLE_USER MNEMO_ROLE_USER
+#define ROLE_ASSISTANT MNEMO_ROLE_ASSISTANT
 
 typedef struct {
     chat_role role;

@@ -127,6 +127,68 @@ MNEMO_API mnemo_status mnemo_detokenize(const mnemo_model *model, const mnemo_to
 MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_token token, char *out, size_t cap,
                                             size_t *len_out);
 
+/* ---------------------------------------------------------------- chat templates
+ * Chat messages -> prompt, for the templates mnemo knows by heart (mnemo-server's chat completions and the chat
+ * format of training data). A template renders into a sink of text pieces and special tokens (BOS/EOS), so that
+ * "<s>" in a message stays text and never becomes a control token; the caller tokenizes the text between specials.
+ * Jinja is not interpreted: a checkpoint's tokenizer_config.json chat_template is recognised by its markers.
+ *
+ *   llama2  <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]
+ *           (Meta's Llama-2-chat format; contents stripped of surrounding whitespace; after an optional first
+ *           system message, roles must alternate user/assistant/user/...)
+ *   chatml  <s><|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n   (stop: "<|im_end|>")
+ *   plain   <s>{role}: {content}\n ... assistant:                                      (stop: "\nuser:")
+ *
+ * The sink marks the pieces of each assistant message's answer — what the model produces after a prompt rendered
+ * with the generation prompt, up to and including the end of its turn: llama2 " {content} " + EOS, chatml
+ * "{content}<|im_end|>", plain " {content}\n" — so that training can put the loss there. Every other piece (the
+ * framing, the other roles' contents, chatml's "\n" after "<|im_end|>") is unmarked. */
+typedef enum { MNEMO_CHAT_LLAMA2 = 0, MNEMO_CHAT_CHATML = 1, MNEMO_CHAT_PLAIN = 2 } mnemo_chat_template;
+#define MNEMO_CHAT_TEMPLATE_DEFAULT MNEMO_CHAT_LLAMA2 /* when a model names no template mnemo knows */
+
+typedef enum { MNEMO_ROLE_SYSTEM = 0, MNEMO_ROLE_USER = 1, MNEMO_ROLE_ASSISTANT = 2 } mnemo_chat_role;
+
+typedef struct {
+    mnemo_chat_role role;
+    const char *content; /* len bytes of UTF-8 (need not be NUL-terminated) */
+    size_t len;
+} mnemo_chat_msg;
+
+typedef enum { MNEMO_CHAT_BOS = 1, MNEMO_CHAT_EOS = 2 } mnemo_chat_special;
+
+/* Receives a render in order. answer: the piece belongs to an assistant message's answer (see above). A nonzero
+ * return stops the render (MNEMO_ERR_CANCELLED). */
+typedef struct {
+    int (*text)(void *user, const char *s, size_t n, bool answer);
+    int (*special)(void *user, mnemo_chat_special which, bool answer);
+    void *user;
+} mnemo_chat_sink;
+
+/* "llama2", "chatml", "plain" <-> mnemo_chat_template. parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other
+ * name; name: "?" for an unknown value. */
+MNEMO_API mnemo_status mnemo_chat_template_parse(const char *name, mnemo_chat_template *out);
+MNEMO_API const char *mnemo_chat_template_name(mnemo_chat_template tmpl);
+/* The stop string the template implies, NULL for none (llama2 ends with EOS): generation must end at the next
+ * turn's marker. */
+MNEMO_API const char *mnemo_chat_template_stop(mnemo_chat_template tmpl);
+/* Reads <model_dir>/tokenizer_config.json (at most 64 MiB) and recognises its chat_template, a string or the
+ * "default" entry of a list: "[INST]" -> llama2, "<|im_start|>" -> chatml. *out always receives a template: the
+ * one recognised, else MNEMO_CHAT_TEMPLATE_DEFAULT. MNEMO_OK when recognised; MNEMO_ERR_IO when there is nothing to
+ * recognise (no tokenizer_config.json, or none with a chat_template; why ""); MNEMO_ERR_UNSUPPORTED when the
+ * chat_template is not one mnemo knows, MNEMO_ERR_FORMAT when the file is not JSON or too large (why says what
+ * was seen, naming the file). */
+MNEMO_API mnemo_status mnemo_chat_template_detect(const char *model_dir, mnemo_chat_template *out, char *why,
+                                                  size_t whylen);
+/* Renders the n messages into sink, then (add_generation_prompt) the opening of the assistant's turn — chatml
+ * "<|im_start|>assistant\n", plain "assistant:"; llama2 has none: a user turn ends with " [/INST]". Training data
+ * renders without it and ends with an assistant message. MNEMO_OK; MNEMO_ERR_INVALID_ARG when the conversation
+ * does not fit the template (checked before anything is sent), with the reason in err and *bad_msg the index of
+ * the message whose role is wrong, or -1 when the conversation as a whole is (or msgs, sink or tmpl is invalid);
+ * MNEMO_ERR_CANCELLED when a sink callback returned nonzero (nothing more is sent). bad_msg and err may be NULL. */
+MNEMO_API mnemo_status mnemo_chat_template_render(mnemo_chat_template tmpl, const mnemo_chat_msg *msgs, int32_t n,
+                                                  bool add_generation_prompt, const mnemo_chat_sink *sink,
+                                                  int32_t *bad_msg, char *err, size_t errlen);
+
 /* ---------------------------------------------------------------- context */
 /* kNN index over a LongLLaMA memory (mem_knn_k > 0): exact inner product (FAISS IndexFlatIP), brute
  * force in C, or approximate: FAISS IVF (256 cells) / HNSW, or IVF_GROW, whose cell count grows with the memory

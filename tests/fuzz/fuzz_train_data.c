@@ -1,8 +1,10 @@
 /*
  * fuzz_train_data.c — libFuzzer target: train_data_open_bytes on arbitrary bytes, as JSON lines (the first byte
  * odd) or as text, seq_len 1..64 from the second byte. Accepted data must answer every row of a few steps inside
- * its bounds: tokens in the vocabulary, masks 0/1, a JSON-lines row's counted tokens inside the example. Model:
- * tests/fixtures/models/mha (MNEMO_FIXTURES, else found next to this file).
+ * its bounds: tokens in the vocabulary, masks 0/1, every token counted in a text window, at least one in a JSON-lines
+ * row (an accepted example always has something to learn). Seeds cover text, prompt/completion and chat ({"messages"},
+ * llama2: the fixture names no template) lines, accepted and refused. Model: tests/fixtures/models/mha
+ * (MNEMO_FIXTURES, else found next to this file).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,8 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (ex < 0 || ex >= n) abort();
             for (int32_t t = 0; t <= L; t++)
                 if (row[t] < 0 || row[t] >= V) abort();
-            for (int32_t t = 0; t < L; t++)
+            int32_t counted = 0;
+            for (int32_t t = 0; t < L; t++) {
                 if (mask[t] > 1) abort();
+                counted += mask[t];
+            }
+            if (train_data_is_text(d) ? counted != L : counted < 1) abort();
         }
     train_data_free(d);
     return 0;

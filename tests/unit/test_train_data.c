@@ -2,11 +2,15 @@
  * test_train_data.c — the training data of issue 18 item 6: a text file becomes windows of seq_len + 1 ids that
  * overlap by one (BOS + the file's ids), in order or a per-epoch permutation drawn from the seed alone; a JSON-lines
  * file becomes padded rows whose loss covers the completion and EOS only; every bad file is refused at open with
- * the file (and line) named.
+ * the file (and line) named. A chat-format line ({"messages": [...]}) becomes the model's chat template rendered and
+ * tokenized as mnemo-server tokenizes a chat prompt, the loss on the assistant answers (content + end-of-turn
+ * marker) only: llama2 (no chat_template in the fixture's tokenizer_config.json), chatml (a copy of the fixture
+ * whose tokenizer_config.json names one) and the llama2 fallback for a template mnemo does not know.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -126,6 +130,193 @@ static void check_jsonl(mnemo_model *m) {
     train_data_free(d);
 }
 
+/* ---- chat-format examples
+ * The expected row is built from the render written out by hand (independent of the engine's templates): text
+ * parts between specials are tokenized as one run; where an answer begins or ends inside a run, the fixture's
+ * tokenizer must split cleanly (the ids of the text before the boundary are a prefix of the run's, checked), and
+ * the ids after the boundary belong to the next part. */
+typedef struct {
+    int special;  /* 0: text, 1: BOS, 2: EOS */
+    const char *text;
+    bool answer;  /* counts in the loss */
+} part;
+#define TXT(s) {0, s, false}
+#define ANS(s) {0, s, true}
+#define BOS_ {1, NULL, false}
+#define EOS_ANS {2, NULL, true}
+
+static int32_t tok_nobos(mnemo_model *m, const char *s, mnemo_token *out, int32_t cap) {
+    int32_t n = 0;
+    mnemo_tokenize(m, s, strlen(s), false, out, cap, &n);
+    return n;
+}
+
+/* ids[] and learned[] of the parts; returns their count. */
+static int32_t expected_row(mnemo_model *m, const part *p, int np, mnemo_token *ids, bool *learned, int32_t cap) {
+    int32_t n = 0;
+    for (int i = 0; i < np;) {
+        if (p[i].special) {
+            ids[n] = p[i].special == 1 ? mnemo_model_bos(m) : mnemo_model_eos(m);
+            learned[n++] = p[i++].answer;
+            continue;
+        }
+        char run[2048] = "";
+        int j = i;
+        for (; j < np && !p[j].special; j++) strcat(run, p[j].text);
+        mnemo_token whole[512], pre[512];
+        int32_t nw = tok_nobos(m, run, whole, 512), done = 0;
+        char upto[2048] = "";
+        for (int k = i; k < j; k++) {
+            strcat(upto, p[k].text);
+            int32_t end = nw;
+            if (k + 1 < j) {
+                end = tok_nobos(m, upto, pre, 512);
+                CHECK(end <= nw && !memcmp(pre, whole, (size_t)end * sizeof *pre),
+                      "the fixture tokenizer splits cleanly after '%s'", p[k].text);
+            }
+            for (; done < end && n < cap; done++) {
+                ids[n] = whole[done];
+                learned[n++] = p[k].answer;
+            }
+        }
+        i = j;
+    }
+    return n;
+}
+
+/* Example ex of d (in order) is exactly the parts: ids, EOS padding, mask[t] = tokens[t + 1] is learned. */
+static void expect_row(mnemo_model *m, train_data *d, int64_t ex, int32_t L, const part *p, int np, const char *what) {
+    mnemo_token want[512], row[513];
+    bool learned[512];
+    uint8_t mask[512];
+    int32_t n = expected_row(m, p, np, want, learned, 512), counted = 0, want_counted = 0;
+    CHECK(n <= L + 1 && train_data_row(d, ex, 1, 0, row, mask) == ex, "%s: example %lld fits", what, (long long)ex);
+    bool ids_ok = !memcmp(row, want, (size_t)n * sizeof *row), mask_ok = true, pad_ok = true;
+    for (int32_t t = n; t <= L; t++) pad_ok &= row[t] == mnemo_model_eos(m);
+    for (int32_t t = 0; t < L; t++) {
+        bool w = t + 1 < n && learned[t + 1];
+        mask_ok &= mask[t] == w;
+        counted += mask[t];
+        want_counted += w;
+    }
+    CHECK(ids_ok && pad_ok, "%s: the row is the rendered conversation's ids, padded with EOS", what);
+    CHECK(mask_ok && counted == want_counted && counted > 0, "%s: the loss on the answers only (%d counted, want %d)",
+          what, counted, want_counted);
+    int bos = 0;
+    for (int32_t t = 0; t < n; t++) bos += row[t] == mnemo_model_bos(m);
+    int want_bos = 0;
+    for (int i = 0; i < np; i++) want_bos += p[i].special == 1;
+    CHECK(bos == want_bos, "%s: %d BOS ids, one per template BOS (\"<s>\" in a message stays text)", what, bos);
+}
+
+static const char *CHAT_LINES =
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+    " {\"role\": \"user\", \"content\": \" Hi <s> \"},"
+    " {\"role\": \"assistant\", \"content\": \"Hello.\"}]}\n"
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Who wrote Hamlet?\"},"
+    " {\"role\": \"assistant\", \"content\": \"Shakespeare.\"}]}\n"
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello.\"},"
+    " {\"role\": \"user\", \"content\": \"Bye\"}, {\"role\": \"assistant\", \"content\": \"Farewell.\"}]}\n"
+    "{\"prompt\": \"Q: who?\\nA:\", \"completion\": \" me.\"}\n";
+
+static const part LLAMA2_SYS[] = {BOS_, TXT("[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi <s> [/INST]"), ANS(" Hello. "),
+                                  EOS_ANS};
+static const part LLAMA2_ONE[] = {BOS_, TXT("[INST] Who wrote Hamlet? [/INST]"), ANS(" Shakespeare. "), EOS_ANS};
+static const part LLAMA2_TWO[] = {BOS_, TXT("[INST] Hi [/INST]"),  ANS(" Hello. "),    EOS_ANS,
+                                  BOS_, TXT("[INST] Bye [/INST]"), ANS(" Farewell. "), EOS_ANS};
+#define NP(a) ((int)(sizeof a / sizeof *a))
+
+static void check_chat_llama2(mnemo_model *m) {
+    const char *file = "chat.jsonl", *path = write_file(file, CHAT_LINES, strlen(CHAT_LINES));
+    char err[512];
+    int32_t L = 96;
+    train_data *d = train_data_open(m, path, L, false, 0, err, sizeof err);
+    CHECK(d && !train_data_is_text(d) && train_data_examples(d) == 4, "%s: four examples (chat and prompt/completion "
+          "mixed): %s", file, d ? "" : err);
+    if (!d) return;
+    expect_row(m, d, 0, L, LLAMA2_SYS, NP(LLAMA2_SYS), "llama2 with a system message");
+    expect_row(m, d, 1, L, LLAMA2_ONE, NP(LLAMA2_ONE), "llama2 without one");
+    expect_row(m, d, 2, L, LLAMA2_TWO, NP(LLAMA2_TWO), "llama2, two assistant turns");
+    const part completion[] = {BOS_, TXT("Q: who?\nA:"), ANS(" me."), EOS_ANS}; /* splits cleanly here too */
+    expect_row(m, d, 3, L, completion, NP(completion), "a prompt/completion line beside chat lines");
+    train_data_free(d);
+}
+
+/* A copy of the fixture model (links to its files) with its own tokenizer_config.json. */
+static const char *model_copy(const char *fixture, const char *name, const char *tokenizer_config) {
+    static char dir[4][512];
+    static int k;
+    char *p = dir[k++ % 4];
+    snprintf(p, 512, "%s/%s", g_dir, name);
+    CHECK(mkdir(p, 0700) == 0, "mkdir %s", p);
+    const char *files[] = {"config.json", "model.safetensors", "tokenizer.model"};
+    char abs[4096];
+    CHECK(realpath(fixture, abs) != NULL, "realpath %s", fixture);
+    for (int i = 0; i < 3; i++) {
+        char from[4200], to[600];
+        snprintf(from, sizeof from, "%s/%s", abs, files[i]);
+        snprintf(to, sizeof to, "%s/%s", p, files[i]);
+        CHECK(symlink(from, to) == 0, "link %s", to);
+    }
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", p);
+    FILE *f = fopen(cfg, "w");
+    fputs(tokenizer_config, f);
+    fclose(f);
+    return p;
+}
+
+static void check_chat_chatml(const char *fixture) {
+    const char *dir = model_copy(fixture, "chatml", "{\"chat_template\": \"{% for m in messages %}<|im_start|>"
+                                 "{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}");
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(dir, NULL, &m) != MNEMO_OK) {
+        CHECK(0, "load %s: %s", dir, mnemo_model_error(m));
+        mnemo_model_free(m);
+        return;
+    }
+    const char *path = write_file("chatml.jsonl", CHAT_LINES, strlen(CHAT_LINES));
+    char err[512];
+    int32_t L = 120;
+    train_data *d = train_data_open(m, path, L, false, 0, err, sizeof err);
+    CHECK(d && train_data_examples(d) == 4, "chatml: four examples: %s", d ? "" : err);
+    if (d) {
+        const part sys[] = {BOS_,
+                            TXT("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <s> <|im_end|>\n"
+                                "<|im_start|>assistant\n"),
+                            ANS("Hello.<|im_end|>"), TXT("\n")};
+        const part two[] = {BOS_,
+                            TXT("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+                            ANS("Hello.<|im_end|>"),
+                            TXT("\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"),
+                            ANS("Farewell.<|im_end|>"),
+                            TXT("\n")};
+        expect_row(m, d, 0, L, sys, NP(sys), "chatml with a system message");
+        expect_row(m, d, 2, L, two, NP(two), "chatml, two assistant turns");
+        train_data_free(d);
+    }
+    /* roles llama2 refuses are fine in chatml */
+    const char *free_roles = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", "
+                             "\"content\": \"b\"}, {\"role\": \"assistant\", \"content\": \"c\"}]}\n";
+    d = train_data_open(m, write_file("users.jsonl", free_roles, strlen(free_roles)), 120, false, 0, err, sizeof err);
+    CHECK(d != NULL, "chatml takes two user messages in a row: %s", d ? "" : err);
+    train_data_free(d);
+    mnemo_model_free(m);
+
+    /* a template mnemo does not know: llama2, as mnemo-server does */
+    dir = model_copy(fixture, "unknown", "{\"chat_template\": \"{{ '<|start_header_id|>' }}\"}");
+    m = NULL;
+    mnemo_log_set_level(MNEMO_LOG_ERROR); /* the fallback's warning */
+    if (mnemo_model_load(dir, NULL, &m) == MNEMO_OK) {
+        d = train_data_open(m, path, 96, false, 0, err, sizeof err);
+        CHECK(d != NULL, "unknown template: %s", d ? "" : err);
+        if (d) expect_row(m, d, 0, 96, LLAMA2_SYS, NP(LLAMA2_SYS), "an unknown template falls back to llama2");
+        train_data_free(d);
+    } else CHECK(0, "load %s: %s", dir, mnemo_model_error(m));
+    mnemo_log_set_level(MNEMO_LOG_WARN);
+    mnemo_model_free(m);
+}
+
 static void expect_refused(mnemo_model *m, const char *name, const char *bytes, int32_t L, const char *want) {
     const char *path = name[0] == '/' ? name : write_file(name, bytes, strlen(bytes));
     char err[512] = "";
@@ -133,6 +324,36 @@ static void expect_refused(mnemo_model *m, const char *name, const char *bytes, 
     CHECK(!d && strstr(err, want) && strstr(err, name), 
           "%s refused with '%s' (got '%s')", name, want, err);
     train_data_free(d);
+}
+
+/* Chat lines the fixture's template (llama2) or the format refuses, each with the file and line named. */
+static void check_chat_refused(mnemo_model *m) {
+#define USER(s) "{\"role\": \"user\", \"content\": \"" s "\"}"
+#define ASSISTANT(s) "{\"role\": \"assistant\", \"content\": \"" s "\"}"
+    const char *ok = "{\"messages\": [" USER("a") ", " ASSISTANT("b") "]}\n";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}, " ASSISTANT("b") "]}\n", ok);
+    expect_refused(m, "role.jsonl", buf, 32, "role.jsonl:2: messages[0].role must be \"system\", \"user\" or");
+    snprintf(buf, sizeof buf, "%s\n{\"messages\": [" USER("a") ", " USER("b") ", " ASSISTANT("c") "]}\n", ok);
+    expect_refused(m, "alternate.jsonl", buf, 32, "alternate.jsonl:3: messages[1].role: the llama2 chat template");
+    snprintf(buf, sizeof buf, "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, " USER("a") "]}\n");
+    expect_refused(m, "noanswer.jsonl", buf, 32, "noanswer.jsonl:1: the conversation has no assistant message");
+    snprintf(buf, sizeof buf, "%s{\"messages\": [" USER("a") ", " ASSISTANT("b") ", " USER("c") "]}\n", ok);
+    expect_refused(m, "lastuser.jsonl", buf, 32, "lastuser.jsonl:2: the last message must be the assistant's");
+    snprintf(buf, sizeof buf, "%s%s{\"messages\": [" USER("a b c d e f g h") ", " ASSISTANT("ok") "]}\n", ok, ok);
+    expect_refused(m, "chatlong.jsonl", buf, 24, "chatlong.jsonl:3: the example has");
+    snprintf(buf, sizeof buf, "{\"messages\": [" USER("a") ", {\"role\": \"assistant\", \"content\": 5}]}\n");
+    expect_refused(m, "content.jsonl", buf, 32, "content.jsonl:1: messages[1].content must be a string");
+    snprintf(buf, sizeof buf, "{\"messages\": [" USER("a") ", {\"role\": \"assistant\"}]}\n");
+    expect_refused(m, "nocontent.jsonl", buf, 32, "nocontent.jsonl:1: messages[1].content must be a string");
+    expect_refused(m, "msgobj.jsonl", "{\"messages\": [\"hi\"]}\n", 32,
+                   "msgobj.jsonl:1: messages[0] must be an object");
+    expect_refused(m, "msgarr.jsonl", "{\"messages\": {}}\n", 32, "msgarr.jsonl:1: \"messages\" must be a non-empty");
+    expect_refused(m, "msgempty.jsonl", "{\"messages\": []}\n", 32,
+                   "msgempty.jsonl:1: \"messages\" must be a non-empty");
+    snprintf(buf, sizeof buf, "{\"prompt\": \"a\", \"messages\": [" USER("a") ", " ASSISTANT("b") "]}\n");
+    expect_refused(m, "both.jsonl", buf, 32,
+                   "both.jsonl:1: an example is {\"prompt\", \"completion\"} or {\"messages\"}");
 }
 
 int main(void) {
@@ -146,6 +367,9 @@ int main(void) {
     }
     check_text(m);
     check_jsonl(m);
+    check_chat_llama2(m);
+    check_chat_chatml(dir);
+    check_chat_refused(m);
     const char *big = "{\"prompt\": \"a b c d e f g h i j k l m n o p q r s t u v w x y z\", \"completion\": \" ok\"}\n";
     expect_refused(m, "/nonexistent/data.txt", "", 8, "cannot open");
     expect_refused(m, "empty.txt", "", 8, "the file is empty");
@@ -155,8 +379,6 @@ int main(void) {
                    "broken.jsonl:3:");
     expect_refused(m, "array.jsonl", "[1,2]\n", 32, "array.jsonl:1: a line must be a JSON object");
     expect_refused(m, "nocomp.jsonl", "{\"prompt\":\"a\"}\n", 32, "nocomp.jsonl:1: an example is");
-    expect_refused(m, "chat.jsonl", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\n", 32,
-                   "chat.jsonl:1: chat \"messages\" examples are not supported yet");
     expect_refused(m, "long.jsonl", big, 8, "long.jsonl:1: the example has");
     expect_refused(m, "emptycomp.jsonl", "{\"prompt\":\"a\",\"completion\":\"\"}\n", 32, "the completion is empty");
     expect_refused(m, "blank.jsonl", "\n  \n", 32, "no examples");

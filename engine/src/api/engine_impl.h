@@ -20,6 +20,7 @@
 struct mnemo_model {
     bool failed;              /* load failed: only _error and _free are allowed */
     char err[MNEMO_ERRLEN];
+    char *dir;                /* the checkpoint directory it was loaded from (tokenizer_config.json: chat template) */
     model_config cfg;
     weight_store *ws;
     tokenizer *tok;

@@ -72,6 +72,10 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
         snprintf(m->err, sizeof m->err, "invalid model params (n_threads %d, device %d)", p.n_threads, (int)p.device);
         return load_fail(m, MNEMO_ERR_INVALID_ARG);
     }
+    if (!(m->dir = strdup(dir))) {
+        snprintf(m->err, sizeof m->err, "out of memory");
+        return load_fail(m, MNEMO_ERR_NOMEM);
+    }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(m->err, sizeof m->err, "%s: not a directory", dir);
@@ -126,6 +130,7 @@ void mnemo_model_free(mnemo_model *m) {
     llama_weights_free(&m->w);
     tokenizer_free(m->tok);
     weight_store_close(m->ws);
+    free(m->dir);
     free(m);
 }
 

@@ -1,7 +1,9 @@
 /*
- * train_data.c — see train_data.h. Examples are tokenized once, at open, into one pool of ids; a step's rows are
- * then a lookup. The shuffled order is a keyed Feistel permutation of [0, n) (cycle-walking on the next even power
- * of two), so example j of epoch e is found in O(1) from (seed, e, j) with no stored permutation or RNG state.
+ * train_data.c — see train_data.h. Examples are tokenized once, at open, into one pool of ids (JSON lines: with a
+ * loss flag beside each id, so a chat example's several answers need no list of spans); a step's rows are then a
+ * lookup. Chat lines are checked here (roles, content, who speaks last) and rendered and tokenized by train_chat.c.
+ * The shuffled order is a keyed Feistel permutation of [0, n) (cycle-walking on the next even power of two), so
+ * example j of epoch e is found in O(1) from (seed, e, j) with no stored permutation or RNG state.
  */
 #include "train_data.h"
 
@@ -13,6 +15,8 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "log.h"
+#include "train_chat.h"
 
 struct train_data {
     int32_t L;              /* seq_len: predicted tokens per row */
@@ -23,7 +27,9 @@ struct train_data {
     size_t n_pool;
     int64_t n_ex;
     size_t *start;          /* JSON lines: [n_ex + 1] offsets into pool */
-    int32_t *n_prompt;      /* JSON lines: [n_ex] ids before the first one that counts (BOS + prompt) */
+    uint8_t *loss;          /* JSON lines: [n_pool] 1 where the id counts in the loss (predicted and learned) */
+    bool tmpl_known;        /* chat lines: tmpl detected (at the first one) */
+    mnemo_chat_template tmpl;
 };
 
 static train_data *fail(train_data *d, char *err, size_t errlen, const char *fmt, ...) {
@@ -39,7 +45,7 @@ void train_data_free(train_data *d) {
     if (!d) return;
     free(d->pool);
     free(d->start);
-    free(d->n_prompt);
+    free(d->loss);
     free(d);
 }
 
@@ -89,16 +95,31 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen) 
     return buf;
 }
 
-static int append(train_data *d, const mnemo_token *ids, size_t n, size_t *cap) {
+/* Appends n ids to the pool, loss[i] (or fill when loss is NULL) beside each. */
+static int append(train_data *d, const mnemo_token *ids, const uint8_t *loss, uint8_t fill, size_t n, size_t *cap) {
     if (d->n_pool + n > *cap) {
         size_t c = (*cap ? *cap * 2 : 4096) + n;
         mnemo_token *p = realloc(d->pool, c * sizeof *p);
-        if (!p) return -1;
-        d->pool = p;
+        if (p) d->pool = p;
+        uint8_t *l = p ? realloc(d->loss, c) : NULL;
+        if (l) d->loss = l;
+        if (!p || !l) return -1;
         *cap = c;
     }
     memcpy(d->pool + d->n_pool, ids, n * sizeof *ids);
+    if (loss) memcpy(d->loss + d->n_pool, loss, n);
+    else memset(d->loss + d->n_pool, fill, n);
     d->n_pool += n;
+    return 0;
+}
+
+/* Closes the example whose ids were appended since the last one. */
+static int end_example(train_data *d) {
+    size_t *gs = realloc(d->start, (size_t)(d->n_ex + 2) * sizeof *gs);
+    if (!gs) return -1;
+    d->start = gs;
+    d->n_ex++;
+    d->start[d->n_ex] = d->n_pool;
     return 0;
 }
 
@@ -117,14 +138,9 @@ static train_data *open_text(train_data *d, const mnemo_model *m, const char *pa
     return d;
 }
 
-/* One JSON line -> its example appended (ids, prompt length). 0, or -1 with the message in err. */
-static int add_example(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
-                       char *err, size_t errlen) {
-    if (json_object_get(o, "messages")) {
-        snprintf(err, errlen, "%s:%ld: chat \"messages\" examples are not supported yet (they need the chat "
-                 "templates in libengine); use {\"prompt\", \"completion\"}", path, line);
-        return -1;
-    }
+/* A {"prompt", "completion"} line -> its example appended. 0, or -1 with the message in err. */
+static int add_completion(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
+                          char *err, size_t errlen) {
     json_t *jp = json_object_get(o, "prompt"), *jc = json_object_get(o, "completion");
     if (!json_is_string(jp) || !json_is_string(jc)) {
         snprintf(err, errlen, "%s:%ld: an example is {\"prompt\": string, \"completion\": string}%s", path, line,
@@ -164,23 +180,129 @@ static int add_example(train_data *d, const mnemo_model *m, json_t *o, const cha
         goto out;
     }
     mnemo_token eos = mnemo_model_eos(m);
-    int32_t *grown = realloc(d->n_prompt, (size_t)(d->n_ex + 1) * sizeof *grown);
-    size_t *gs = grown ? realloc(d->start, (size_t)(d->n_ex + 2) * sizeof *gs) : NULL;
-    if (grown) d->n_prompt = grown;
-    if (gs) d->start = gs;
-    if (!grown || !gs || append(d, all, na, cap) || append(d, &eos, 1, cap)) {
+    if (append(d, all, NULL, 0, agree, cap) || append(d, all + agree, NULL, 1, na - agree, cap) ||
+        append(d, &eos, NULL, 1, 1, cap) || end_example(d)) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    d->n_prompt[d->n_ex] = (int32_t)agree;
-    d->n_ex++;
-    d->start[d->n_ex] = d->n_pool;
     rc = 0;
 out:
     free(both);
     free(pid);
     free(all);
     return rc;
+}
+
+static const char *const ROLES[] = {"system", "user", "assistant"}; /* by mnemo_chat_role */
+
+/* The model's chat template, from its tokenizer_config.json as mnemo-server reads it (llama2 when it names none
+ * or one mnemo does not know; the latter with a warning). */
+static mnemo_chat_template chat_template_of(train_data *d, const mnemo_model *m) {
+    if (!d->tmpl_known) {
+        char why[512];
+        mnemo_status st = mnemo_chat_template_detect(m->dir, &d->tmpl, why, sizeof why);
+        if (st != MNEMO_OK && st != MNEMO_ERR_IO)
+            mnemo_log(MNEMO_LOG_WARN, "%s; chat training examples use the %s template", why,
+                      mnemo_chat_template_name(d->tmpl));
+        d->tmpl_known = true;
+    }
+    return d->tmpl;
+}
+
+/* A {"messages": [...]} line -> its example appended (see train_data.h). 0, or -1 with the message in err. */
+static int add_chat(train_data *d, const mnemo_model *m, json_t *jm, const char *path, long line, size_t *cap,
+                    char *err, size_t errlen) {
+    size_t n = json_array_size(jm);
+    if (!json_is_array(jm) || n == 0 || n > INT32_MAX) {
+        snprintf(err, errlen, "%s:%ld: \"messages\" must be a non-empty array of {\"role\", \"content\"}", path,
+                 line);
+        return -1;
+    }
+    mnemo_chat_msg *msgs = malloc(n * sizeof *msgs);
+    if (!msgs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = -1;
+    bool answered = false;
+    mnemo_token *ids = NULL;
+    uint8_t *loss = NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(jm, i), *jr = json_object_get(e, "role"), *jc = json_object_get(e, "content");
+        int role = -1;
+        for (int r = 0; json_is_string(jr) && r < 3; r++)
+            if (!strcmp(json_string_value(jr), ROLES[r])) role = r;
+        if (!json_is_object(e)) {
+            snprintf(err, errlen, "%s:%ld: messages[%zu] must be an object {\"role\", \"content\"}", path, line, i);
+            goto out;
+        }
+        if (role < 0) {
+            snprintf(err, errlen, "%s:%ld: messages[%zu].role must be \"system\", \"user\" or \"assistant\"", path,
+                     line, i);
+            goto out;
+        }
+        if (!json_is_string(jc)) {
+            snprintf(err, errlen, "%s:%ld: messages[%zu].content must be a string", path, line, i);
+            goto out;
+        }
+        msgs[i] = (mnemo_chat_msg){(mnemo_chat_role)role, json_string_value(jc), json_string_length(jc)};
+        answered |= role == MNEMO_ROLE_ASSISTANT;
+    }
+    if (!answered) {
+        snprintf(err, errlen, "%s:%ld: the conversation has no assistant message: nothing to learn", path, line);
+        goto out;
+    }
+    if (msgs[n - 1].role != MNEMO_ROLE_ASSISTANT) {
+        snprintf(err, errlen, "%s:%ld: the last message must be the assistant's (messages[%zu] is a %s message)",
+                 path, line, n - 1, ROLES[msgs[n - 1].role]);
+        goto out;
+    }
+    mnemo_chat_template t = chat_template_of(d, m);
+    size_t n_ids = 0;
+    int32_t bad = -1;
+    char why[384];
+    switch (train_chat_tokenize(m, t, msgs, (int32_t)n, (size_t)d->L + 1, &ids, &loss, &n_ids, &bad, why,
+                                sizeof why)) {
+    case TRAIN_CHAT_OK: break;
+    case TRAIN_CHAT_MISFIT:
+        if (bad >= 0) snprintf(err, errlen, "%s:%ld: messages[%d].role: %s", path, line, (int)bad, why);
+        else snprintf(err, errlen, "%s:%ld: %s", path, line, why);
+        goto out;
+    case TRAIN_CHAT_TOO_LONG:
+        snprintf(err, errlen, "%s:%ld: the example has %zu tokens (the %s chat template, BOS included), more than "
+                 "seq_len + 1 = %d", path, line, n_ids, mnemo_chat_template_name(t), d->L + 1);
+        goto out;
+    default: snprintf(err, errlen, "%s:%ld: %s", path, line, why); goto out;
+    }
+    bool counts = false; /* an id after the first one is learned (ids[0] is predicted from nothing) */
+    for (size_t i = 1; i < n_ids; i++) counts |= loss[i];
+    if (!counts) {
+        snprintf(err, errlen, "%s:%ld: the assistant's answers add no token", path, line);
+        goto out;
+    }
+    if (append(d, ids, loss, 0, n_ids, cap) || end_example(d)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(msgs);
+    free(ids);
+    free(loss);
+    return rc;
+}
+
+/* One JSON line -> its example appended. 0, or -1 with the message in err. */
+static int add_example(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
+                       char *err, size_t errlen) {
+    json_t *jm = json_object_get(o, "messages");
+    if (!jm) return add_completion(d, m, o, path, line, cap, err, errlen);
+    if (json_object_get(o, "prompt") || json_object_get(o, "completion")) {
+        snprintf(err, errlen, "%s:%ld: an example is {\"prompt\", \"completion\"} or {\"messages\"}, not both", path,
+                 line);
+        return -1;
+    }
+    return add_chat(d, m, jm, path, line, cap, err, errlen);
 }
 
 static train_data *open_jsonl(train_data *d, const mnemo_model *m, const char *path, const char *buf, size_t len,
@@ -280,7 +402,7 @@ int64_t train_data_row(const train_data *d, int64_t step, int32_t rows, int32_t 
     size_t s = d->start[ex], n = d->start[ex + 1] - s; /* BOS .. EOS */
     memcpy(tokens, d->pool + s, n * sizeof *tokens);
     for (size_t t = n; t < (size_t)L + 1; t++) tokens[t] = d->pad;
-    for (int32_t t = 0; t < L; t++) /* tokens[t + 1] counts when it is a completion token or the EOS */
-        mask[t] = (size_t)(t + 1) < n && t + 1 >= d->n_prompt[ex];
+    for (int32_t t = 0; t < L; t++) /* tokens[t + 1] counts when it is learned (a completion or an answer) */
+        mask[t] = (size_t)(t + 1) < n && d->loss[s + (size_t)t + 1];
     return ex;
 }
