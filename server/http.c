@@ -55,6 +55,10 @@ static const char *lookup_header(const http_request *req, const char *name) {
     return MHD_lookup_connection_value(((req_state *)req->impl)->conn, MHD_HEADER_KIND, name);
 }
 
+static const char *lookup_query(const http_request *req, const char *name) {
+    return MHD_lookup_connection_value(((req_state *)req->impl)->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
     http_reply *rep = cls;
     ssize_t n = rep->read(rep->stream, buf, max);
@@ -106,7 +110,7 @@ static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, req
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     http_request req = {.method = method, .path = url, .body = st->body ? st->body : "", .body_len = st->len,
                         .body_too_large = st->too_large, .fd = ci ? ci->connect_fd : -1,
-                        .header = lookup_header, .impl = st};
+                        .header = lookup_header, .query = lookup_query, .impl = st};
     http_reply rep;
     memset(&rep, 0, sizeof rep);
     s->handler(s->app, &req, &rep);

@@ -24,6 +24,8 @@ struct http_request {
     int fd;                /* the client socket, for liveness checks only (-1 when unknown) */
     /* Case-insensitive header lookup; NULL when absent. */
     const char *(*header)(const http_request *req, const char *name);
+    /* A query-string argument (?name=value, URL-decoded); NULL when absent. May be NULL itself (tests). */
+    const char *(*query)(const http_request *req, const char *name);
     void *impl;
 };
 

@@ -96,14 +96,14 @@ char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_
     return out;
 }
 
-static const char *stop_type(const job_choice *ch) {
-    if (ch->end == JOB_END_OK && ch->finish == MNEMO_FINISH_EOS) return "eos";
-    if (ch->end == JOB_END_OK && ch->finish == MNEMO_FINISH_STOP) return "word";
+static const char *stop_type(const ireq_choice *ch) {
+    if (ch->end == IREQ_END_OK && ch->finish == MNEMO_FINISH_EOS) return "eos";
+    if (ch->end == IREQ_END_OK && ch->finish == MNEMO_FINISH_STOP) return "word";
     return "limit";
 }
 
-json_t *llama_result(const char *model, const char *text, size_t len, const job *j) {
-    const job_choice *ch = &j->choices[0];
+json_t *llama_result(const char *model, const char *text, size_t len, const ireq *j) {
+    const ireq_choice *ch = &j->choices[0];
     json_t *o = json_object();
     json_object_set_new(o, "content", json_text(text, len));
     json_object_set_new(o, "tokens", json_array());
@@ -113,7 +113,7 @@ json_t *llama_result(const char *model, const char *text, size_t len, const job 
     json_object_set_new(o, "tokens_predicted", json_integer(ch->n_generated));
     json_object_set_new(o, "tokens_evaluated", json_integer(ch->n_prompt));
     json_object_set_new(o, "tokens_cached", json_integer(0));
-    json_object_set_new(o, "truncated", json_boolean(ch->end == JOB_END_OK && ch->finish == MNEMO_FINISH_CONTEXT));
+    json_object_set_new(o, "truncated", json_boolean(ch->end == IREQ_END_OK && ch->finish == MNEMO_FINISH_CONTEXT));
     json_object_set_new(o, "stop_type", json_string(stop_type(ch)));
     const char *why = oai_stop_reason(ch);
     if (why) json_object_set_new(o, "stop_reason", json_string(why)); /* time_limit / server_shutdown */

@@ -1,6 +1,6 @@
 /*
  * llama_compat.h — llama.cpp's native POST /completion on the OpenAI machinery: its request is translated into a
- * /v1/completions body (then parsed and run as one), and its response shapes are built from the same job.
+ * /v1/completions body (then parsed and run as one), and its response shapes are built from the same request.
  *
  *   request   prompt (string or token ids; one prompt), n_predict (-1 or absent: until the context is full),
  *             temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, presence_penalty,
@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "job.h"
+#include "infer_request.h"
 #include "request_parse.h"
 
 /* The /v1/completions body (malloc'd JSON text) for a /completion body; NULL with err filled (400 naming the
@@ -27,8 +27,8 @@
  * *until_context_end: n_predict was omitted or -1. */
 char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_end, parse_error *err);
 
-/* The final object of a finished one-choice job: content is the whole text (non-streaming) or "" (stream end). */
-json_t *llama_result(const char *model, const char *text, size_t len, const job *j);
+/* The final object of a finished one-choice request: content is the whole text (non-streaming) or "" (stream end). */
+json_t *llama_result(const char *model, const char *text, size_t len, const ireq *j);
 /* One streamed piece. token < 0: none. */
 json_t *llama_chunk(const char *text, size_t len, mnemo_token token);
 

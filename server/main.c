@@ -167,7 +167,7 @@ static void shutdown_gracefully(server_app *app, http_server *http) {
             if (wait_signal(0.0)) break;
         if (!idle) {
             log_line("cancelling the requests still running");
-            sched_cancel_all(app->sched, JOB_END_SHUTDOWN);
+            sched_cancel_all(app->sched, IREQ_END_SHUTDOWN);
             sched_wait_idle(app->sched, 5.0);
         }
     }

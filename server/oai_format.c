@@ -54,7 +54,7 @@ static json_t *chat_token(const oai_ctx *c, mnemo_token t, float logprob) {
     return o;
 }
 
-void oai_logprobs_add(const oai_ctx *c, json_t *lp, const job_event *ev, size_t *offset) {
+void oai_logprobs_add(const oai_ctx *c, json_t *lp, const ireq_event *ev, size_t *offset) {
     if (!lp || ev->token < 0) return;
     if (c->chat) {
         json_t *o = chat_token(c, ev->token, ev->logprob);
@@ -82,24 +82,24 @@ void oai_logprobs_add(const oai_ctx *c, json_t *lp, const job_event *ev, size_t 
     *offset += n;
 }
 
-const char *oai_finish_reason(const job_choice *ch) {
-    if (ch->end == JOB_END_OK && (ch->finish == MNEMO_FINISH_STOP || ch->finish == MNEMO_FINISH_EOS)) return "stop";
+const char *oai_finish_reason(const ireq_choice *ch) {
+    if (ch->end == IREQ_END_OK && (ch->finish == MNEMO_FINISH_STOP || ch->finish == MNEMO_FINISH_EOS)) return "stop";
     return "length";
 }
 
-const char *oai_stop_reason(const job_choice *ch) {
-    if (ch->end == JOB_END_TIMEOUT) return "time_limit";
-    if (ch->end == JOB_END_SHUTDOWN) return "server_shutdown";
+const char *oai_stop_reason(const ireq_choice *ch) {
+    if (ch->end == IREQ_END_TIMEOUT) return "time_limit";
+    if (ch->end == IREQ_END_SHUTDOWN) return "server_shutdown";
     return NULL;
 }
 
-static void set_finish(json_t *choice, const job_choice *ch) {
+static void set_finish(json_t *choice, const ireq_choice *ch) {
     json_object_set_new(choice, "finish_reason", json_string(oai_finish_reason(ch)));
     const char *sr = oai_stop_reason(ch);
     if (sr) json_object_set_new(choice, "stop_reason", json_string(sr));
 }
 
-json_t *oai_choice(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const job_choice *ch) {
+json_t *oai_choice(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const ireq_choice *ch) {
     json_t *o = json_object();
     json_object_set_new(o, "index", json_integer(index));
     if (c->chat) {
@@ -115,7 +115,7 @@ json_t *oai_choice(const oai_ctx *c, int index, const char *text, size_t len, js
     return o;
 }
 
-json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const job_choice *finished,
+json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const ireq_choice *finished,
                   bool role_opener, bool with_usage_null) {
     json_t *env = oai_envelope(c, true);
     json_t *o = json_object();
@@ -140,10 +140,10 @@ json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, jso
     return env;
 }
 
-json_t *oai_usage(const job *j) {
+json_t *oai_usage(const ireq *j) {
     long long prompt = 0, gen = 0;
     for (int i = 0; i < j->n_choices; i++) {
-        const job_choice *ch = &j->choices[i];
+        const ireq_choice *ch = &j->choices[i];
         bool first_of_prompt = true; /* each prompt counts once, however many choices continue it */
         for (int k = 0; k < i; k++)
             if (j->choices[k].prompt_index == ch->prompt_index) first_of_prompt = false;
@@ -160,11 +160,11 @@ json_t *oai_usage(const job *j) {
     return u;
 }
 
-json_t *oai_timings(const job *j) {
+json_t *oai_timings(const ireq *j) {
     long long pn = 0, gn = 0;
     double pms = 0, gms = 0, qms = 0;
     for (int i = 0; i < j->n_choices; i++) {
-        const job_choice *ch = &j->choices[i];
+        const ireq_choice *ch = &j->choices[i];
         pn += ch->n_prompt;
         gn += ch->n_generated;
         pms += ch->prefill_ms;

@@ -1,5 +1,5 @@
 /*
- * oai_format.h — OpenAI response shapes built from job events: the completion and chat.completion objects, their
+ * oai_format.h — OpenAI response shapes built from request events: the completion and chat.completion objects, their
  * streaming chunks, logprobs in both APIs' formats, usage and llama.cpp-style timings, and SSE framing.
  *
  *   completion  {id, object:"text_completion", created, model, choices:[{index, text, logprobs, finish_reason}],
@@ -18,7 +18,7 @@
 #include <stdbool.h>
 
 #include "engine.h"
-#include "job.h"
+#include "infer_request.h"
 #include "text_util.h"
 
 typedef struct {
@@ -38,20 +38,20 @@ json_t *oai_envelope(const oai_ctx *c, bool chunk);
  * {content: []}. */
 json_t *oai_logprobs_new(const oai_ctx *c);
 /* Appends one token event; *offset tracks text_offset for completions. */
-void oai_logprobs_add(const oai_ctx *c, json_t *lp, const job_event *ev, size_t *offset);
+void oai_logprobs_add(const oai_ctx *c, json_t *lp, const ireq_event *ev, size_t *offset);
 
-const char *oai_finish_reason(const job_choice *ch);
+const char *oai_finish_reason(const ireq_choice *ch);
 /* NULL unless the choice was cut short (time_limit / server_shutdown). */
-const char *oai_stop_reason(const job_choice *ch);
+const char *oai_stop_reason(const ireq_choice *ch);
 
 /* One complete choice (non-streaming). text is the choice's whole text; lp may be NULL (then null). */
-json_t *oai_choice(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const job_choice *ch);
+json_t *oai_choice(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const ireq_choice *ch);
 /* One streaming chunk for one choice: a delta (text may be empty), the role opener (chat), or the finish. */
-json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const job_choice *finished,
+json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, json_t *lp, const ireq_choice *finished,
                   bool role_opener, bool with_usage_null);
 
-json_t *oai_usage(const job *j);
-json_t *oai_timings(const job *j);
+json_t *oai_usage(const ireq *j);
+json_t *oai_timings(const ireq *j);
 
 /* "data: <compact json>\n\n" (steals obj), and the terminator. */
 void sse_event(strbuf *b, json_t *obj);

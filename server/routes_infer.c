@@ -3,8 +3,8 @@
  * translated into a /v1/completions one, its answers shaped by llama_compat.c).
  *
  * On the connection's thread: parse and validate (request_parse.c), render the chat template, tokenize, check the
- * prompt against the slot's context, build a job (one choice per prompt x n) and submit it. Then either
- *   stream: return a reader that turns job events into SSE chunks as they arrive (blocking in libmicrohttpd's
+ * prompt against the slot's context, build a request (one choice per prompt x n) and submit it. Then either
+ *   stream: return a reader that turns request events into SSE chunks as they arrive (blocking in libmicrohttpd's
  *           connection thread, never in the scheduler), ending with "data: [DONE]"; or
  *   wait:   collect every event and answer one JSON object.
  * Errors known before submitting get their status (400/404/503); errors after a stream started become an error
@@ -18,7 +18,7 @@
 
 #include "api_error.h"
 #include "app.h"
-#include "job.h"
+#include "infer_request.h"
 #include "llama_compat.h"
 #include "oai_format.h"
 #include "request_parse.h"
@@ -26,7 +26,7 @@
 
 #define WAIT_SLICE_S 0.5 /* how long a consumer blocks before re-checking the server's state */
 
-/* ---------------------------------------------------------------- building the job */
+/* ---------------------------------------------------------------- building the request */
 
 typedef struct {
     mnemo_token *v;
@@ -151,9 +151,9 @@ static void drop_bos(const server_app *app, tokvec *t) {
     if (t->n > 0 && t->v[0] == mnemo_model_bos(app->model)) memmove(t->v, t->v + 1, (size_t)--t->n * sizeof *t->v);
 }
 
-static job *build_job(server_app *app, const infer_request *r, session *sess, build_error *e) {
+static ireq *build_job(server_app *app, const infer_request *r, session *sess, build_error *e) {
     int n_prompts = r->chat ? 1 : r->n_prompts;
-    job *j = job_new(n_prompts * r->n);
+    ireq *j = ireq_new(n_prompts * r->n);
     if (!j) {
         build_fail(e, 500, "out_of_memory", NULL, "out of memory");
         return NULL;
@@ -186,7 +186,7 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
     for (int p = 0; p < n_prompts; p++) {
         tokvec t = {0};
         if (prompt_tokens(app, r, p, &t, e) != 0) {
-            job_unref(j);
+            ireq_unref(j);
             return NULL;
         }
         int32_t held = 0; /* tokens the session holds before this prompt */
@@ -196,13 +196,13 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
         }
         if (t.n == 0) { /* a session's BOS-only prompt is empty too: it needs a new token to continue */
             free(t.v);
-            job_unref(j);
+            ireq_unref(j);
             build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
             return NULL;
         }
         if (sess && !app->unbounded && held + t.n > app->n_ctx) {
             free(t.v);
-            job_unref(j);
+            ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
                        "session '%s' holds %d tokens; %d more do not fit its context of %d tokens (--ctx); start a "
                        "new session",
@@ -211,7 +211,7 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
         }
         if (t.n > app->n_ctx && !app->unbounded) { /* LongLLaMA: the prefix goes to memory window by window */
             free(t.v);
-            job_unref(j);
+            ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
                        "the prompt has %d tokens but the context holds %d tokens per request (--ctx); shorten the "
                        "prompt",
@@ -221,7 +221,7 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
         if (r->max_tokens >= 0 && !app->unbounded && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
             int32_t room = app->n_ctx - held - t.n;
             free(t.v);
-            job_unref(j);
+            ireq_unref(j);
             char holds[96] = "";
             if (held) snprintf(holds, sizeof holds, "the %d tokens session '%s' holds + ", held, r->session);
             build_fail(e, 400, "context_length_exceeded", r->max_tokens_param,
@@ -232,7 +232,7 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
             return NULL;
         }
         for (int k = 0; k < r->n; k++) {
-            job_choice *c = &j->choices[p * r->n + k];
+            ireq_choice *c = &j->choices[p * r->n + k];
             c->prompt = malloc((size_t)t.n * sizeof *c->prompt);
             if (!c->prompt) {
                 free(t.v);
@@ -247,7 +247,7 @@ static job *build_job(server_app *app, const infer_request *r, session *sess, bu
     }
     return j;
 oom:
-    job_unref(j);
+    ireq_unref(j);
     build_fail(e, 500, "out_of_memory", NULL, "out of memory");
     return NULL;
 }
@@ -258,7 +258,7 @@ typedef enum { API_COMPLETIONS, API_CHAT, API_LLAMA } infer_api;
 
 typedef struct {
     server_app *app;
-    job *j;
+    ireq *j;
     oai_ctx oc;
     bool llama;           /* llama.cpp's /completion shapes instead of OpenAI's */
     int n_top;            /* alternatives shown per token (the engine computes >= 1 to get the chosen logprob) */
@@ -281,11 +281,11 @@ static void consumer_free(consumer *c) {
     free(c->lp);
     free(c->offset);
     sb_free(&c->out);
-    job_unref(c->j);
+    ireq_unref(c->j);
     free(c);
 }
 
-static consumer *consumer_new(server_app *app, job *j, const infer_request *r) {
+static consumer *consumer_new(server_app *app, ireq *j, const infer_request *r) {
     consumer *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->app = app;
@@ -313,13 +313,13 @@ static consumer *consumer_new(server_app *app, job *j, const infer_request *r) {
     return c;
 }
 
-static void trim_top(const consumer *c, job_event *ev) {
+static void trim_top(const consumer *c, ireq_event *ev) {
     if (ev->n_top > c->n_top) ev->n_top = c->n_top;
 }
 
-/* The outcome of a finished job for metrics: the worst choice's end. */
-static const char *outcome(const job *j) {
-    job_end worst = JOB_END_OK;
+/* The outcome of a finished request for metrics: the worst choice's end. */
+static const char *outcome(const ireq *j) {
+    ireq_end worst = IREQ_END_OK;
     for (int i = 0; i < j->n_choices; i++)
         if (j->choices[i].end > worst) worst = j->choices[i].end;
     static const char *names[] = {"ok", "client_gone", "timeout", "shutdown", "error"};
@@ -327,48 +327,48 @@ static const char *outcome(const job *j) {
 }
 
 /* Why a choice produced nothing (it ended before reaching a slot, or the engine failed): status + message. */
-static int choice_failure(const server_app *app, const job *j, const job_choice *ch, char *msg, size_t n) {
-    if (ch->end == JOB_END_ERROR) {
+static int choice_failure(const server_app *app, const ireq *j, const ireq_choice *ch, char *msg, size_t n) {
+    if (ch->end == IREQ_END_ERROR) {
         snprintf(msg, n, "generation failed: %s", j->error[0] ? j->error : "engine error");
         return 500;
     }
     if (ch->started) return 0;
-    if (ch->end == JOB_END_TIMEOUT) {
+    if (ch->end == IREQ_END_TIMEOUT) {
         snprintf(msg, n, "the request waited longer than the time limit (%g s, --timeout) for a free slot",
                  app->opts.timeout_s);
         return 503;
     }
-    if (ch->end == JOB_END_SHUTDOWN) {
+    if (ch->end == IREQ_END_SHUTDOWN) {
         snprintf(msg, n, "the server is shutting down");
         return 503;
     }
-    if (ch->end == JOB_END_CLIENT_GONE) {
+    if (ch->end == IREQ_END_CLIENT_GONE) {
         snprintf(msg, n, "the client disconnected");
         return 400;
     }
     return 0;
 }
 
-/* Waits for the next batch of events. Once the server has stopped (STOPPED: the scheduler no longer runs this job)
- * it reports the job done so no connection thread waits forever. */
-static size_t wait_events(consumer *c, job_event **ev, bool *all_done) {
-    size_t n = job_take_events(c->j, WAIT_SLICE_S, ev, all_done);
+/* Waits for the next batch of events. Once the server has stopped (STOPPED: the scheduler no longer runs this request)
+ * it reports the request done so no connection thread waits forever. */
+static size_t wait_events(consumer *c, ireq_event **ev, bool *all_done) {
+    size_t n = ireq_take_events(c->j, WAIT_SLICE_S, ev, all_done);
     if (n == 0 && !*all_done && atomic_load(&c->app->state) == APP_STOPPED) {
-        job_cancel(c->j, JOB_END_SHUTDOWN);
+        ireq_cancel(c->j, IREQ_END_SHUTDOWN);
         *all_done = true; /* the scheduler is gone: nothing more will come */
     }
     return n;
 }
 
 static void respond_collected(consumer *c, http_reply *rep) {
-    job *j = c->j;
+    ireq *j = c->j;
     bool all_done = false;
     while (!all_done) {
-        job_event *ev = NULL;
+        ireq_event *ev = NULL;
         size_t n = wait_events(c, &ev, &all_done);
         for (size_t k = 0; k < n; k++) {
-            job_event *e = &ev[k];
-            if (e->kind != JOB_EV_TOKEN) continue; /* outcomes are read from j->choices at the end */
+            ireq_event *e = &ev[k];
+            if (e->kind != IREQ_EV_TOKEN) continue; /* outcomes are read from j->choices at the end */
             sb_append(&c->text[e->choice], e->text, e->text_len);
             if (c->oc.logprobs) {
                 if (!c->lp[e->choice]) c->lp[e->choice] = oai_logprobs_new(&c->oc);
@@ -376,7 +376,7 @@ static void respond_collected(consumer *c, http_reply *rep) {
                 oai_logprobs_add(&c->oc, c->lp[e->choice], e, &c->offset[e->choice]);
             }
         }
-        job_events_free(ev, n);
+        ireq_events_free(ev, n);
     }
     metrics_request_end(c->app->mx, outcome(j));
     for (int i = 0; i < j->n_choices; i++) {
@@ -410,21 +410,21 @@ static void respond_collected(consumer *c, http_reply *rep) {
 
 /* Formats the stream's next events into c->out. */
 static void stream_fill_llama(consumer *c) {
-    job *j = c->j;
+    ireq *j = c->j;
     bool all_done = false;
-    job_event *ev = NULL;
+    ireq_event *ev = NULL;
     size_t n = wait_events(c, &ev, &all_done);
     for (size_t k = 0; k < n; k++) {
-        job_event *e = &ev[k];
-        if (e->kind == JOB_EV_END) {
+        ireq_event *e = &ev[k];
+        if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
             if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
-        } else if (e->kind == JOB_EV_TOKEN && (e->text_len > 0 || e->token >= 0)) {
+        } else if (e->kind == IREQ_EV_TOKEN && (e->text_len > 0 || e->token >= 0)) {
             sse_event(&c->out, llama_chunk(e->text, e->text_len, e->token));
         }
     }
-    job_events_free(ev, n);
+    ireq_events_free(ev, n);
     if (all_done) { /* the closing object; llama.cpp sends no [DONE] here */
         sse_event(&c->out, llama_result(c->app->alias, "", 0, j));
         c->finished = true;
@@ -433,7 +433,7 @@ static void stream_fill_llama(consumer *c) {
 }
 
 static void stream_fill(consumer *c) {
-    job *j = c->j;
+    ireq *j = c->j;
     if (!c->opened) { /* chat: each choice opens with its role */
         c->opened = true;
         if (c->oc.chat)
@@ -442,11 +442,11 @@ static void stream_fill(consumer *c) {
         if (c->out.len) return;
     }
     bool all_done = false;
-    job_event *ev = NULL;
+    ireq_event *ev = NULL;
     size_t n = wait_events(c, &ev, &all_done);
     for (size_t k = 0; k < n; k++) {
-        job_event *e = &ev[k];
-        if (e->kind == JOB_EV_PROGRESS) {
+        ireq_event *e = &ev[k];
+        if (e->kind == IREQ_EV_PROGRESS) {
             json_t *o = oai_envelope(&c->oc, true);
             json_object_set_new(o, "progress", json_pack("{s:i, s:i, s:i, s:f}", "index", e->choice, "processed",
                                                          (json_int_t)e->done, "total", (json_int_t)e->total,
@@ -454,7 +454,7 @@ static void stream_fill(consumer *c) {
             sse_event(&c->out, o);
             continue;
         }
-        if (e->kind == JOB_EV_END) {
+        if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
             if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
@@ -472,7 +472,7 @@ static void stream_fill(consumer *c) {
         if (e->text_len == 0 && !lp) continue; /* text held back (stop-string prefix, partial character) */
         sse_event(&c->out, oai_chunk(&c->oc, e->choice, e->text, e->text_len, lp, NULL, false, c->include_usage));
     }
-    job_events_free(ev, n);
+    ireq_events_free(ev, n);
     if (all_done) {
         if (c->include_usage) {
             json_t *u = oai_envelope(&c->oc, true);
@@ -505,7 +505,7 @@ static ssize_t stream_read(void *arg, char *buf, size_t max) {
 static void stream_free(void *arg) {
     consumer *c = arg;
     if (!c->finished) { /* the connection ended first: free the slots */
-        job_cancel(c->j, JOB_END_CLIENT_GONE);
+        ireq_cancel(c->j, IREQ_END_CLIENT_GONE);
         metrics_request_end(c->app->mx, "client_gone");
     }
     consumer_free(c);
@@ -561,24 +561,24 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         }
     }
     build_error be;
-    job *j = build_job(app, &r, sess, &be);
+    ireq *j = build_job(app, &r, sess, &be);
     if (!j) {
         sessions_release(app->sessions, sess, NULL);
         reply_error(rep, be.status, be.code, be.param[0] ? be.param : NULL, NULL, "%s", be.msg);
         goto out;
     }
-    if (sess) { /* from here the job gives it back, however it ends */
+    if (sess) { /* from here the request gives it back, however it ends */
         j->sessions = app->sessions;
         j->session = sess;
     }
     j->progress = r.stream && r.include_progress;
     j->t_arrival = t_arrival;
     j->deadline = app->opts.timeout_s > 0 ? t_arrival + app->opts.timeout_s : 0;
-    job_watch_fd(j, req->fd);
+    ireq_watch_fd(j, req->fd);
     consumer *c = consumer_new(app, j, &r);
     if (c) c->llama = api == API_LLAMA;
     if (!c) {
-        job_unref(j);
+        ireq_unref(j);
         reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory");
         goto out;
     }

@@ -21,43 +21,43 @@ struct scheduler {
     pthread_cond_t idle;  /* broadcast when nothing is queued or running */
     pthread_t thread;
     bool started, quit, accepting;
-    job_end cancel_all;   /* set by sched_cancel_all, applied by the loop (slots are the loop's alone) */
+    ireq_end cancel_all;   /* set by sched_cancel_all, applied by the loop (slots are the loop's alone) */
     worker *w;
     metrics *mx;
-    job *head, *tail;
+    ireq *head, *tail;
     int n_queued, queue_cap, n_ctx;
     sched_stats stats;
 };
 
-/* The checks every step makes for a job: cancelled by someone, past its deadline, or its client gone. */
-static job_end job_should_stop(job *j, double t) {
-    job_end why = job_cancelled(j);
+/* The checks every step makes for a request: cancelled by someone, past its deadline, or its client gone. */
+static ireq_end ireq_should_stop(ireq *j, double t) {
+    ireq_end why = ireq_cancelled(j);
     if (why) return why;
-    if (j->deadline > 0 && t > j->deadline) why = JOB_END_TIMEOUT;
-    else if (job_client_gone(j)) why = JOB_END_CLIENT_GONE;
-    if (why) job_cancel(j, why);
-    return job_cancelled(j);
+    if (j->deadline > 0 && t > j->deadline) why = IREQ_END_TIMEOUT;
+    else if (ireq_client_gone(j)) why = IREQ_END_CLIENT_GONE;
+    if (why) ireq_cancel(j, why);
+    return ireq_cancelled(j);
 }
 
 /* End the choices of j that never reached a slot. */
-static void end_unstarted(job *j, job_end why, double t) {
+static void end_unstarted(ireq *j, ireq_end why, double t) {
     for (int c = j->next_choice; c < j->n_choices; c++)
-        job_end_choice(j, c, why, MNEMO_FINISH_CANCELLED, 0, (t - j->t_arrival) * 1e3, 0, 0, NULL);
+        ireq_end_choice(j, c, why, MNEMO_FINISH_CANCELLED, 0, (t - j->t_arrival) * 1e3, 0, 0, NULL);
     j->next_choice = j->n_choices;
 }
 
 static void drop_stopped_queued(scheduler *s, double t) {
-    job *prev = NULL, *j = s->head;
+    ireq *prev = NULL, *j = s->head;
     while (j) {
-        job *next = j->qnext;
-        job_end why = job_should_stop(j, t);
+        ireq *next = j->qnext;
+        ireq_end why = ireq_should_stop(j, t);
         if (why) {
             if (prev) prev->qnext = next;
             else s->head = next;
             if (s->tail == j) s->tail = prev;
             s->n_queued--;
             end_unstarted(j, why, t);
-            job_unref(j);
+            ireq_unref(j);
         } else {
             prev = j;
         }
@@ -67,10 +67,10 @@ static void drop_stopped_queued(scheduler *s, double t) {
 
 static void stop_cancelled_running(scheduler *s, double t) {
     for (int i = 0; i < worker_n_slots(s->w); i++) {
-        job *j = worker_slot_job(s->w, i);
+        ireq *j = worker_slot_job(s->w, i);
         if (!j) continue;
-        if (s->cancel_all) job_cancel(j, s->cancel_all);
-        job_end why = job_should_stop(j, t);
+        if (s->cancel_all) ireq_cancel(j, s->cancel_all);
+        ireq_end why = ireq_should_stop(j, t);
         if (why) worker_stop(s->w, i, why);
     }
 }
@@ -78,13 +78,13 @@ static void stop_cancelled_running(scheduler *s, double t) {
 static void assign_slots(scheduler *s) {
     int slot;
     while (s->head && (slot = worker_idle_slot(s->w)) >= 0) {
-        job *j = s->head;
+        ireq *j = s->head;
         worker_start(s->w, slot, j, j->next_choice++);
         if (j->next_choice == j->n_choices) { /* fully placed: the queue's reference goes */
             s->head = j->qnext;
             if (!s->head) s->tail = NULL;
             s->n_queued--;
-            job_unref(j);
+            ireq_unref(j);
         }
     }
 }
@@ -103,7 +103,7 @@ static void *loop(void *arg) {
     while (!s->quit) {
         double t = now_s();
         if (s->cancel_all)
-            for (job *j = s->head; j; j = j->qnext) job_cancel(j, s->cancel_all);
+            for (ireq *j = s->head; j; j = j->qnext) ireq_cancel(j, s->cancel_all);
         drop_stopped_queued(s, t);
         stop_cancelled_running(s, t);
         assign_slots(s);
@@ -120,16 +120,16 @@ static void *loop(void *arg) {
     /* Quitting: whatever is left ends as a shutdown. */
     double t = now_s();
     while (s->head) {
-        job *j = s->head;
+        ireq *j = s->head;
         s->head = j->qnext;
-        job_cancel(j, JOB_END_SHUTDOWN);
-        end_unstarted(j, JOB_END_SHUTDOWN, t);
-        job_unref(j);
+        ireq_cancel(j, IREQ_END_SHUTDOWN);
+        end_unstarted(j, IREQ_END_SHUTDOWN, t);
+        ireq_unref(j);
     }
     s->tail = NULL;
     s->n_queued = 0;
     for (int i = 0; i < worker_n_slots(s->w); i++)
-        if (worker_slot_job(s->w, i)) worker_stop(s->w, i, JOB_END_SHUTDOWN);
+        if (worker_slot_job(s->w, i)) worker_stop(s->w, i, IREQ_END_SHUTDOWN);
     update_stats(s);
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
@@ -166,14 +166,14 @@ scheduler *sched_new(mnemo_model *model, const sched_config *cfg, metrics *mx, c
     return s;
 }
 
-sched_result sched_submit(scheduler *s, job *j) {
+sched_result sched_submit(scheduler *s, ireq *j) {
     pthread_mutex_lock(&s->mu);
     sched_result r = SCHED_OK;
     int idle = worker_n_slots(s->w) - s->stats.slots_busy;
     if (!s->accepting || s->quit) r = SCHED_STOPPING;
     else if (s->n_queued >= s->queue_cap + (idle > 0 ? idle : 0)) r = SCHED_FULL;
     if (r == SCHED_OK) {
-        job_ref(j);
+        ireq_ref(j);
         j->qnext = NULL;
         j->next_choice = 0;
         if (s->tail) s->tail->qnext = j;
@@ -218,7 +218,7 @@ bool sched_wait_idle(scheduler *s, double timeout_s) {
     return idle;
 }
 
-void sched_cancel_all(scheduler *s, job_end why) {
+void sched_cancel_all(scheduler *s, ireq_end why) {
     pthread_mutex_lock(&s->mu);
     s->cancel_all = why;
     pthread_cond_signal(&s->wake);

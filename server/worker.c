@@ -13,10 +13,10 @@
 typedef enum { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_GENERATE, SLOT_FINISH } slot_state;
 
 typedef struct {
-    mnemo_context *ctx;     /* the one in use: own, or the job's session's */
+    mnemo_context *ctx;     /* the one in use: own, or the request's session's */
     mnemo_context *own;
     slot_state state;
-    job *job;
+    ireq *ireq;
     int choice;
     int32_t n_fed;          /* prompt tokens already decoded */
     int32_t chunk;          /* prompt tokens in this step's batch */
@@ -71,7 +71,7 @@ oom:
 void worker_free(worker *w) {
     if (!w) return;
     for (int i = 0; w->slots && i < w->n_slots; i++) {
-        if (w->slots[i].state != SLOT_IDLE) worker_stop(w, i, JOB_END_SHUTDOWN);
+        if (w->slots[i].state != SLOT_IDLE) worker_stop(w, i, IREQ_END_SHUTDOWN);
         mnemo_context_free(w->slots[i].own);
     }
     free(w->slots);
@@ -94,7 +94,7 @@ int worker_busy(const worker *w) {
     return n;
 }
 
-job *worker_slot_job(const worker *w, int i) { return w->slots[i].state == SLOT_IDLE ? NULL : w->slots[i].job; }
+ireq *worker_slot_job(const worker *w, int i) { return w->slots[i].state == SLOT_IDLE ? NULL : w->slots[i].ireq; }
 
 int64_t worker_kv_used(const worker *w) {
     int64_t n = 0;
@@ -123,13 +123,13 @@ void worker_memory(const worker *w, mnemo_memory_stats *sum) {
     }
 }
 
-void worker_start(worker *w, int i, job *j, int choice) {
+void worker_start(worker *w, int i, ireq *j, int choice) {
     slot *s = &w->slots[i];
-    job_ref(j);
+    ireq_ref(j);
     s->ctx = j->session ? session_context(j->session) : s->own;
     if (!j->session) mnemo_context_reset(s->ctx); /* a session continues where its last request ended */
     s->state = SLOT_PREFILL;
-    s->job = j;
+    s->ireq = j;
     s->choice = choice;
     s->n_fed = s->chunk = s->n_tokens = 0;
     s->gen = NULL;
@@ -140,28 +140,28 @@ void worker_start(worker *w, int i, job *j, int choice) {
     metrics_observe(w->mx, HIST_QUEUE, s->t_start - j->t_arrival);
 }
 
-/* The slot's sequence is over: record it in the job and metrics, free the slot. */
-static void end_slot(worker *w, slot *s, job_end why, mnemo_finish_reason finish, const char *error) {
+/* The slot's sequence is over: record it in the request and metrics, free the slot. */
+static void end_slot(worker *w, slot *s, ireq_end why, mnemo_finish_reason finish, const char *error) {
     double t = now_s();
-    job *j = s->job;
+    ireq *j = s->ireq;
     double prefill_end = s->t_gen ? s->t_gen : t;
     int32_t n_gen = s->gen ? mnemo_generation_n_generated(s->gen) : 0;
     j->choices[s->choice].n_fed = s->n_fed;
     /* Metrics first: ending the choice wakes the client, which may read /metrics at once. */
     metrics_tokens(w->mx, s->n_fed, n_gen);
-    if (why == JOB_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
+    if (why == IREQ_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
     /* Done with the context before the choice ends: that gives a session back for its next request. */
     mnemo_generation_free(s->gen);
     s->gen = NULL;
     s->ctx = s->own;
     s->state = SLOT_IDLE;
-    s->job = NULL;
-    job_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
+    s->ireq = NULL;
+    ireq_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
                    (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
-    job_unref(j);
+    ireq_unref(j);
 }
 
-void worker_stop(worker *w, int i, job_end why) {
+void worker_stop(worker *w, int i, ireq_end why) {
     slot *s = &w->slots[i];
     if (s->state == SLOT_IDLE) return;
     end_slot(w, s, why, MNEMO_FINISH_CANCELLED, NULL);
@@ -171,8 +171,8 @@ static void fail_slot(worker *w, slot *s, const char *what) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s: %s", what, mnemo_context_error(s->ctx));
     fprintf(stderr, "mnemo-server: error: %s\n", msg);
-    job_cancel(s->job, JOB_END_ERROR);
-    end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
+    ireq_cancel(s->ireq, IREQ_END_ERROR);
+    end_slot(w, s, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
 }
 
 /* Whether one more token fits (a LongLLaMA context moves a full window to memory: always). */
@@ -193,16 +193,16 @@ static int sample_all(worker *w, int *budget) {
         }
         double t = now_s();
         metrics_observe(w->mx, s->n_tokens == 0 ? HIST_TTFT : HIST_ITL,
-                        s->n_tokens == 0 ? t - s->job->t_arrival : t - s->t_last);
+                        s->n_tokens == 0 ? t - s->ireq->t_arrival : t - s->t_last);
         s->t_last = t;
         s->n_tokens++;
-        if (job_push_token(s->job, s->choice, &ev) != 0) {
-            job_cancel(s->job, JOB_END_ERROR);
-            end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
+        if (ireq_push_token(s->ireq, s->choice, &ev) != 0) {
+            ireq_cancel(s->ireq, IREQ_END_ERROR);
+            end_slot(w, s, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
             continue;
         }
-        if (ev.is_last && !(s->job->session && ev.token >= 0 && has_room(s->ctx))) {
-            end_slot(w, s, JOB_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
+        if (ev.is_last && !(s->ireq->session && ev.token >= 0 && has_room(s->ctx))) {
+            end_slot(w, s, IREQ_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
             continue;
         }
         if (ev.is_last) s->state = SLOT_FINISH; /* the session keeps its last token too */
@@ -223,7 +223,7 @@ static int add_prefill(worker *w, int ne, int budget) {
             if (s->state == SLOT_PREFILL && s->chunk == 0 && (!oldest || s->order < oldest->order)) oldest = s;
         }
         if (!oldest || budget <= 0) return ne;
-        const job_choice *c = &oldest->job->choices[oldest->choice];
+        const ireq_choice *c = &oldest->ireq->choices[oldest->choice];
         int32_t left = c->n_prompt - oldest->n_fed;
         oldest->chunk = left < budget ? left : budget;
         /* LongLLaMA: batch entries are at most last_context_length tokens; a long prompt streams through the
@@ -239,17 +239,17 @@ static int add_prefill(worker *w, int ne, int budget) {
 /* After a successful decode of this slot's entry. */
 static void advance(worker *w, slot *s) {
     if (s->state == SLOT_FINISH) {
-        end_slot(w, s, JOB_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
+        end_slot(w, s, IREQ_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
         return;
     }
     if (s->state != SLOT_PREFILL) return;
-    job *j = s->job;
-    job_choice *c = &j->choices[s->choice];
+    ireq *j = s->ireq;
+    ireq_choice *c = &j->choices[s->choice];
     s->n_fed += s->chunk;
     s->chunk = 0;
-    if (j->progress && job_push_progress(j, s->choice, s->n_fed, c->n_prompt, (now_s() - s->t_start) * 1e3) != 0) {
-        job_cancel(j, JOB_END_ERROR);
-        end_slot(w, s, JOB_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
+    if (j->progress && ireq_push_progress(j, s->choice, s->n_fed, c->n_prompt, (now_s() - s->t_start) * 1e3) != 0) {
+        ireq_cancel(j, IREQ_END_ERROR);
+        end_slot(w, s, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, "out of memory");
         return;
     }
     if (s->n_fed < c->n_prompt) return;

@@ -4,7 +4,7 @@
  * All functions are called from the scheduler thread only (slots are not locked). worker_step is one iteration
  * of continuous batching:
  *   1. every generating slot samples its next token from its last logits (mnemo_generation_step) and the event
- *      goes to its job; a slot whose sequence ended becomes idle;
+ *      goes to its request; a slot whose sequence ended becomes idle;
  *   2. the sampled tokens (one per slot) and chunks of pending prompts (oldest slot first, while the per-step
  *      token budget lasts) form ONE mnemo_decode_batch: the weights are read once for all slots, and a long prompt
  *      is prefilled over several steps instead of stalling the others.
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "engine.h"
-#include "job.h"
+#include "infer_request.h"
 #include "metrics.h"
 
 typedef struct worker worker;
@@ -34,7 +34,7 @@ void worker_free(worker *w);
 int worker_n_slots(const worker *w);
 int worker_idle_slot(const worker *w);      /* an idle slot's index, or -1 */
 int worker_busy(const worker *w);           /* slots in use */
-job *worker_slot_job(const worker *w, int slot); /* NULL when idle */
+ireq *worker_slot_job(const worker *w, int slot); /* NULL when idle */
 int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy slots */
 /* Bytes of KV cache allocated over all slots (fixed once the slots exist). */
 int64_t worker_kv_bytes(const worker *w);
@@ -42,9 +42,9 @@ int64_t worker_kv_bytes(const worker *w);
 void worker_memory(const worker *w, mnemo_memory_stats *sum);
 
 /* Put choice `choice` of j on an idle slot (takes a reference on j). */
-void worker_start(worker *w, int slot, job *j, int choice);
-/* End a busy slot's sequence early (its job was cancelled). */
-void worker_stop(worker *w, int slot, job_end why);
+void worker_start(worker *w, int slot, ireq *j, int choice);
+/* End a busy slot's sequence early (its request was cancelled). */
+void worker_stop(worker *w, int slot, ireq_end why);
 /* One batch step (see above). */
 void worker_step(worker *w);
 

@@ -1,8 +1,8 @@
 /*
- * job.c — the shared request object (see job.h).
+ * infer_request.c — the shared request object (see infer_request.h).
  */
 #define _GNU_SOURCE /* POLLRDHUP */
-#include "job.h"
+#include "infer_request.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-job *job_new(int n_choices) {
-    job *j = calloc(1, sizeof *j);
+ireq *ireq_new(int n_choices) {
+    ireq *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->choices = calloc((size_t)(n_choices > 0 ? n_choices : 1), sizeof *j->choices);
     if (!j->choices) {
@@ -34,19 +34,19 @@ job *job_new(int n_choices) {
     return j;
 }
 
-void job_ref(job *j) {
+void ireq_ref(ireq *j) {
     pthread_mutex_lock(&j->mu);
     j->refs++;
     pthread_mutex_unlock(&j->mu);
 }
 
-void job_unref(job *j) {
+void ireq_unref(ireq *j) {
     if (!j) return;
     pthread_mutex_lock(&j->mu);
     int left = --j->refs;
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
-    job_events_free(j->ev, j->n_ev);
+    ireq_events_free(j->ev, j->n_ev);
     for (int i = 0; i < j->n_choices; i++) free(j->choices[i].prompt);
     free(j->choices);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
@@ -58,11 +58,11 @@ void job_unref(job *j) {
     free(j);
 }
 
-void job_watch_fd(job *j, int fd) {
+void ireq_watch_fd(ireq *j, int fd) {
     if (fd >= 0) j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
-bool job_client_gone(job *j) {
+bool ireq_client_gone(ireq *j) {
     if (j->fd < 0) return false;
     struct pollfd p = {.fd = j->fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
@@ -72,7 +72,7 @@ bool job_client_gone(job *j) {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-void job_cancel(job *j, job_end why) {
+void ireq_cancel(ireq *j, ireq_end why) {
     int expected = 0;
     atomic_compare_exchange_strong(&j->cancel, &expected, (int)why);
     pthread_mutex_lock(&j->mu);
@@ -80,35 +80,35 @@ void job_cancel(job *j, job_end why) {
     pthread_mutex_unlock(&j->mu);
 }
 
-job_end job_cancelled(job *j) { return (job_end)atomic_load(&j->cancel); }
+ireq_end ireq_cancelled(ireq *j) { return (ireq_end)atomic_load(&j->cancel); }
 
-static job_event *next_event(job *j) {
+static ireq_event *next_event(ireq *j) {
     if (j->n_ev == j->cap_ev) {
         size_t cap = j->cap_ev ? j->cap_ev * 2 : 16;
-        job_event *p = realloc(j->ev, cap * sizeof *p);
+        ireq_event *p = realloc(j->ev, cap * sizeof *p);
         if (!p) return NULL;
         j->ev = p;
         j->cap_ev = cap;
     }
-    job_event *e = &j->ev[j->n_ev];
-    memset(e, 0, offsetof(job_event, top));
+    ireq_event *e = &j->ev[j->n_ev];
+    memset(e, 0, offsetof(ireq_event, top));
     return e;
 }
 
-int job_push_token(job *j, int choice, const mnemo_token_event *ev) {
+int ireq_push_token(ireq *j, int choice, const mnemo_token_event *ev) {
     char *text = NULL;
     if (ev->text_len) {
         if (!(text = malloc(ev->text_len))) return -1;
         memcpy(text, ev->text, ev->text_len);
     }
     pthread_mutex_lock(&j->mu);
-    job_event *e = next_event(j);
+    ireq_event *e = next_event(j);
     if (!e) {
         pthread_mutex_unlock(&j->mu);
         free(text);
         return -1;
     }
-    e->kind = JOB_EV_TOKEN;
+    e->kind = IREQ_EV_TOKEN;
     e->choice = choice;
     e->token = ev->token;
     e->text = text;
@@ -122,11 +122,11 @@ int job_push_token(job *j, int choice, const mnemo_token_event *ev) {
     return 0;
 }
 
-int job_push_progress(job *j, int choice, int32_t done, int32_t total, double elapsed_ms) {
+int ireq_push_progress(ireq *j, int choice, int32_t done, int32_t total, double elapsed_ms) {
     pthread_mutex_lock(&j->mu);
-    job_event *e = next_event(j);
+    ireq_event *e = next_event(j);
     if (e) {
-        e->kind = JOB_EV_PROGRESS;
+        e->kind = IREQ_EV_PROGRESS;
         e->choice = choice;
         e->token = -1;
         e->done = done;
@@ -139,25 +139,25 @@ int job_push_progress(job *j, int choice, int32_t done, int32_t total, double el
     return e ? 0 : -1;
 }
 
-static const char *end_name(job_end e) {
+static const char *end_name(ireq_end e) {
     static const char *names[] = {"finished", "client disconnected", "time limit", "server shutdown", "error"};
     return names[e];
 }
 
-void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish, int32_t n_generated,
+void ireq_end_choice(ireq *j, int choice, ireq_end end, mnemo_finish_reason finish, int32_t n_generated,
                     double queue_ms, double prefill_ms, double decode_ms, const char *error) {
     pthread_mutex_lock(&j->mu);
-    job_choice *c = &j->choices[choice];
+    ireq_choice *c = &j->choices[choice];
     c->end = end;
     c->finish = finish;
     c->n_generated = n_generated;
     c->queue_ms = queue_ms;
     c->prefill_ms = prefill_ms;
     c->decode_ms = decode_ms;
-    if (end == JOB_END_ERROR && error && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", error);
-    job_event *e = next_event(j);
+    if (end == IREQ_END_ERROR && error && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", error);
+    ireq_event *e = next_event(j);
     if (e) { /* out of memory: the consumer still sees n_done reach n_choices */
-        e->kind = JOB_EV_END;
+        e->kind = IREQ_EV_END;
         e->choice = choice;
         e->token = -1;
         j->n_ev++;
@@ -165,17 +165,17 @@ void job_end_choice(job *j, int choice, job_end end, mnemo_finish_reason finish,
     j->n_done++;
     if (j->session && j->n_done == j->n_choices) { /* before the consumer wakes: its next request finds it free */
         char why[256] = "";
-        if (end != JOB_END_OK)
+        if (end != IREQ_END_OK)
             snprintf(why, sizeof why, "%s after %d of %d prompt tokens and %d generated (the session holds what was decoded)%s%s",
                      end_name(end), c->n_fed, c->n_prompt, n_generated, error ? ": " : "", error ? error : "");
-        sessions_release(j->sessions, j->session, end != JOB_END_OK ? why : NULL);
+        sessions_release(j->sessions, j->session, end != IREQ_END_OK ? why : NULL);
         j->session = NULL;
     }
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 
-size_t job_take_events(job *j, double wait_s, job_event **out, bool *all_done) {
+size_t ireq_take_events(ireq *j, double wait_s, ireq_event **out, bool *all_done) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     long long ns = (long long)until.tv_nsec + (long long)(wait_s * 1e9);
@@ -194,7 +194,7 @@ size_t job_take_events(job *j, double wait_s, job_event **out, bool *all_done) {
     return n;
 }
 
-void job_events_free(job_event *ev, size_t n) {
+void ireq_events_free(ireq_event *ev, size_t n) {
     for (size_t i = 0; i < n; i++) free(ev[i].text);
     free(ev);
 }
