@@ -16,6 +16,8 @@
 #include "args.h"
 #include "chat_template.h"
 #include "engine.h"
+#include "finetune_files.h"
+#include "finetune_jobs.h"
 #include "http.h"
 #include "metrics.h"
 #include "scheduler.h"
@@ -40,6 +42,8 @@ typedef struct {
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
     pthread_mutex_t embed_mu; /* one /v1/embeddings request computes at a time (routes_embeddings.c) */
+    ft_files *files;          /* --jobs-dir: uploaded files; NULL without it */
+    ft_jobs *jobs;            /* --jobs-dir: fine-tuning jobs and the adapters they made; NULL without it */
 } server_app;
 
 /* {"local_kv_bytes", "memory_key_bytes", "memory_value_bytes", "index_bytes", "memory_tokens"} (routes_info.c). */
@@ -67,5 +71,13 @@ void route_session_delete(server_app *app, const http_request *req, http_reply *
 void route_session_action(server_app *app, const http_request *req, http_reply *rep); /* .../save, .../restore */
 void route_snapshots_list(server_app *app, const http_request *req, http_reply *rep);
 void route_snapshot_delete(server_app *app, const http_request *req, http_reply *rep);
+void route_files_create(server_app *app, const http_request *req, http_reply *rep);  /* routes_files.c */
+void route_files_list(server_app *app, const http_request *req, http_reply *rep);
+void route_file_get(server_app *app, const http_request *req, http_reply *rep);      /* .../{id}, .../{id}/content */
+void route_file_delete(server_app *app, const http_request *req, http_reply *rep);
+void route_ft_jobs_create(server_app *app, const http_request *req, http_reply *rep); /* routes_finetune.c */
+void route_ft_jobs_list(server_app *app, const http_request *req, http_reply *rep);
+void route_ft_job_get(server_app *app, const http_request *req, http_reply *rep);    /* .../{id}, events, checkpoints */
+void route_ft_job_action(server_app *app, const http_request *req, http_reply *rep); /* .../{id}/cancel */
 
 #endif

@@ -57,6 +57,15 @@ static const opt_def OPTS[] = {
      "hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
+    {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
+     "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters (default: none, the /v1/files "
+     "and /v1/fine_tuning endpoints answer 501)"},
+    {"--train-threads", OPT_INT, OFF(train_threads), 0, 1024,
+     "threads of each fine-tuning worker process (default 1; 0 = one per core)"},
+    {"--max-jobs", OPT_INT, OFF(max_jobs), 1, 64, "fine-tuning jobs running at once; the rest wait queued (1)"},
+    {"--max-files", OPT_INT, OFF(max_files), 1, 1000000, "uploaded files kept in --jobs-dir (1000)"},
+    {"--max-pending-jobs", OPT_INT, OFF(max_pending_jobs), 1, 1000000,
+     "fine-tuning jobs validating, queued or running before new ones get 429 (100)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400,
      "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
@@ -78,6 +87,10 @@ void server_opts_defaults(server_opts *o) {
     o->max_conns = 128;
     o->conn_timeout_s = 10;
     o->max_sessions = 16;
+    o->train_threads = 1;
+    o->max_jobs = 1;
+    o->max_files = 1000;
+    o->max_pending_jobs = 100;
     o->session_max_bytes = (size_t)4 << 30;
     o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */
     o->mem_knn = MNEMO_MEM_KNN_K_DEFAULT;

@@ -35,8 +35,13 @@ typedef struct {
     size_t session_max_bytes;  /* --session-max-bytes: memory (keys + values + index) per session; 0 = no limit */
     int mem_knn;               /* --mem-knn: LongLLaMA memory layers attend to the top-K rows; 0 = every row (dense) */
     const char *mem_index;     /* --mem-index: the kNN index (flat | brute | ivf | ivf-grow | hnsw) */
-    int mem_nprobe;
-    int64_t mem_dense_rows;    /* --mem-dense-rows: with --mem-knn, memory layers stay dense up to this many rows */            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
+    int mem_nprobe;            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
+    int64_t mem_dense_rows;    /* --mem-dense-rows: with --mem-knn, memory layers stay dense up to this many rows */
+    const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
+    int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
+    int max_jobs;              /* --max-jobs: fine-tuning jobs running at once (the rest queue) */
+    int max_files;             /* --max-files: uploaded files kept */
+    int max_pending_jobs;      /* --max-pending-jobs: jobs validating, queued or running before 429 */
     int verbose;               /* -v: log each request */
 } server_opts;
 

@@ -1,0 +1,50 @@
+/*
+ * finetune_files.h — the uploaded files of the OpenAI files API (purpose "fine-tune"), kept in <jobs-dir>/files:
+ * <id>.jsonl (the bytes as uploaded) and <id>.json (the file object: id, object "file", bytes, created_at, filename,
+ * purpose, status "processed"), each written to a temp name and renamed, so a crash never leaves half a file and a
+ * restart finds every file that was acknowledged. Ids are "file-" + 24 lowercase hex digits; anything else (a path,
+ * "../") is not an id and is never turned into a path.
+ *
+ * Upload validation: the bytes must be UTF-8 JSON lines, each non-blank line an object that is either
+ * {"prompt": string, "completion": string} or {"messages": [{"role": string, "content": string}, ...]}; the first bad
+ * line is a 400 naming the line ("training file line 3: ..."). Lengths against a model's window are checked when a
+ * job uses the file (validating_files), since they depend on the model. Thread-safe (one mutex).
+ */
+#ifndef MNEMO_SERVER_FINETUNE_FILES_H
+#define MNEMO_SERVER_FINETUNE_FILES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct ft_files ft_files;
+
+/* An error for the reply: an HTTP status, an OpenAI error code and param, and the message. */
+typedef struct {
+    int status;
+    char code[48];
+    char param[48];
+    char message[512];
+} ft_error;
+
+/* Creates <jobs_dir>/files if needed and loads the file objects found there. NULL with a message on failure. */
+ft_files *ft_files_open(const char *jobs_dir, int max_files, char *err, size_t errlen);
+void ft_files_close(ft_files *f);
+
+/* Validates and stores an upload. 0 with *out (a new reference to the file object), or -1 with e filled (400 bad
+ * purpose / not JSONL naming the line, 429 too many files, 500 a write error). */
+int ft_files_create(ft_files *f, const char *filename, size_t filename_len, const char *purpose, const char *data,
+                    size_t len, json_t **out, ft_error *e);
+/* {"object": "list", "data": [...], "has_more": bool} newest first (order "desc", the default) or oldest first
+ * ("asc"), after the id `after` (NULL: from the start), at most limit (1..10000) objects, purpose NULL = any. */
+json_t *ft_files_list(ft_files *f, const char *purpose, const char *after, int limit, bool ascending);
+/* A new reference to the file object, or NULL when there is no such file. */
+json_t *ft_files_get(ft_files *f, const char *id);
+/* 0, or -1 when there is no such file. */
+int ft_files_delete(ft_files *f, const char *id);
+/* The path of the file's content; false when there is no such file. */
+bool ft_files_path(ft_files *f, const char *id, char *out, size_t cap);
+/* "file-" + 24 lowercase hex digits. */
+bool ft_files_valid_id(const char *id);
+
+#endif
