@@ -82,6 +82,7 @@ struct ireq {
     session_store *sessions;
     session *session;
     int fd;                    /* dup of the client socket, -1 when none */
+    const mnemo_adapter *adapter; /* a fine-tuned model's adapter over the base weights; NULL: the base model */
     double t_arrival, deadline; /* now_s() clock; deadline 0 = none */
     /* Scheduler-private. */
     int next_choice;           /* first choice not yet on a slot */

@@ -140,6 +140,10 @@ static int load(server_app *app) {
         return -1;
     }
     app->model = m;
+    if (app->files && start_jobs(app, err, sizeof err) != 0) {
+        log_line("error: %s", err);
+        return -1;
+    }
     atomic_store(&app->state, APP_READY); /* publishes model and sched to the HTTP threads */
     log_line("ready: model '%s' (%s), %d slots x %d tokens, batch %d, chat template %s", app->alias,
              mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
@@ -149,6 +153,28 @@ static int load(server_app *app) {
     bool v6 = strchr(o->host, ':') != NULL;
     log_line("listening on http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "", app->port,
              o->api_key ? " (API key required)" : "");
+    return 0;
+}
+
+/* The fine-tuning supervisor (--jobs-dir): workers are this executable re-run with --finetune-worker. */
+static int start_jobs(server_app *app, char *err, size_t errlen) {
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot find this executable (/proc/self/exe) to run fine-tuning workers");
+        return -1;
+    }
+    self[n] = 0;
+    const server_opts *o = &app->opts;
+    ft_jobs_config jc = {.jobs_dir = o->jobs_dir, .model_dir = o->model_dir, .base_name = app->alias, .self_exe = self,
+                         .max_jobs = o->max_jobs, .max_pending = o->max_pending_jobs,
+                         .train_threads = o->train_threads, .model = app->model, .files = app->files};
+    app->jobs = ft_jobs_start(&jc, err, errlen);
+    if (!app->jobs) return -1;
+    ft_jobs_stats st;
+    ft_jobs_get_stats(app->jobs, &st);
+    log_line("fine-tuning: jobs in %s/jobs, %d at a time with %d threads each; %d queued or resuming", o->jobs_dir,
+             o->max_jobs, o->train_threads, st.by_status[0] + st.by_status[1]);
     return 0;
 }
 
@@ -180,6 +206,10 @@ static void shutdown_gracefully(server_app *app, http_server *http) {
 
 int main(int argc, char **argv) {
     mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep: the server shares its machine */
+    if (argc >= 3 && !strcmp(argv[1], "--finetune-worker")) { /* a fine-tuning job's process (finetune_jobs.c) */
+        int threads = argc >= 5 && !strcmp(argv[3], "--threads") ? atoi(argv[4]) : 1;
+        return ft_worker_main(argv[2], threads < 0 ? 1 : threads);
+    }
     static server_app app;
     server_opts_defaults(&app.opts);
     char err[512];
@@ -271,6 +301,7 @@ int main(int argc, char **argv) {
         log_line("%s received", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
     shutdown_gracefully(&app, http);
+    ft_jobs_stop(app.jobs); /* running workers checkpoint; their jobs resume at the next start */
     sched_free(app.sched);
     sessions_free(app.sessions);
     mnemo_model_free(app.model);

@@ -146,6 +146,16 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
         gauge(&b, "mnemo_session_memory_tokens", "Tokens held in LongLLaMA memory over all sessions",
               (double)ms->mem_tokens);
     }
+    if (g->have_jobs) {
+        static const char *const st[6] = {"validating_files", "queued", "running", "succeeded", "failed", "cancelled"};
+        sb_printf(&b, "# HELP mnemo_finetune_jobs Fine-tuning jobs by status\n# TYPE mnemo_finetune_jobs gauge\n");
+        for (int i = 0; i < 6; i++) sb_printf(&b, "mnemo_finetune_jobs{status=\"%s\"} %d\n", st[i], g->jobs_by_status[i]);
+        gauge(&b, "mnemo_finetune_tokens_per_second", "Training tokens per second of the last step a worker reported",
+              g->train_tokens_per_s);
+        sb_printf(&b, "# HELP mnemo_finetune_steps_total Optimizer steps reported by fine-tuning workers\n"
+                      "# TYPE mnemo_finetune_steps_total counter\nmnemo_finetune_steps_total %lld\n", g->train_steps);
+        gauge(&b, "mnemo_adapters_loaded", "Fine-tuned adapters loaded over the base weights", (double)g->adapters_loaded);
+    }
 
     pthread_mutex_lock(&m->mu);
     counter(&b, "mnemo_prompt_tokens_total", "Prompt tokens prefilled", m->prompt_tokens);

@@ -29,6 +29,10 @@ typedef struct {
     bool have_sessions;
     int sessions, sessions_max;
     mnemo_memory_stats session_memory; /* by kind over every session (as of their last request) */
+    bool have_jobs;                    /* --jobs-dir: fine-tuning */
+    int jobs_by_status[6];             /* validating_files, queued, running, succeeded, failed, cancelled */
+    double train_tokens_per_s;         /* the last step a worker reported */
+    long long train_steps, adapters_loaded;
 } metrics_gauges;
 
 metrics *metrics_new(void);

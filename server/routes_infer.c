@@ -538,10 +538,20 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         r.to_context_end = to_context_end;
         r.max_tokens_param = "n_predict";
     }
+    const mnemo_adapter *adapter = NULL; /* a fine-tuned model: its adapter over the shared base weights */
     if (r.model && strcmp(r.model, app->alias) != 0) {
-        reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
-                    r.model, app->alias);
-        goto out;
+        ft_error fe;
+        if (!app->jobs || !(adapter = ft_jobs_adapter(app->jobs, r.model, &fe))) {
+            if (app->jobs) reply_error(rep, fe.status, fe.code, fe.param, NULL, "%s", fe.message);
+            else reply_error(rep, 404, "model_not_found", "model", NULL,
+                             "the model '%s' does not exist (this server has '%s')", r.model, app->alias);
+            goto out;
+        }
+        if (r.session) {
+            reply_error(rep, 400, "unsupported_value", "session", NULL,
+                        "sessions run on the base model '%s' so far; a fine-tuned model cannot use one", app->alias);
+            goto out;
+        }
     }
     if (atomic_load(&app->state) >= APP_STOPPING) {
         rep->close = true;
@@ -567,6 +577,7 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         reply_error(rep, be.status, be.code, be.param[0] ? be.param : NULL, NULL, "%s", be.msg);
         goto out;
     }
+    j->adapter = adapter;
     if (sess) { /* from here the request gives it back, however it ends */
         j->sessions = app->sessions;
         j->session = sess;

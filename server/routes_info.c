@@ -52,12 +52,27 @@ void route_models(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(o, "object", json_string("list"));
     json_t *data = json_array();
     json_array_append_new(data, model_object(app));
+    if (app->jobs) ft_jobs_models(app->jobs, data, app->created);
     json_object_set_new(o, "data", data);
     reply_json(rep, 200, o);
 }
 
 void route_model_get(server_app *app, const http_request *req, http_reply *rep) {
     const char *id = req->path + strlen("/v1/models/");
+    if (strcmp(id, app->alias) != 0 && app->jobs) { /* a fine-tuned model? */
+        json_t *all = json_array();
+        ft_jobs_models(app->jobs, all, app->created);
+        size_t i;
+        json_t *m;
+        json_array_foreach(all, i, m) {
+            if (!strcmp(json_string_value(json_object_get(m, "id")), id)) {
+                reply_json(rep, 200, json_incref(m));
+                json_decref(all);
+                return;
+            }
+        }
+        json_decref(all);
+    }
     if (strcmp(id, app->alias) != 0) {
         reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
                     id, app->alias);
@@ -125,6 +140,10 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "chat_template", json_string(chat_template_name(app->tmpl)));
     json_object_set_new(p, "api_key_required", json_boolean(o->api_key != NULL));
     json_object_set_new(p, "build_info", json_string("mnemo-server 0.1.0"));
+    json_t *adapters = json_array(); /* fine-tuned models served over the base weights */
+    if (app->jobs) ft_jobs_models(app->jobs, adapters, app->created);
+    json_object_set_new(p, "adapters", adapters);
+    json_object_set_new(p, "fine_tuning", json_boolean(app->jobs != NULL));
     reply_json(rep, 200, p);
 }
 
@@ -155,6 +174,15 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.have_sessions = true;
         g.sessions_max = app->opts.max_sessions;
         sessions_totals(app->sessions, &g.session_memory, &g.sessions);
+    }
+    if (app->jobs) {
+        ft_jobs_stats fs;
+        ft_jobs_get_stats(app->jobs, &fs);
+        g.have_jobs = true;
+        memcpy(g.jobs_by_status, fs.by_status, sizeof g.jobs_by_status);
+        g.train_tokens_per_s = fs.tokens_per_s;
+        g.train_steps = fs.steps;
+        g.adapters_loaded = fs.adapters_loaded;
     }
     uint64_t len = 0;
     char *text = metrics_render(app->mx, &g, &len);

@@ -127,7 +127,9 @@ void worker_start(worker *w, int i, ireq *j, int choice) {
     slot *s = &w->slots[i];
     ireq_ref(j);
     s->ctx = j->session ? session_context(j->session) : s->own;
-    if (!j->session) mnemo_context_reset(s->ctx); /* a session continues where its last request ended */
+    /* a session continues where its last request ended; a fresh sequence starts empty, with its request's adapter
+     * (set_adapter resets the context, and fails only for lack of memory: then the base model would answer) */
+    if (!j->session && mnemo_context_set_adapter(s->ctx, j->adapter) != MNEMO_OK) mnemo_context_reset(s->ctx);
     s->state = SLOT_PREFILL;
     s->ireq = j;
     s->choice = choice;

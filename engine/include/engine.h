@@ -398,6 +398,12 @@ typedef struct {
 
 MNEMO_API mnemo_train_params mnemo_train_default_params(void);
 
+/* Reads and checks a training file for model as mnemo_trainer_new would (every line; every example within seq_len +
+ * 1 tokens), without training: MNEMO_OK with *examples (may be NULL), or MNEMO_ERR_FORMAT / _IO with the message
+ * (file and line) in err. Safe on a model other threads decode with (it only tokenizes). */
+MNEMO_API mnemo_status mnemo_train_data_check(const mnemo_model *model, const char *path, int32_t seq_len,
+                                              int64_t *examples, char *err, size_t errlen);
+
 /* Loads model_dir (params: threads; the CPU), checks the settings, reads and checks the whole data file (any
  * problem named with file and line), sets up the trained tensors, and with resume loads the checkpoint. Nothing
  * is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be overwritten), resume

@@ -72,6 +72,21 @@ mnemo_train_params mnemo_train_default_params(void) {
                                 .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true};
 }
 
+mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
+                                    char *err, size_t errlen) {
+    if (!err || !errlen) return MNEMO_ERR_INVALID_ARG;
+    if (!m || m->failed || !path || seq_len < 1 || seq_len > m->cfg.max_position_embeddings) {
+        snprintf(err, errlen, "a loaded model, a path and seq_len in 1..%d are needed",
+                 m && !m->failed ? m->cfg.max_position_embeddings : 0);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    train_data *d = train_data_open(m, path, seq_len, false, 0, err, errlen);
+    if (!d) return strstr(err, "cannot open") ? MNEMO_ERR_IO : MNEMO_ERR_FORMAT;
+    if (examples) *examples = train_data_examples(d);
+    train_data_free(d);
+    return MNEMO_OK;
+}
+
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const char *method_name(mnemo_train_method m) {

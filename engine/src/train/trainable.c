@@ -207,9 +207,22 @@ static int write_base(const trainable *t, const mnemo_model *m, const char *path
     return rc;
 }
 
+/* mkdir -p. 0, or -1 with errno. */
+static int make_dirs(const char *path) {
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 int trainable_write(const trainable *t, const mnemo_model *m, const char *model_dir, const char *out_dir, char *err,
                     size_t errlen) {
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) return fail(err, errlen, "%s: cannot create: %s", out_dir, strerror(errno));
+    if (make_dirs(out_dir) != 0) return fail(err, errlen, "%s: cannot create: %s", out_dir, strerror(errno));
     char path[4200];
     if (t->lora.r) {
         lora_host_pair *pairs = calloc((size_t)m->cfg.num_hidden_layers * LORA_N_TARGETS, sizeof *pairs);

@@ -1,0 +1,836 @@
+/*
+ * finetune_jobs.c — see finetune_jobs.h. One mutex guards the job table; the supervisor thread does the slow work
+ * (validating data with the tokenizer, starting and reaping workers, reading their pipes) outside it where it can.
+ */
+#define _GNU_SOURCE /* pipe2, dirfd */
+#include "finetune_jobs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "text_util.h"
+
+enum { ST_VALIDATING, ST_QUEUED, ST_RUNNING, ST_SUCCEEDED, ST_FAILED, ST_CANCELLED, ST_COUNT };
+static const char *const STATUS[ST_COUNT] = {"validating_files", "queued",  "running",
+                                             "succeeded",        "failed",  "cancelled"};
+#define MAX_RESTARTS 3
+
+typedef struct {
+    char id[40];
+    json_t *obj;        /* the OpenAI job object (what GET returns), persisted as job.json */
+    int status;
+    json_t *events;     /* array, oldest first */
+    json_t *checkpoints;
+    pid_t pid;          /* running worker, 0 when none */
+    int out_fd;         /* its stdout (pipe), -1 when none */
+    char line[4096];    /* a partial line read from the pipe */
+    size_t line_len;
+    int restarts;
+    bool cancel;        /* cancel asked: the worker was sent SIGTERM */
+    mnemo_adapter *adapter; /* succeeded: loaded on first use */
+    double tokens_per_s;
+} ft_job;
+
+struct ft_jobs {
+    ft_jobs_config cfg;
+    char *jobs_dir, *model_dir, *base_name, *self_exe;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ft_job **jobs;      /* creation order */
+    size_t n, cap;
+    bool stop;
+    pthread_t thread;
+    long long steps;
+    double tokens_per_s;
+    long long adapters_loaded;
+};
+
+static void set_err(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    e->status = status;
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+static void job_path(const ft_jobs *J, const ft_job *j, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s/jobs/%s%s%s", J->jobs_dir, j->id, name ? "/" : "", name ? name : "");
+}
+
+/* Writes obj to path through path.tmp + rename. 0, or -1. */
+static int write_json_atomic(const char *path, json_t *obj) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(obj, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) != 0) return -1;
+    int fd = open(tmp, O_RDONLY);
+    if (fd >= 0) fsync(fd), close(fd);
+    return rename(tmp, path);
+}
+
+static void persist(ft_jobs *J, ft_job *j) {
+    char path[4200];
+    job_path(J, j, "job.json", path, sizeof path);
+    if (write_json_atomic(path, j->obj) != 0) fprintf(stderr, "mnemo-server: warning: cannot write %s\n", path);
+}
+
+static long long now_unix(void) { return (long long)time(NULL); }
+
+/* Appends an event (OpenAI's fine_tuning.job.event) to memory and events.jsonl. data may be NULL; stolen. */
+static void add_event(ft_jobs *J, ft_job *j, const char *level, const char *type, json_t *data, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char eid[64];
+    snprintf(eid, sizeof eid, "ftevent-%s-%zu", j->id + 6, json_array_size(j->events));
+    json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "object", "fine_tuning.job.event", "id", eid,
+                           "created_at", (json_int_t)now_unix(), "level", level, "message", msg, "type", type);
+    json_object_set_new(ev, "data", data ? data : json_object());
+    json_array_append(j->events, ev);
+    char path[4200];
+    job_path(J, j, "events.jsonl", path, sizeof path);
+    char *line = json_dumps(ev, JSON_COMPACT);
+    FILE *f = line ? fopen(path, "a") : NULL;
+    if (f) fprintf(f, "%s\n", line), fclose(f);
+    free(line);
+    json_decref(ev);
+}
+
+static void set_status(ft_jobs *J, ft_job *j, int st) {
+    j->status = st;
+    json_object_set_new(j->obj, "status", json_string(STATUS[st]));
+    if (st >= ST_SUCCEEDED) json_object_set_new(j->obj, "finished_at", json_integer(now_unix()));
+    persist(J, j);
+    pthread_cond_broadcast(&J->cv);
+}
+
+static void fail_job(ft_jobs *J, ft_job *j, const char *code, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_object_set_new(j->obj, "error", json_pack("{s:s, s:s, s:n}", "code", code, "message", msg, "param"));
+    add_event(J, j, "error", "message", NULL, "Fine-tuning job failed: %s", msg);
+    set_status(J, j, ST_FAILED);
+}
+
+static ft_job *find(ft_jobs *J, const char *id) {
+    for (size_t i = 0; i < J->n; i++)
+        if (!strcmp(J->jobs[i]->id, id)) return J->jobs[i];
+    return NULL;
+}
+
+static int add_job(ft_jobs *J, ft_job *j) {
+    if (J->n == J->cap) {
+        size_t c = J->cap ? 2 * J->cap : 16;
+        ft_job **a = realloc(J->jobs, c * sizeof *a);
+        if (!a) return -1;
+        J->jobs = a, J->cap = c;
+    }
+    J->jobs[J->n++] = j;
+    return 0;
+}
+
+static void free_job(ft_job *j) {
+    if (!j) return;
+    json_decref(j->obj), json_decref(j->events), json_decref(j->checkpoints);
+    if (j->out_fd >= 0) close(j->out_fd);
+    mnemo_adapter_free(j->adapter);
+    free(j);
+}
+
+static ft_job *new_job(void) {
+    ft_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->out_fd = -1;
+    j->events = json_array();
+    j->checkpoints = json_array();
+    return j;
+}
+
+/* ------------------------------------------------------------------ creation: the request's settings */
+
+/* "auto" or a number within [lo, hi] -> *out (auto keeps *out). 0, or -1 with e naming param. */
+static int hp_number(json_t *hp, const char *key, double lo, double hi, bool integer, double *out, ft_error *e) {
+    json_t *v = hp ? json_object_get(hp, key) : NULL;
+    if (!v || json_is_null(v) || (json_is_string(v) && !strcmp(json_string_value(v), "auto"))) return 0;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x >= lo && x <= hi) || (integer && x != floor(x))) {
+        set_err(e, 400, "invalid_value", key, "hyperparameters.%s must be \"auto\" or a%s number in [%g, %g]", key,
+                integer ? "n integer" : "", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static const char *str_or(json_t *o, const char *key, const char *dflt) {
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : dflt;
+}
+
+/* The trainer settings (train.json) from the request: OpenAI's hyperparameters plus mnemo's own (LoRA shape,
+ * seq_len, steps, checkpoint_every) found under method.supervised.hyperparameters or "extra". */
+static json_t *resolve_settings(ft_jobs *J, json_t *body, ft_error *e) {
+    json_t *hp = json_object_get(body, "hyperparameters");
+    json_t *method = json_object_get(body, "method");
+    if (method && !json_is_object(method)) return set_err(e, 400, "invalid_type", "method", "method must be an object"), NULL;
+    const char *mtype = str_or(method, "type", "supervised");
+    if (strcmp(mtype, "supervised") != 0)
+        return set_err(e, 400, "invalid_value", "method.type", "method.type '%s' is not supported (only \"supervised\")",
+                       mtype), NULL;
+    json_t *sup = method ? json_object_get(json_object_get(method, "supervised"), "hyperparameters") : NULL;
+    if (sup) hp = sup; /* the newer shape wins */
+    if (hp && !json_is_object(hp)) return set_err(e, 400, "invalid_type", "hyperparameters", "hyperparameters must be an object"), NULL;
+    json_t *extra = json_object_get(body, "extra");
+    if (extra && !json_is_object(extra)) return set_err(e, 400, "invalid_type", "extra", "extra must be an object"), NULL;
+    int32_t n_ctx = mnemo_model_n_ctx_train(J->cfg.model);
+    double epochs = 3, batch = 1, lr_mult = 1, rank = 8, alpha = 16, seq_len = n_ctx < 512 ? n_ctx : 512, steps = 0;
+    double every = 10, seed = 0;
+    json_t *srcs[2] = {hp, extra};
+    for (int k = 0; k < 2; k++) {
+        json_t *h = srcs[k];
+        if (hp_number(h, "n_epochs", 1, 1000, true, &epochs, e) || hp_number(h, "batch_size", 1, 256, true, &batch, e) ||
+            hp_number(h, "learning_rate_multiplier", 1e-6, 1e4, false, &lr_mult, e) ||
+            hp_number(h, "lora_rank", 1, 1024, true, &rank, e) || hp_number(h, "lora_alpha", 1e-3, 1e6, false, &alpha, e) ||
+            hp_number(h, "seq_len", 2, n_ctx, true, &seq_len, e) || hp_number(h, "steps", 1, 1e7, true, &steps, e) ||
+            hp_number(h, "checkpoint_every", 1, 1e7, true, &every, e))
+            return NULL;
+        static const char *const unsupported[] = {"fot", "fot_schedule", "s2_attn", "method_full", "full"};
+        for (size_t u = 0; h && u < sizeof unsupported / sizeof *unsupported; u++)
+            if (json_object_get(h, unsupported[u]))
+                return set_err(e, 400, "unsupported_value", unsupported[u], "%s is not supported over HTTP yet",
+                               unsupported[u]), NULL;
+    }
+    json_t *js = json_object_get(body, "seed");
+    if (js && !json_is_null(js)) {
+        if (!json_is_integer(js) || json_integer_value(js) < 0 || json_integer_value(js) > 2147483647)
+            return set_err(e, 400, "invalid_value", "seed", "seed must be an integer in [0, 2147483647]"), NULL;
+        seed = (double)json_integer_value(js);
+    }
+    const char *targets = "q,v";
+    for (int k = 0; k < 2; k++) targets = str_or(srcs[k], "lora_targets", targets);
+    const char *mth = "lora";
+    for (int k = 0; k < 2; k++) mth = str_or(srcs[k], "method", mth);
+    if (strcmp(mth, "lora") != 0)
+        return set_err(e, 400, "unsupported_value", "method", "training method '%s' is not served over HTTP yet (lora)",
+                       mth), NULL;
+    return json_pack("{s:s, s:i, s:f, s:s, s:f, s:I, s:i, s:i, s:f, s:I, s:I}", "method", "lora", "lora_rank", (int)rank,
+                     "lora_alpha", alpha, "lora_targets", targets, "epochs", epochs, "steps", (json_int_t)steps,
+                     "batch", (int)batch, "seq_len", (int)seq_len, "lr", 2e-4 * lr_mult, "checkpoint_every",
+                     (json_int_t)every, "seed", (json_int_t)seed);
+}
+
+static int copy_file(const char *src, const char *dst) {
+    if (link(src, dst) == 0) return 0;
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    int rc = in && out ? 0 : -1;
+    char buf[65536];
+    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) rc = -1;
+    return rc;
+}
+
+static int count_pending(ft_jobs *J) {
+    int n = 0;
+    for (size_t i = 0; i < J->n; i++) n += J->jobs[i]->status <= ST_RUNNING;
+    return n;
+}
+
+static void random_hex(char *out, int digits) {
+    unsigned char b[32];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, b, (size_t)(digits + 1) / 2) : -1;
+    if (fd >= 0) close(fd);
+    for (int i = 0; i < digits; i++) {
+        unsigned v = got > i / 2 ? b[i / 2] : (unsigned)rand();
+        out[i] = "0123456789abcdef"[(i & 1 ? v : v >> 4) & 15];
+    }
+    out[digits] = 0;
+}
+
+int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
+    if (!json_is_object(body)) return set_err(e, 400, "invalid_type", NULL, "the body must be a JSON object"), -1;
+    const char *model = str_or(body, "model", NULL), *tf = str_or(body, "training_file", NULL);
+    const char *vf = str_or(body, "validation_file", NULL), *suffix = str_or(body, "suffix", NULL);
+    if (!model) return set_err(e, 400, "missing_required_parameter", "model", "model is required"), -1;
+    if (strcmp(model, J->base_name) != 0)
+        return set_err(e, 404, "model_not_found", "model", "the model '%.200s' cannot be fine-tuned here (this server has "
+                       "'%s')", model, J->base_name), -1;
+    if (!tf) return set_err(e, 400, "missing_required_parameter", "training_file", "training_file is required"), -1;
+    char src[4200], vsrc[4200];
+    if (!ft_files_valid_id(tf) || !ft_files_path(J->cfg.files, tf, src, sizeof src))
+        return set_err(e, 404, "file_not_found", "training_file", "no file '%.100s'", tf), -1;
+    if (vf && (!ft_files_valid_id(vf) || !ft_files_path(J->cfg.files, vf, vsrc, sizeof vsrc)))
+        return set_err(e, 404, "file_not_found", "validation_file", "no file '%.100s'", vf), -1;
+    if (suffix) {
+        size_t n = strlen(suffix);
+        bool ok = n >= 1 && n <= 64;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (suffix[i] >= 'a' && suffix[i] <= 'z') || (suffix[i] >= 'A' && suffix[i] <= 'Z') ||
+                 (suffix[i] >= '0' && suffix[i] <= '9') || suffix[i] == '-' || suffix[i] == '_';
+        if (!ok) return set_err(e, 400, "invalid_value", "suffix", "suffix: 1 to 64 of A-Z a-z 0-9 - _"), -1;
+    }
+    json_t *settings = resolve_settings(J, body, e);
+    if (!settings) return -1;
+    ft_job *j = new_job();
+    if (!j) {
+        json_decref(settings);
+        return set_err(e, 500, "server_error", NULL, "out of memory"), -1;
+    }
+    char hex[25];
+    random_hex(hex, 24);
+    snprintf(j->id, sizeof j->id, "ftjob-%s", hex);
+    long long now = now_unix();
+    json_t *hp_echo = json_pack("{s:f, s:i, s:f}", "n_epochs", json_real_value(json_object_get(settings, "epochs")),
+                                "batch_size", (int)json_integer_value(json_object_get(settings, "batch")),
+                                "learning_rate_multiplier", json_real_value(json_object_get(settings, "lr")) / 2e-4);
+    j->obj = json_pack("{s:s, s:s, s:s, s:I, s:n, s:n, s:o, s:s, s:s, s:n, s:o, s:o, s:n, s:I, s:n, s:o}", "object",
+                       "fine_tuning.job", "id", j->id, "model", model, "created_at", (json_int_t)now, "finished_at",
+                       "fine_tuned_model", "hyperparameters", hp_echo, "organization_id", "mnemo", "status",
+                       STATUS[ST_VALIDATING], "validation_file", "training_file", json_string(tf), "result_files",
+                       json_array(), "trained_tokens", "seed", json_integer_value(json_object_get(settings, "seed")),
+                       "error", "method", json_pack("{s:s, s:{s:O}}", "type", "supervised", "supervised",
+                                                     "hyperparameters", hp_echo));
+    if (vf) json_object_set_new(j->obj, "validation_file", json_string(vf));
+    if (suffix) json_object_set_new(j->obj, "user_provided_suffix", json_string(suffix));
+    json_object_set_new(j->obj, "estimated_finish", json_null());
+    char dir[4200], path[4200];
+    pthread_mutex_lock(&J->mu);
+    if (count_pending(J) >= J->cfg.max_pending) {
+        pthread_mutex_unlock(&J->mu);
+        free_job(j);
+        json_decref(settings);
+        return set_err(e, 429, "too_many_jobs", NULL, "%d fine-tuning jobs are already pending (--max-pending-jobs); "
+                       "retry when some have finished", J->cfg.max_pending), -1;
+    }
+    job_path(J, j, NULL, dir, sizeof dir);
+    bool ok = mkdir(dir, 0755) == 0;
+    job_path(J, j, "train.jsonl", path, sizeof path);
+    ok = ok && copy_file(src, path) == 0;
+    job_path(J, j, "train.json", path, sizeof path);
+    ok = ok && write_json_atomic(path, settings) == 0;
+    job_path(J, j, "model_dir", path, sizeof path);
+    FILE *mf = ok ? fopen(path, "w") : NULL;
+    ok = mf && fprintf(mf, "%s\n", J->model_dir) > 0;
+    if (mf && fclose(mf) != 0) ok = false;
+    json_decref(settings);
+    if (!ok || add_job(J, j) != 0) {
+        pthread_mutex_unlock(&J->mu);
+        free_job(j);
+        return set_err(e, 500, "server_error", NULL, "cannot create the job's directory under --jobs-dir: %s",
+                       strerror(errno)), -1;
+    }
+    add_event(J, j, "info", "message", NULL, "Validating training file: %s", tf);
+    set_status(J, j, ST_VALIDATING);
+    *out = json_deep_copy(j->obj);
+    pthread_mutex_unlock(&J->mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ queries */
+
+json_t *ft_jobs_list(ft_jobs *J, const char *after, int limit) {
+    json_t *data = json_array();
+    pthread_mutex_lock(&J->mu);
+    size_t start = J->n; /* newest first */
+    if (after) {
+        for (size_t i = J->n; i-- > 0;)
+            if (!strcmp(J->jobs[i]->id, after)) start = i;
+    }
+    bool more = false;
+    for (size_t i = start; i-- > 0;) {
+        if ((int)json_array_size(data) == limit) {
+            more = true;
+            break;
+        }
+        json_array_append_new(data, json_deep_copy(J->jobs[i]->obj));
+    }
+    pthread_mutex_unlock(&J->mu);
+    return json_pack("{s:s, s:o, s:b}", "object", "list", "data", data, "has_more", more);
+}
+
+json_t *ft_jobs_get(ft_jobs *J, const char *id) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = find(J, id);
+    json_t *o = j ? json_deep_copy(j->obj) : NULL;
+    pthread_mutex_unlock(&J->mu);
+    return o;
+}
+
+/* A page of arr newest first after the element whose "id" is after. */
+static json_t *page_desc(json_t *arr, const char *after, int limit) {
+    json_t *data = json_array();
+    size_t n = json_array_size(arr), start = n;
+    if (after)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(str_or(json_array_get(arr, i), "id", ""), after)) start = i;
+    bool more = false;
+    for (size_t i = start; i-- > 0;) {
+        if ((int)json_array_size(data) == limit) {
+            more = true;
+            break;
+        }
+        json_array_append(data, json_array_get(arr, i));
+    }
+    return json_pack("{s:s, s:o, s:b}", "object", "list", "data", data, "has_more", more);
+}
+
+json_t *ft_jobs_events(ft_jobs *J, const char *id, const char *after, int limit) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = find(J, id);
+    json_t *o = j ? page_desc(j->events, after, limit) : NULL;
+    pthread_mutex_unlock(&J->mu);
+    return o;
+}
+
+json_t *ft_jobs_events_since(ft_jobs *J, const char *id, size_t *cursor, bool *finished) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = find(J, id);
+    json_t *o = NULL;
+    if (j) {
+        o = json_array();
+        for (size_t i = *cursor; i < json_array_size(j->events); i++) json_array_append(o, json_array_get(j->events, i));
+        *cursor = json_array_size(j->events);
+        *finished = j->status >= ST_SUCCEEDED;
+    }
+    pthread_mutex_unlock(&J->mu);
+    return o;
+}
+
+json_t *ft_jobs_checkpoints(ft_jobs *J, const char *id, const char *after, int limit) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = find(J, id);
+    json_t *o = j ? page_desc(j->checkpoints, after, limit) : NULL;
+    pthread_mutex_unlock(&J->mu);
+    return o;
+}
+
+int ft_jobs_cancel(ft_jobs *J, const char *id, json_t **out, ft_error *e) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = find(J, id);
+    int rc = 0;
+    if (!j) {
+        set_err(e, 404, "job_not_found", "fine_tuning_job_id", "no fine-tuning job '%.100s'", id);
+        rc = -1;
+    } else if (j->status >= ST_SUCCEEDED) {
+        set_err(e, 409, "job_finished", "fine_tuning_job_id", "the job has already %s", STATUS[j->status]);
+        rc = -1;
+    } else if (j->status == ST_RUNNING && j->pid > 0) {
+        j->cancel = true;
+        kill(j->pid, SIGTERM); /* it checkpoints and exits; the supervisor then marks it cancelled */
+        add_event(J, j, "info", "message", NULL, "Cancelling: the worker is saving a checkpoint and stopping");
+    } else {
+        j->cancel = true;
+        add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled");
+        set_status(J, j, ST_CANCELLED);
+    }
+    if (rc == 0) *out = json_deep_copy(j->obj);
+    pthread_mutex_unlock(&J->mu);
+    return rc;
+}
+
+const mnemo_adapter *ft_jobs_adapter(ft_jobs *J, const char *name, ft_error *e) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = NULL;
+    for (size_t i = 0; i < J->n && !j; i++)
+        if (J->jobs[i]->status == ST_SUCCEEDED && !strcmp(str_or(J->jobs[i]->obj, "fine_tuned_model", ""), name))
+            j = J->jobs[i];
+    const mnemo_adapter *a = NULL;
+    if (!j) {
+        set_err(e, 404, "model_not_found", "model", "the model '%.200s' does not exist (this server has '%s' and the "
+                "fine_tuned_model of its succeeded jobs, GET /v1/models)", name, J->base_name);
+    } else if (j->adapter) {
+        a = j->adapter;
+    } else {
+        char dir[4200];
+        job_path(J, j, "out", dir, sizeof dir);
+        mnemo_adapter *ad = NULL;
+        if (mnemo_adapter_load(J->cfg.model, dir, &ad) != MNEMO_OK) {
+            set_err(e, 500, "adapter_unavailable", "model", "the adapter of '%.200s' cannot be loaded: %s", name,
+                    mnemo_adapter_error(ad));
+            mnemo_adapter_free(ad);
+        } else {
+            a = j->adapter = ad;
+            J->adapters_loaded++;
+        }
+    }
+    pthread_mutex_unlock(&J->mu);
+    return a;
+}
+
+void ft_jobs_models(ft_jobs *J, json_t *arr, long long created) {
+    (void)created;
+    pthread_mutex_lock(&J->mu);
+    for (size_t i = 0; i < J->n; i++) {
+        ft_job *j = J->jobs[i];
+        if (j->status != ST_SUCCEEDED) continue;
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:O, s:s, s:s}", "id", str_or(j->obj, "fine_tuned_model", ""),
+                                             "object", "model", "created_at", json_object_get(j->obj, "finished_at"),
+                                             "owned_by", "mnemo", "parent", J->base_name));
+        json_t *m = json_array_get(arr, json_array_size(arr) - 1);
+        json_object_set(m, "created", json_object_get(j->obj, "finished_at"));
+        json_object_del(m, "created_at");
+    }
+    pthread_mutex_unlock(&J->mu);
+}
+
+void ft_jobs_get_stats(ft_jobs *J, ft_jobs_stats *s) {
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&J->mu);
+    for (size_t i = 0; i < J->n; i++) s->by_status[J->jobs[i]->status]++;
+    s->tokens_per_s = J->tokens_per_s;
+    s->steps = J->steps;
+    s->adapters_loaded = J->adapters_loaded;
+    pthread_mutex_unlock(&J->mu);
+}
+
+/* ------------------------------------------------------------------ the supervisor */
+
+/* validating_files -> queued | failed: the data read with the model's tokenizer at the job's seq_len. */
+static void validate_one(ft_jobs *J) {
+    pthread_mutex_lock(&J->mu);
+    ft_job *j = NULL;
+    for (size_t i = 0; i < J->n && !j; i++)
+        if (J->jobs[i]->status == ST_VALIDATING && !J->jobs[i]->cancel) j = J->jobs[i];
+    char data[4200], settings[4200], id[40];
+    if (j) {
+        job_path(J, j, "train.jsonl", data, sizeof data);
+        job_path(J, j, "train.json", settings, sizeof settings);
+        snprintf(id, sizeof id, "%s", j->id);
+    }
+    pthread_mutex_unlock(&J->mu);
+    if (!j) return;
+    json_t *s = json_load_file(settings, 0, NULL);
+    int32_t seq_len = (int32_t)json_integer_value(json_object_get(s, "seq_len"));
+    json_decref(s);
+    char err[1024] = "";
+    int64_t examples = 0;
+    mnemo_status st = seq_len > 0 ? mnemo_train_data_check(J->cfg.model, data, seq_len, &examples, err, sizeof err)
+                                  : MNEMO_ERR_FORMAT;
+    if (seq_len <= 0) snprintf(err, sizeof err, "the job's settings are unreadable");
+    pthread_mutex_lock(&J->mu);
+    if ((j = find(J, id)) != NULL && j->status == ST_VALIDATING) {
+        if (st != MNEMO_OK) {
+            /* name the upload and its line, not the job's private copy: ".../train.jsonl:3: why" */
+            char *where = strstr(err, "train.jsonl"), *rest = where ? where + strlen("train.jsonl") : err;
+            long line = 0;
+            int used = 0;
+            if (where && sscanf(rest, ":%ld:%n", &line, &used) == 1 && used > 0) rest += used;
+            else if (where && *rest == ':') rest++;
+            while (*rest == ' ') rest++;
+            char at[32] = "";
+            if (line > 0) snprintf(at, sizeof at, ", line %ld", line);
+            fail_job(J, j, "invalid_training_file", "training file %s%s: %s", str_or(j->obj, "training_file", "?"), at,
+                     rest);
+        } else {
+            add_event(J, j, "info", "message", json_pack("{s:I}", "examples", (json_int_t)examples),
+                      "Files validated: %lld examples; queued", (long long)examples);
+            set_status(J, j, ST_QUEUED);
+        }
+    }
+    pthread_mutex_unlock(&J->mu);
+}
+
+/* Starts j's worker (J->mu held). */
+static void spawn(ft_jobs *J, ft_job *j) {
+    char dir[4200], log[4200], threads[16];
+    job_path(J, j, NULL, dir, sizeof dir);
+    job_path(J, j, "worker.log", log, sizeof log);
+    snprintf(threads, sizeof threads, "%d", J->cfg.train_threads);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        fail_job(J, j, "server_error", "cannot create a pipe for the worker: %s", strerror(errno));
+        return;
+    }
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) { /* the child: only async-signal-safe calls until exec */
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* the server gone: checkpoint and stop */
+        if (getppid() != parent) _exit(70);
+        dup2(p[1], STDOUT_FILENO);
+        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (lf >= 0) dup2(lf, STDERR_FILENO);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        char *argv[] = {J->self_exe, "--finetune-worker", dir, "--threads", threads, NULL};
+        execv(J->self_exe, argv);
+        _exit(71);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        fail_job(J, j, "server_error", "cannot start the worker: %s", strerror(errno));
+        return;
+    }
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    j->pid = pid, j->out_fd = p[0], j->line_len = 0;
+    if (j->status != ST_RUNNING) {
+        add_event(J, j, "info", "message", NULL, "Fine-tuning job started");
+        set_status(J, j, ST_RUNNING);
+    }
+}
+
+/* One line from a worker (J->mu held). */
+static void worker_line(ft_jobs *J, ft_job *j, const char *line) {
+    json_t *o = json_loads(line, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return;
+    }
+    json_t *step = json_object_get(o, "step");
+    if (json_is_integer(step) && json_object_get(o, "loss")) {
+        long long s = json_integer_value(step), total = json_integer_value(json_object_get(o, "total_steps"));
+        double loss = json_number_value(json_object_get(o, "loss")), tps = json_number_value(json_object_get(o, "tokens_per_s"));
+        json_object_set(j->obj, "trained_tokens", json_object_get(o, "trained_tokens"));
+        j->tokens_per_s = tps;
+        J->tokens_per_s = tps;
+        J->steps++;
+        json_t *data = json_pack("{s:I, s:I, s:f, s:O, s:O, s:f, s:O}", "step", (json_int_t)s, "total_steps",
+                                 (json_int_t)total, "train_loss", loss, "grad_norm", json_object_get(o, "grad_norm"),
+                                 "learning_rate", json_object_get(o, "lr"), "tokens_per_s", tps, "eta_s",
+                                 json_object_get(o, "eta_s"));
+        add_event(J, j, "info", "metrics", data, "Step %lld/%lld: training loss=%.4f", s, total, loss);
+    } else if (json_is_integer(json_object_get(o, "checkpoint"))) {
+        long long s = json_integer_value(json_object_get(o, "checkpoint"));
+        char cid[80], name[400];
+        snprintf(cid, sizeof cid, "ftckpt-%s-%lld", j->id + 6, s);
+        snprintf(name, sizeof name, "%s:ckpt-step-%lld", str_or(j->obj, "model", "?"), s);
+        json_t *ck = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:{s:O}}", "object", "fine_tuning.job.checkpoint", "id",
+                               cid, "created_at", (json_int_t)now_unix(), "fine_tuned_model_checkpoint", name,
+                               "step_number", (json_int_t)s, "fine_tuning_job_id", j->id, "metrics", "train_loss",
+                               json_object_get(o, "loss"));
+        json_array_append_new(j->checkpoints, ck);
+        char path[4200];
+        job_path(J, j, "checkpoints.jsonl", path, sizeof path);
+        char *text = json_dumps(ck, JSON_COMPACT);
+        FILE *f = text ? fopen(path, "a") : NULL;
+        if (f) fprintf(f, "%s\n", text), fclose(f);
+        free(text);
+        add_event(J, j, "info", "message", NULL, "Checkpoint saved at step %lld", s);
+    } else if (json_is_object(json_object_get(o, "error"))) {
+        json_object_set(j->obj, "error", json_object_get(o, "error"));
+    }
+    json_decref(o);
+}
+
+static void read_worker(ft_jobs *J, ft_job *j) {
+    for (;;) {
+        ssize_t n = read(j->out_fd, j->line + j->line_len, sizeof j->line - 1 - j->line_len);
+        if (n <= 0) return;
+        j->line_len += (size_t)n;
+        j->line[j->line_len] = 0;
+        char *start = j->line, *nl;
+        while ((nl = strchr(start, '\n')) != NULL) {
+            *nl = 0;
+            worker_line(J, j, start);
+            start = nl + 1;
+        }
+        j->line_len = strlen(start);
+        memmove(j->line, start, j->line_len + 1);
+        if (j->line_len == sizeof j->line - 1) j->line_len = 0; /* an overlong line: dropped */
+    }
+}
+
+/* A worker has exited (J->mu held): the job's next status. */
+static void reap(ft_jobs *J, ft_job *j, int wstatus) {
+    read_worker(J, j);
+    close(j->out_fd);
+    j->out_fd = -1, j->pid = 0;
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && !j->cancel) {
+        char name[512];
+        snprintf(name, sizeof name, "ft:%s:%s:%s", J->base_name, str_or(j->obj, "user_provided_suffix", ""), j->id);
+        json_object_set_new(j->obj, "fine_tuned_model", json_string(name));
+        json_object_set_new(j->obj, "error", json_null());
+        add_event(J, j, "info", "message", json_pack("{s:s}", "fine_tuned_model", name),
+                  "The job has successfully completed: %s", name);
+        set_status(J, j, ST_SUCCEEDED);
+    } else if (j->cancel) {
+        add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled");
+        set_status(J, j, ST_CANCELLED);
+    } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 1) {
+        json_t *err = json_object_get(j->obj, "error");
+        fail_job(J, j, str_or(err, "code", "training_failed"), "%s", str_or(err, "message", "the worker failed"));
+    } else if (j->restarts < MAX_RESTARTS) {
+        j->restarts++;
+        add_event(J, j, "warn", "message", NULL, "The worker stopped (%s %d); resuming from the last checkpoint "
+                  "(restart %d of %d)", WIFSIGNALED(wstatus) ? "signal" : "exit status",
+                  WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus), j->restarts, MAX_RESTARTS);
+        spawn(J, j);
+    } else {
+        fail_job(J, j, "worker_crashed", "the worker stopped %d times (last: %s %d)", MAX_RESTARTS + 1,
+                 WIFSIGNALED(wstatus) ? "signal" : "exit status",
+                 WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus));
+    }
+}
+
+static void *supervise(void *arg) {
+    ft_jobs *J = arg;
+    for (;;) {
+        validate_one(J);
+        pthread_mutex_lock(&J->mu);
+        if (J->stop) break;
+        int running = 0;
+        for (size_t i = 0; i < J->n; i++) {
+            ft_job *j = J->jobs[i];
+            if (!j->pid) continue;
+            read_worker(J, j);
+            int ws;
+            if (waitpid(j->pid, &ws, WNOHANG) == j->pid) reap(J, j, ws);
+            running += j->pid != 0;
+        }
+        for (size_t i = 0; i < J->n && running < J->cfg.max_jobs; i++) /* oldest queued first */
+            if (J->jobs[i]->status == ST_QUEUED && !J->jobs[i]->cancel) {
+                spawn(J, J->jobs[i]);
+                running += J->jobs[i]->pid != 0;
+            }
+        bool validating = false;
+        for (size_t i = 0; i < J->n && !validating; i++) validating = J->jobs[i]->status == ST_VALIDATING;
+        if (!validating) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&J->cv, &J->mu, &ts);
+        }
+        pthread_mutex_unlock(&J->mu);
+    }
+    /* stopping: workers checkpoint and exit; their jobs stay "running" on disk and resume at the next start */
+    for (size_t i = 0; i < J->n; i++)
+        if (J->jobs[i]->pid) kill(J->jobs[i]->pid, SIGTERM);
+    for (size_t i = 0; i < J->n; i++) {
+        ft_job *j = J->jobs[i];
+        for (int t = 0; j->pid && t < 300; t++) { /* up to 30 s for a checkpoint */
+            int ws;
+            if (waitpid(j->pid, &ws, WNOHANG) == j->pid) j->pid = 0;
+            else {
+                pthread_mutex_unlock(&J->mu);
+                usleep(100000);
+                pthread_mutex_lock(&J->mu);
+            }
+        }
+        if (j->pid) kill(j->pid, SIGKILL), waitpid(j->pid, NULL, 0), j->pid = 0;
+    }
+    pthread_mutex_unlock(&J->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ start, stop, reload */
+
+static json_t *load_lines(const char *path) {
+    json_t *arr = json_array();
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (json_is_object(o)) json_array_append(arr, o);
+        json_decref(o);
+    }
+    free(line);
+    if (f) fclose(f);
+    return arr;
+}
+
+static int by_created(const void *a, const void *b) {
+    const ft_job *x = *(ft_job *const *)a, *y = *(ft_job *const *)b;
+    json_int_t cx = json_integer_value(json_object_get(x->obj, "created_at"));
+    json_int_t cy = json_integer_value(json_object_get(y->obj, "created_at"));
+    return cx < cy ? -1 : cx > cy ? 1 : strcmp(x->id, y->id);
+}
+
+static void reload(ft_jobs *J) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/jobs", J->jobs_dir);
+    DIR *d = opendir(path);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
+        if (strncmp(de->d_name, "ftjob-", 6) != 0 || strlen(de->d_name) >= sizeof ((ft_job *)0)->id) continue;
+        ft_job *j = new_job();
+        if (!j) break;
+        snprintf(j->id, sizeof j->id, "%s", de->d_name);
+        job_path(J, j, "job.json", path, sizeof path);
+        j->obj = json_load_file(path, 0, NULL);
+        const char *st = str_or(j->obj, "status", "");
+        j->status = -1;
+        for (int s = 0; s < ST_COUNT; s++)
+            if (!strcmp(st, STATUS[s])) j->status = s;
+        if (!json_is_object(j->obj) || j->status < 0 || strcmp(str_or(j->obj, "id", ""), j->id) != 0 || add_job(J, j)) {
+            fprintf(stderr, "mnemo-server: warning: %s is not a readable job; skipped\n", path);
+            free_job(j);
+            continue;
+        }
+        job_path(J, j, "events.jsonl", path, sizeof path);
+        json_decref(j->events);
+        j->events = load_lines(path);
+        job_path(J, j, "checkpoints.jsonl", path, sizeof path);
+        json_decref(j->checkpoints);
+        j->checkpoints = load_lines(path);
+    }
+    if (d) closedir(d);
+    qsort(J->jobs, J->n, sizeof *J->jobs, by_created);
+    for (size_t i = 0; i < J->n; i++) { /* unfinished work goes on: running jobs resume from their checkpoints */
+        ft_job *j = J->jobs[i];
+        if (j->status == ST_RUNNING) {
+            add_event(J, j, "info", "message", NULL, "Server restarted: the job resumes from its last checkpoint");
+            set_status(J, j, ST_QUEUED);
+        }
+    }
+}
+
+ft_jobs *ft_jobs_start(const ft_jobs_config *cfg, char *err, size_t errlen) {
+    ft_jobs *J = calloc(1, sizeof *J);
+    if (!J) return snprintf(err, errlen, "out of memory"), NULL;
+    J->cfg = *cfg;
+    J->jobs_dir = strdup(cfg->jobs_dir), J->model_dir = strdup(cfg->model_dir), J->base_name = strdup(cfg->base_name);
+    J->self_exe = strdup(cfg->self_exe);
+    pthread_mutex_init(&J->mu, NULL);
+    pthread_cond_init(&J->cv, NULL);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/jobs", cfg->jobs_dir);
+    if (!J->jobs_dir || !J->model_dir || !J->base_name || !J->self_exe || (mkdir(path, 0755) != 0 && errno != EEXIST)) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        ft_jobs_stop(J);
+        return NULL;
+    }
+    reload(J);
+    if (pthread_create(&J->thread, NULL, supervise, J) != 0) {
+        snprintf(err, errlen, "cannot start the fine-tuning supervisor thread");
+        J->thread = 0;
+        ft_jobs_stop(J);
+        return NULL;
+    }
+    return J;
+}
+
+void ft_jobs_stop(ft_jobs *J) {
+    if (!J) return;
+    if (J->thread) {
+        pthread_mutex_lock(&J->mu);
+        J->stop = true;
+        pthread_cond_broadcast(&J->cv);
+        pthread_mutex_unlock(&J->mu);
+        pthread_join(J->thread, NULL);
+    }
+    for (size_t i = 0; i < J->n; i++) free_job(J->jobs[i]);
+    free(J->jobs);
+    free(J->jobs_dir), free(J->model_dir), free(J->base_name), free(J->self_exe);
+    pthread_mutex_destroy(&J->mu);
+    pthread_cond_destroy(&J->cv);
+    free(J);
+}

@@ -1,0 +1,269 @@
+"""Fine-tuning over HTTP (issue 20) against the real server: the official openai client uploads a file, creates a
+job, follows it and uses the fine-tuned model; cancel, list and pagination; malformed requests; the worker and the
+server killed with SIGKILL mid-job, restarted, and the job finishing from its last checkpoint with the same adapter,
+bit for bit, as a run never interrupted; inference served while a job trains.
+"""
+import json
+import os
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+import pytest
+from openai import OpenAI
+
+from conftest import MODEL, Server
+
+CLI = os.environ.get("MNEMO_CLI_BIN")
+# Tiny data the model can learn in a few steps: a fixed answer to a fixed question.
+EXAMPLES = [{"prompt": f"Question {i}: what is the colour of the sky?", "completion": " Blue, always blue."}
+            for i in range(16)]
+EXTRA = {"steps": 12, "seq_len": 32, "checkpoint_every": 3}
+HYPER = {"n_epochs": 1, "batch_size": 2, "learning_rate_multiplier": 50}
+
+
+def write_jsonl(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def start(jobs_dir, *args):
+    return Server("--jobs-dir", jobs_dir, "--parallel", "2", "--train-threads", "1", *args)
+
+
+def client_of(s):
+    return OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def upload(client, tmp, rows=EXAMPLES, name="train.jsonl"):
+    path = os.path.join(tmp, name)
+    write_jsonl(path, rows)
+    with open(path, "rb") as f:
+        return client.files.create(file=f, purpose="fine-tune")
+
+
+def create(client, file_id, suffix="t", extra=EXTRA, hyper=HYPER, seed=7):
+    return client.fine_tuning.jobs.create(model="mha", training_file=file_id, suffix=suffix, seed=seed,
+                                          hyperparameters=hyper, extra_body={"extra": extra})
+
+
+def wait_status(client, job_id, statuses, timeout=180):
+    end = time.time() + timeout
+    while time.time() < end:
+        j = client.fine_tuning.jobs.retrieve(job_id)
+        if j.status in statuses:
+            return j
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} still {j.status}")
+
+
+def adapter_bytes(jobs_dir, job_id):
+    with open(os.path.join(jobs_dir, "jobs", job_id, "out", "adapter_model.safetensors"), "rb") as f:
+        return f.read()
+
+
+def worker_pid(job_id):
+    out = subprocess.run(["pgrep", "-f", f"--finetune-worker .*{job_id}"], capture_output=True, text=True).stdout
+    pids = [int(p) for p in out.split()]
+    return pids[0] if pids else None
+
+
+def wait_checkpoint(client, job_id, timeout=120):
+    end = time.time() + timeout
+    while time.time() < end:
+        if client.fine_tuning.jobs.checkpoints.list(job_id).data:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """An uninterrupted run: its job id, adapter bytes and jobs dir (shared by the resume tests)."""
+    tmp = tempfile.mkdtemp()
+    s = start(tmp)
+    try:
+        c = client_of(s)
+        f = upload(c, tmp)
+        j = create(c, f.id, suffix="ref")
+        j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+        assert j.status == "succeeded", j.error
+        yield {"client": c, "server": s, "dir": tmp, "job": j, "adapter": adapter_bytes(tmp, j.id), "file": f}
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_openai_flow(reference):
+    c, j = reference["client"], reference["job"]
+    assert j.fine_tuned_model == f"ft:mha:ref:{j.id}" and j.trained_tokens == 12 * 2 * 32
+    assert j.model == "mha" and j.training_file == reference["file"].id and j.finished_at >= j.created_at
+    events = c.fine_tuning.jobs.list_events(j.id, limit=100).data
+    steps = [e for e in events if e.type == "metrics"]
+    assert len(steps) == 12 and steps[0].data["step"] == 12  # newest first
+    assert all(e.object == "fine_tuning.job.event" for e in events)
+    assert any("successfully completed" in e.message for e in events)
+    cks = c.fine_tuning.jobs.checkpoints.list(j.id).data
+    assert [k.step_number for k in cks] == [12, 9, 6, 3]
+    assert j.fine_tuned_model in [m.id for m in c.models.list().data]
+    base = c.completions.create(model="mha", prompt="Question 99: what is the colour of the sky?", max_tokens=6,
+                                temperature=0).choices[0].text
+    tuned = c.completions.create(model=j.fine_tuned_model, prompt="Question 99: what is the colour of the sky?",
+                                 max_tokens=6, temperature=0).choices[0].text
+    assert tuned != base, (tuned, base)
+    chat = c.chat.completions.create(model=j.fine_tuned_model, messages=[{"role": "user", "content": "hi"}],
+                                     max_tokens=4, temperature=0)
+    assert chat.choices[0].message.content is not None
+    # the base keeps answering as the base after the fine-tuned model was used on the same slots
+    assert c.completions.create(model="mha", prompt="Question 99: what is the colour of the sky?", max_tokens=6,
+                                temperature=0).choices[0].text == base
+    if CLI:
+        out = subprocess.run([CLI, "generate", "--model", MODEL, "--threads", "1", "--adapter",
+                              os.path.join(reference["dir"], "jobs", j.id, "out"), "--prompt",
+                              "Question 99: what is the colour of the sky?", "-n", "6", "--temp", "0"],
+                             capture_output=True, check=True).stdout.decode().removesuffix("\n")
+        assert out == tuned
+    st, props = reference["server"].get_json("/props")
+    assert props["fine_tuning"] and j.fine_tuned_model in [a["id"] for a in props["adapters"]]
+    m = reference["server"].metrics()
+    assert m['mnemo_finetune_jobs{status="succeeded"}'] >= 1 and m["mnemo_finetune_steps_total"] >= 12
+
+
+def test_events_stream(reference):
+    s, j = reference["server"], reference["job"]
+    status, hdrs, body = s.request("GET", f"/v1/fine_tuning/jobs/{j.id}/events?stream=true")
+    assert status == 200 and hdrs["content-type"].startswith("text/event-stream")
+    lines = [l[6:] for l in body.decode().splitlines() if l.startswith("data: ")]
+    assert lines[-1] == "[DONE]" and json.loads(lines[0])["object"] == "fine_tuning.job.event"
+
+
+def test_cancel_and_list(reference):
+    c, tmp = reference["client"], reference["dir"]
+    f = upload(c, tmp, name="long.jsonl")
+    long_job = create(c, f.id, suffix="long", extra={"steps": 100000, "seq_len": 32})
+    wait_status(c, long_job.id, {"running"})
+    queued = create(c, f.id, suffix="q")  # --max-jobs 1: waits behind it
+    assert wait_status(c, queued.id, {"queued"}).status == "queued"
+    assert c.fine_tuning.jobs.cancel(queued.id).status == "cancelled"
+    c.fine_tuning.jobs.cancel(long_job.id)
+    assert wait_status(c, long_job.id, {"cancelled", "failed", "succeeded"}).status == "cancelled"
+    page = c.fine_tuning.jobs.list(limit=2)
+    assert [x.id for x in page.data] == [queued.id, long_job.id] and page.has_more
+    rest = c.fine_tuning.jobs.list(limit=10, after=long_job.id)
+    assert reference["job"].id in [x.id for x in rest.data]
+    s = reference["server"]
+    st, body = s.post(f"/v1/fine_tuning/jobs/{long_job.id}/cancel", {})
+    assert st == 409 and body["error"]["param"] == "fine_tuning_job_id"
+
+
+def test_bad_requests(reference):
+    s, fid = reference["server"], reference["file"].id
+    ok = {"model": "mha", "training_file": fid}
+    cases = [
+        ({**ok, "model": "gpt-4o"}, 404, "model"),
+        ({"model": "mha"}, 400, "training_file"),
+        ({**ok, "training_file": "file-000000000000000000000000"}, 404, "training_file"),
+        ({**ok, "training_file": "../../etc/passwd"}, 404, "training_file"),
+        ({**ok, "hyperparameters": {"n_epochs": 0}}, 400, "n_epochs"),
+        ({**ok, "hyperparameters": {"learning_rate_multiplier": "fast"}}, 400, "learning_rate_multiplier"),
+        ({**ok, "hyperparameters": {"batch_size": 1.5}}, 400, "batch_size"),
+        ({**ok, "extra": {"seq_len": 100000}}, 400, "seq_len"),
+        ({**ok, "suffix": "a/b"}, 400, "suffix"),
+        ({**ok, "seed": -1}, 400, "seed"),
+        ({**ok, "method": {"type": "dpo"}}, 400, "method.type"),
+        ({**ok, "extra": {"fot": True}}, 400, "fot"),
+    ]
+    for body, code, param in cases:
+        st, r = s.post("/v1/fine_tuning/jobs", body)
+        assert st == code and r["error"]["param"] == param, (body, st, r)
+    st, _, data = s.request("POST", "/v1/fine_tuning/jobs", "{not json")
+    assert st == 400
+    for path in ("/v1/fine_tuning/jobs/ftjob-000000000000000000000000", "/v1/fine_tuning/jobs/../../etc",
+                 "/v1/fine_tuning/jobs/ftjob-000000000000000000000000/events"):
+        assert s.request("GET", path)[0] == 404, path
+    st, r = s.get_json("/v1/fine_tuning/jobs?limit=0")
+    assert st == 400 and r["error"]["param"] == "limit"
+    st, r = s.post("/v1/completions", {"model": "ft:mha:nope:ftjob-0", "prompt": "x", "max_tokens": 1})
+    assert st == 404 and r["error"]["param"] == "model"
+
+
+def test_too_long_example_fails_the_job(reference):
+    c, tmp = reference["client"], reference["dir"]
+    f = upload(c, tmp, rows=EXAMPLES[:2] + [{"prompt": "word " * 400, "completion": " x"}], name="toolong.jsonl")
+    j = create(c, f.id, suffix="bad")
+    j = wait_status(c, j.id, {"failed", "succeeded", "queued", "running"})
+    assert j.status == "failed" and j.error.code == "invalid_training_file"
+    assert "line 3" in j.error.message and f.id in j.error.message, j.error.message
+
+
+def test_worker_sigkill_resumes(reference):
+    c, tmp = reference["client"], reference["dir"]
+    j = create(c, reference["file"].id, suffix="killw")
+    wait_checkpoint(c, j.id)
+    pid = worker_pid(j.id)
+    assert pid, "the worker process is running"
+    os.kill(pid, signal.SIGKILL)
+    j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+    assert j.status == "succeeded", j.error
+    events = [e.message for e in c.fine_tuning.jobs.list_events(j.id, limit=200).data]
+    assert any("resuming from the last checkpoint" in m for m in events), events
+    steps = [e.data["step"] for e in c.fine_tuning.jobs.list_events(j.id, limit=200).data if e.type == "metrics"]
+    assert min(steps) == 1 and steps.count(1) == 1, "resumed at a checkpoint, not from step 0"
+    assert adapter_bytes(tmp, j.id) == reference["adapter"]
+
+
+def test_server_sigkill_resumes(reference):
+    tmp = tempfile.mkdtemp()
+    s = start(tmp)
+    c = client_of(s)
+    f = upload(c, tmp)
+    j = create(c, f.id, suffix="kills")
+    wait_checkpoint(c, j.id)
+    s.stop(signal.SIGKILL)
+    s2 = start(tmp)
+    try:
+        c2 = client_of(s2)
+        done = wait_status(c2, j.id, {"succeeded", "failed", "cancelled"})
+        assert done.status == "succeeded", done.error
+        assert adapter_bytes(tmp, j.id) == reference["adapter"]
+        assert c2.files.retrieve(f.id).bytes > 0  # uploads survive
+        events = [e.message for e in c2.fine_tuning.jobs.list_events(j.id, limit=200).data]
+        assert any("Server restarted" in m for m in events)
+    finally:
+        assert s2.stop() == 0, "".join(s2.log)
+
+
+def test_inference_while_training(reference):
+    """Completions keep being served while a job trains; latency with and without a job is printed for the note."""
+    c, tmp = reference["client"], reference["dir"]
+
+    def latencies(n):
+        out = []
+        for _ in range(n):
+            t = time.time()
+            c.completions.create(model="mha", prompt="To be", max_tokens=8, temperature=0)
+            out.append(time.time() - t)
+        return sorted(out)
+
+    idle = latencies(20)
+    j = create(c, reference["file"].id, suffix="lat", extra={"steps": 100000, "seq_len": 32})
+    wait_status(c, j.id, {"running"})
+    busy = latencies(20)
+    c.fine_tuning.jobs.cancel(j.id)
+    wait_status(c, j.id, {"cancelled"})
+    p = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
+    print(f"\nlatency of an 8-token completion, ms: idle p50 {p(idle, .5):.1f} p99 {p(idle, .99):.1f}; "
+          f"with a job training p50 {p(busy, .5):.1f} p99 {p(busy, .99):.1f}")
+    assert len(busy) == 20
+
+
+def test_without_jobs_dir():
+    s = Server("--parallel", "1")
+    try:
+        for method, path in (("GET", "/v1/fine_tuning/jobs"), ("POST", "/v1/fine_tuning/jobs")):
+            st, _, body = s.request(method, path, {} if method == "POST" else None)
+            assert st == 501 and "--jobs-dir" in json.loads(body)["error"]["message"]
+    finally:
+        assert s.stop() == 0
