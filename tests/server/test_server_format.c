@@ -116,11 +116,11 @@ static void test_sse(void) {
     sse_done(&b);
     CHECK(b.data && !strcmp(b.data, "data: {\"a\":1}\n\ndata: [DONE]\n\n"), "sse: %s", b.data);
     sb_free(&b);
-    job_choice ch = {.end = JOB_END_OK, .finish = MNEMO_FINISH_EOS};
+    ireq_choice ch = {.end = IREQ_END_OK, .finish = MNEMO_FINISH_EOS};
     CHECK(!strcmp(oai_finish_reason(&ch), "stop") && !oai_stop_reason(&ch), "eos -> stop");
     ch.finish = MNEMO_FINISH_CONTEXT;
     CHECK(!strcmp(oai_finish_reason(&ch), "length"), "context -> length");
-    ch.end = JOB_END_TIMEOUT;
+    ch.end = IREQ_END_TIMEOUT;
     CHECK(!strcmp(oai_finish_reason(&ch), "length") && !strcmp(oai_stop_reason(&ch), "time_limit"), "timeout");
     oai_ctx c = {.chat = true, .model_name = "m", .created = 5};
     oai_make_id(&c, 7);
