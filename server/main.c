@@ -3,7 +3,9 @@
  *
  * Start-up: bind first (so a taken port fails at once and /health answers 503 while the model loads), then the
  * model, the chat template, the slots; READY is published last, and only then "listening on ..." is printed: a
- * server that cannot load its model says so in one line and exits 1 without ever claiming to listen.
+ * server that cannot load its model says so in one line and exits 1 without ever claiming to listen. With
+ * --jobs-dir, the directory is checked (created if missing) and the files store opened before the bind, since the
+ * files API needs no model; an unusable directory is exit status 2, like a bad option.
  * Signals: libraries start threads before main runs (OpenBLAS), so blocking SIGINT/SIGTERM cannot cover every
  * thread; instead their handler only writes the signal number to a self-pipe (async-signal-safe in whichever thread
  * runs it) and main waits on that pipe.
