@@ -50,7 +50,7 @@ void reply_text(http_reply *rep, int status, const char *content_type, const cha
 
 void reply_error(http_reply *rep, int status, const char *code, const char *param, const char *allow,
                  const char *fmt, ...) {
-    char msg[2048];
+    char msg[2048]; /* room for router.c's 404, which lists every route */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

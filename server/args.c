@@ -59,7 +59,7 @@ static const opt_def OPTS[] = {
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
      "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters (default: none, the /v1/files "
-     "and /v1/fine_tuning endpoints answer 501)"},
+     "and /v1/fine_tuning endpoints answer 501); uploads are bounded by --max-body"},
     {"--train-threads", OPT_INT, OFF(train_threads), 0, 1024,
      "threads of each fine-tuning worker process (default 1; 0 = one per core)"},
     {"--max-jobs", OPT_INT, OFF(max_jobs), 1, 64, "fine-tuning jobs running at once; the rest wait queued (1)"},

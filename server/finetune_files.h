@@ -7,8 +7,10 @@
  *
  * Upload validation: the bytes must be UTF-8 JSON lines, each non-blank line an object that is either
  * {"prompt": string, "completion": string} or {"messages": [{"role": string, "content": string}, ...]}; the first bad
- * line is a 400 naming the line ("training file line 3: ..."). Lengths against a model's window are checked when a
- * job uses the file (validating_files), since they depend on the model. Thread-safe (one mutex).
+ * line is a 400 naming the line ("training file line 3: ..."); the role rules and a non-empty completion follow
+ * mnemo train's reader (engine/src/train/train_data.h). An empty file (or only blank lines) is a 400. Lengths against
+ * a model's window and the chat template's rules are checked when a job uses the file (validating_files), since they
+ * depend on the model. Thread-safe (one mutex).
  */
 #ifndef MNEMO_SERVER_FINETUNE_FILES_H
 #define MNEMO_SERVER_FINETUNE_FILES_H
@@ -35,16 +37,21 @@ void ft_files_close(ft_files *f);
  * purpose / not JSONL naming the line, 429 too many files, 500 a write error). */
 int ft_files_create(ft_files *f, const char *filename, size_t filename_len, const char *purpose, const char *data,
                     size_t len, json_t **out, ft_error *e);
-/* {"object": "list", "data": [...], "has_more": bool} newest first (order "desc", the default) or oldest first
- * ("asc"), after the id `after` (NULL: from the start), at most limit (1..10000) objects, purpose NULL = any. */
+/* {"object": "list", "data": [...], "first_id", "last_id", "has_more": bool} newest first (order "desc", the
+ * default) or oldest first ("asc"), after the id `after` (NULL: from the start), at most limit (1..10000) objects,
+ * purpose NULL = any. NULL when `after` names no file (or out of memory). */
 json_t *ft_files_list(ft_files *f, const char *purpose, const char *after, int limit, bool ascending);
 /* A new reference to the file object, or NULL when there is no such file. */
 json_t *ft_files_get(ft_files *f, const char *id);
-/* 0, or -1 when there is no such file. */
+/* 0, or -1 when there is no such file, or -2 when it could not be removed (an I/O error: it stays listed). */
 int ft_files_delete(ft_files *f, const char *id);
 /* The path of the file's content; false when there is no such file. */
 bool ft_files_path(ft_files *f, const char *id, char *out, size_t cap);
 /* "file-" + 24 lowercase hex digits. */
 bool ft_files_valid_id(const char *id);
+/* The upload validation alone (see above; ft_files_create runs it): 0, or -1 with e filled (400, param "file"). */
+int ft_files_validate(const char *data, size_t len, ft_error *e);
+/* Files kept now. */
+size_t ft_files_count(ft_files *f);
 
 #endif

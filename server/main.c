@@ -3,7 +3,9 @@
  *
  * Start-up: bind first (so a taken port fails at once and /health answers 503 while the model loads), then the
  * model, the chat template, the slots; READY is published last, and only then "listening on ..." is printed: a
- * server that cannot load its model says so in one line and exits 1 without ever claiming to listen.
+ * server that cannot load its model says so in one line and exits 1 without ever claiming to listen. With
+ * --jobs-dir, the directory is checked (created if missing) and the files store opened before the bind, since the
+ * files API needs no model; an unusable directory is exit status 2, like a bad option.
  * Signals: libraries start threads before main runs (OpenBLAS), so blocking SIGINT/SIGTERM cannot cover every
  * thread; instead their handler only writes the signal number to a self-pipe (async-signal-safe in whichever thread
  * runs it) and main waits on that pipe.
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,6 +86,23 @@ static int wait_signal(double seconds) {
     if (poll(&p, 1, ms) <= 0) return 0;
     unsigned char c = 0;
     return read(sig_pipe[0], &c, 1) == 1 ? c : 0;
+}
+
+/* --jobs-dir: an existing directory we can read and write, or one we create (its parent must exist). 0, or -1
+ * with the reason in err. */
+static int jobs_dir_prepare(const char *dir, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0700) != 0)
+            return snprintf(err, errlen, "--jobs-dir '%s' does not exist and cannot be created: %s", dir,
+                            strerror(errno)), -1;
+        log_line("created --jobs-dir %s", dir);
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return snprintf(err, errlen, "--jobs-dir '%s' is not a directory", dir), -1;
+    }
+    if (access(dir, R_OK | W_OK | X_OK) != 0)
+        return snprintf(err, errlen, "--jobs-dir '%s' is not readable and writable", dir), -1;
+    return 0;
 }
 
 static int load(server_app *app) {
@@ -255,6 +275,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mnemo-server: %s\n", err);
         return 2;
     }
+    if (o->jobs_dir && jobs_dir_prepare(o->jobs_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "mnemo-server: %s\n", err);
+        return 2;
+    }
 
     if (install_signals() != 0) {
         fprintf(stderr, "mnemo-server: cannot create the signal pipe\n");
@@ -281,12 +305,23 @@ int main(int argc, char **argv) {
         return 1;
     }
     atomic_store(&app.state, APP_LOADING);
+    if (o->jobs_dir) { /* the files API answers from the start: it needs no model */
+        app.files = ft_files_open(o->jobs_dir, o->max_files, err, sizeof err);
+        if (!app.files) {
+            fprintf(stderr, "mnemo-server: --jobs-dir: %s\n", err);
+            metrics_free(app.mx);
+            return 2;
+        }
+        log_line("files: %zu in %s/files (up to %d, --max-files; uploads up to --max-body %zu bytes)",
+                 ft_files_count(app.files), o->jobs_dir, o->max_files, o->max_body);
+    }
 
     http_config hc = {.host = o->host, .port = o->port, .max_body = o->max_body, .max_conns = o->max_conns,
                       .conn_timeout_s = o->conn_timeout_s};
     http_server *http = http_start(&hc, app_handle, &app, err, sizeof err);
     if (!http) {
         log_line("error: %s", err);
+        ft_files_close(app.files);
         metrics_free(app.mx);
         return 1;
     }
@@ -305,6 +340,7 @@ int main(int argc, char **argv) {
     sched_free(app.sched);
     sessions_free(app.sessions);
     mnemo_model_free(app.model);
+    ft_files_close(app.files); /* after http_stop: no route uses it any more */
     metrics_free(app.mx);
     if (rc < 0) return 1; /* load() said why */
     log_line("stopped");

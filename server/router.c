@@ -40,6 +40,10 @@ static const route ROUTES[] = {
     {"POST", "/v1/sessions/", route_session_action, true, "/v1/sessions/{id}/save|restore"},
     {"GET", "/v1/snapshots", route_snapshots_list, true, NULL},
     {"DELETE", "/v1/snapshots/", route_snapshot_delete, true, "/v1/snapshots/{name}"},
+    {"POST", "/v1/files", route_files_create, false, NULL}, /* the files store needs no model */
+    {"GET", "/v1/files", route_files_list, false, NULL},
+    {"GET", "/v1/files/", route_file_get, false, "/v1/files/{id}[/content]"},
+    {"DELETE", "/v1/files/", route_file_delete, false, "/v1/files/{id}"},
     {"POST", "/v1/fine_tuning/jobs", route_ft_jobs_create, true, NULL},
     {"GET", "/v1/fine_tuning/jobs", route_ft_jobs_list, false, NULL},
     {"GET", "/v1/fine_tuning/jobs/", route_ft_job_get, false, "/v1/fine_tuning/jobs/{id}[/events|/checkpoints]"},
@@ -114,7 +118,7 @@ static void handle(server_app *app, const http_request *req, http_reply *rep) {
         return;
     }
     if (!found) {
-        char routes[1280];
+        char routes[1536]; /* every route listed (list_routes stops at a route that does not fit) */
         list_routes(routes, sizeof routes);
         reply_error(rep, 404, "not_found", NULL, NULL, "no route %.64s %.128s; the routes are: %s", req->method,
                     req->path, routes);
