@@ -52,6 +52,8 @@ struct ft_files {
     int pending;        /* uploads validated and being written: they hold a place */
     entry *v;           /* oldest first */
     size_t n, cap;
+    long long last_stamp; /* the newest <id>.json mtime (ns): each upload's is set past it, so order survives a
+                           * restart even when the filesystem's clock ticks coarser than the uploads */
 };
 
 static void set_error(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...)
@@ -310,6 +312,7 @@ static void load_one(ft_files *f, const char *id) {
         return;
     }
     long long mt = (long long)ms.st_mtim.tv_sec * 1000000000LL + ms.st_mtim.tv_nsec;
+    if (mt > f->last_stamp) f->last_stamp = mt;
     if (append_entry(f, id, o, (long long)json_integer_value(jc), mt) != 0) warn("out of memory; %s skipped", meta);
 }
 
@@ -431,9 +434,13 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
     }
     free(meta);
 
-    struct stat ms;
-    long long mt = stat(fmeta, &ms) == 0 ? (long long)ms.st_mtim.tv_sec * 1000000000LL + ms.st_mtim.tv_nsec : 0;
     pthread_mutex_lock(&f->mu);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long mt = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    if (mt <= f->last_stamp) mt = f->last_stamp + 1000;
+    struct timespec ts[2] = {{mt / 1000000000LL, mt % 1000000000LL}, {mt / 1000000000LL, mt % 1000000000LL}};
+    if (rc == 0 && utimensat(AT_FDCWD, fmeta, ts, 0) == 0) f->last_stamp = mt;
     f->pending--;
     if (rc == 0 && append_entry(f, id, json_incref(obj), created, mt) != 0) {
         /* Written but not listed: take it back so disk and table agree. */

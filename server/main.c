@@ -105,6 +105,8 @@ static int jobs_dir_prepare(const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
+static int start_jobs(server_app *app, char *err, size_t errlen);
+
 static int load(server_app *app) {
     const server_opts *o = &app->opts;
     const char *delay = getenv("MNEMO_SERVER_LOAD_DELAY_MS");
@@ -336,9 +338,9 @@ int main(int argc, char **argv) {
         log_line("%s received", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
     shutdown_gracefully(&app, http);
-    ft_jobs_stop(app.jobs); /* running workers checkpoint; their jobs resume at the next start */
     sched_free(app.sched);
     sessions_free(app.sessions);
+    ft_jobs_stop(app.jobs); /* after the slots (they point at its adapters); workers checkpoint and resume later */
     mnemo_model_free(app.model);
     ft_files_close(app.files); /* after http_stop: no route uses it any more */
     metrics_free(app.mx);

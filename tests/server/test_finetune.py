@@ -20,8 +20,10 @@ CLI = os.environ.get("MNEMO_CLI_BIN")
 # Tiny data the model can learn in a few steps: a fixed answer to a fixed question.
 EXAMPLES = [{"prompt": f"Question {i}: what is the colour of the sky?", "completion": " Blue, always blue."}
             for i in range(16)]
-EXTRA = {"steps": 12, "seq_len": 32, "checkpoint_every": 3}
+EXTRA = {"steps": 12, "seq_len": 48, "checkpoint_every": 3}
 HYPER = {"n_epochs": 1, "batch_size": 2, "learning_rate_multiplier": 50}
+# Long enough (a few seconds) that a worker can be caught alive between its checkpoints and killed.
+LONG = {"steps": 3000, "seq_len": 48, "checkpoint_every": 100}
 
 
 def write_jsonl(path, rows):
@@ -66,9 +68,20 @@ def adapter_bytes(jobs_dir, job_id):
 
 
 def worker_pid(job_id):
-    out = subprocess.run(["pgrep", "-f", f"--finetune-worker .*{job_id}"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", f"finetune-worker .*{job_id}"], capture_output=True, text=True).stdout
     pids = [int(p) for p in out.split()]
     return pids[0] if pids else None
+
+
+def all_events(client, job_id):
+    """Every event, newest first, page by page."""
+    out, after = [], None
+    while True:
+        page = client.fine_tuning.jobs.list_events(job_id, limit=1000, **({"after": after} if after else {}))
+        out += page.data
+        if not page.has_more:
+            return out
+        after = page.data[-1].id
 
 
 def wait_checkpoint(client, job_id, timeout=120):
@@ -96,9 +109,19 @@ def reference():
         assert s.stop() == 0, "".join(s.log)
 
 
+@pytest.fixture(scope="module")
+def long_reference(reference):
+    """The uninterrupted adapter of a LONG run, which the killed runs must reproduce."""
+    c = reference["client"]
+    j = create(c, reference["file"].id, suffix="longref", extra=LONG)
+    j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+    assert j.status == "succeeded", j.error
+    return adapter_bytes(reference["dir"], j.id)
+
+
 def test_openai_flow(reference):
     c, j = reference["client"], reference["job"]
-    assert j.fine_tuned_model == f"ft:mha:ref:{j.id}" and j.trained_tokens == 12 * 2 * 32
+    assert j.fine_tuned_model == f"ft:mha:ref:{j.id}" and j.trained_tokens == 12 * 2 * 48
     assert j.model == "mha" and j.training_file == reference["file"].id and j.finished_at >= j.created_at
     events = c.fine_tuning.jobs.list_events(j.id, limit=100).data
     steps = [e for e in events if e.type == "metrics"]
@@ -142,7 +165,7 @@ def test_events_stream(reference):
 def test_cancel_and_list(reference):
     c, tmp = reference["client"], reference["dir"]
     f = upload(c, tmp, name="long.jsonl")
-    long_job = create(c, f.id, suffix="long", extra={"steps": 100000, "seq_len": 32})
+    long_job = create(c, f.id, suffix="long", extra={"steps": 100000, "seq_len": 48})
     wait_status(c, long_job.id, {"running"})
     queued = create(c, f.id, suffix="q")  # --max-jobs 1: waits behind it
     assert wait_status(c, queued.id, {"queued"}).status == "queued"
@@ -198,28 +221,29 @@ def test_too_long_example_fails_the_job(reference):
     assert "line 3" in j.error.message and f.id in j.error.message, j.error.message
 
 
-def test_worker_sigkill_resumes(reference):
+def test_worker_sigkill_resumes(reference, long_reference):
     c, tmp = reference["client"], reference["dir"]
-    j = create(c, reference["file"].id, suffix="killw")
+    j = create(c, reference["file"].id, suffix="killw", extra=LONG)
     wait_checkpoint(c, j.id)
     pid = worker_pid(j.id)
     assert pid, "the worker process is running"
     os.kill(pid, signal.SIGKILL)
     j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
     assert j.status == "succeeded", j.error
-    events = [e.message for e in c.fine_tuning.jobs.list_events(j.id, limit=200).data]
-    assert any("resuming from the last checkpoint" in m for m in events), events
-    steps = [e.data["step"] for e in c.fine_tuning.jobs.list_events(j.id, limit=200).data if e.type == "metrics"]
+    events = all_events(c, j.id)
+    assert any("resuming from the last checkpoint" in e.message for e in events)
+    steps = [e.data["step"] for e in events if e.type == "metrics"]
     assert min(steps) == 1 and steps.count(1) == 1, "resumed at a checkpoint, not from step 0"
-    assert adapter_bytes(tmp, j.id) == reference["adapter"]
+    assert max(steps) == 3000 and len(steps) < 3000 + 100, "steps after the last checkpoint are redone, no more"
+    assert adapter_bytes(tmp, j.id) == long_reference
 
 
-def test_server_sigkill_resumes(reference):
+def test_server_sigkill_resumes(long_reference):
     tmp = tempfile.mkdtemp()
     s = start(tmp)
     c = client_of(s)
     f = upload(c, tmp)
-    j = create(c, f.id, suffix="kills")
+    j = create(c, f.id, suffix="kills", extra=LONG)
     wait_checkpoint(c, j.id)
     s.stop(signal.SIGKILL)
     s2 = start(tmp)
@@ -227,10 +251,12 @@ def test_server_sigkill_resumes(reference):
         c2 = client_of(s2)
         done = wait_status(c2, j.id, {"succeeded", "failed", "cancelled"})
         assert done.status == "succeeded", done.error
-        assert adapter_bytes(tmp, j.id) == reference["adapter"]
+        assert adapter_bytes(tmp, j.id) == long_reference
         assert c2.files.retrieve(f.id).bytes > 0  # uploads survive
-        events = [e.message for e in c2.fine_tuning.jobs.list_events(j.id, limit=200).data]
-        assert any("Server restarted" in m for m in events)
+        events = all_events(c2, j.id)
+        assert any("Server restarted" in e.message for e in events)
+        steps = [e.data["step"] for e in events if e.type == "metrics"]
+        assert steps.count(1) == 1, "resumed at a checkpoint, not from step 0"
     finally:
         assert s2.stop() == 0, "".join(s2.log)
 
@@ -248,7 +274,7 @@ def test_inference_while_training(reference):
         return sorted(out)
 
     idle = latencies(20)
-    j = create(c, reference["file"].id, suffix="lat", extra={"steps": 100000, "seq_len": 32})
+    j = create(c, reference["file"].id, suffix="lat", extra={"steps": 100000, "seq_len": 48})
     wait_status(c, j.id, {"running"})
     busy = latencies(20)
     c.fine_tuning.jobs.cancel(j.id)
