@@ -326,6 +326,8 @@ int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
     bool ok = mkdir(dir, 0755) == 0;
     job_path(J, j, "train.jsonl", path, sizeof path);
     ok = ok && copy_file(src, path) == 0;
+    job_path(J, j, "valid.jsonl", path, sizeof path);
+    ok = ok && (!vf || copy_file(vsrc, path) == 0);
     job_path(J, j, "train.json", path, sizeof path);
     ok = ok && write_json_atomic(path, settings) == 0;
     job_path(J, j, "model_dir", path, sizeof path);
@@ -522,16 +524,21 @@ static void validate_one(ft_jobs *J) {
     json_t *s = json_load_file(settings, 0, NULL);
     int32_t seq_len = (int32_t)json_integer_value(json_object_get(s, "seq_len"));
     json_decref(s);
-    char err[1024] = "";
+    char err[1024] = "", valid[4200];
     int64_t examples = 0;
     mnemo_status st = seq_len > 0 ? mnemo_train_data_check(J->cfg.model, data, seq_len, &examples, err, sizeof err)
                                   : MNEMO_ERR_FORMAT;
     if (seq_len <= 0) snprintf(err, sizeof err, "the job's settings are unreadable");
+    snprintf(valid, sizeof valid, "%.*s/valid.jsonl", (int)(strrchr(data, '/') - data), data);
+    bool valid_bad = false;
+    if (st == MNEMO_OK && access(valid, F_OK) == 0)
+        valid_bad = (st = mnemo_train_data_check(J->cfg.model, valid, seq_len, NULL, err, sizeof err)) != MNEMO_OK;
     pthread_mutex_lock(&J->mu);
     if ((j = find(J, id)) != NULL && j->status == ST_VALIDATING) {
         if (st != MNEMO_OK) {
             /* name the upload and its line, not the job's private copy: ".../train.jsonl:3: why" */
-            char *where = strstr(err, "train.jsonl"), *rest = where ? where + strlen("train.jsonl") : err;
+            const char *copy = valid_bad ? "valid.jsonl" : "train.jsonl";
+            char *where = strstr(err, copy), *rest = where ? where + strlen(copy) : err;
             long line = 0;
             int used = 0;
             if (where && sscanf(rest, ":%ld:%n", &line, &used) == 1 && used > 0) rest += used;
@@ -539,8 +546,9 @@ static void validate_one(ft_jobs *J) {
             while (*rest == ' ') rest++;
             char at[32] = "";
             if (line > 0) snprintf(at, sizeof at, ", line %ld", line);
-            fail_job(J, j, "invalid_training_file", "training file %s%s: %s", str_or(j->obj, "training_file", "?"), at,
-                     rest);
+            fail_job(J, j, valid_bad ? "invalid_validation_file" : "invalid_training_file", "%s file %s%s: %s",
+                     valid_bad ? "validation" : "training",
+                     str_or(j->obj, valid_bad ? "validation_file" : "training_file", "?"), at, rest);
         } else {
             add_event(J, j, "info", "message", json_pack("{s:I}", "examples", (json_int_t)examples),
                       "Files validated: %lld examples; queued", (long long)examples);
@@ -616,6 +624,8 @@ static void worker_line(ft_jobs *J, ft_job *j, const char *line) {
                                cid, "created_at", (json_int_t)now_unix(), "fine_tuned_model_checkpoint", name,
                                "step_number", (json_int_t)s, "fine_tuning_job_id", j->id, "metrics", "train_loss",
                                json_object_get(o, "loss"));
+        json_t *vl = json_object_get(o, "valid_loss");
+        if (vl) json_object_set(json_object_get(ck, "metrics"), "valid_loss", vl);
         json_array_append_new(j->checkpoints, ck);
         char path[4200];
         job_path(J, j, "checkpoints.jsonl", path, sizeof path);
@@ -623,6 +633,9 @@ static void worker_line(ft_jobs *J, ft_job *j, const char *line) {
         FILE *f = text ? fopen(path, "a") : NULL;
         if (f) fprintf(f, "%s\n", text), fclose(f);
         free(text);
+        if (vl) add_event(J, j, "info", "metrics", json_pack("{s:I, s:O, s:O}", "step", (json_int_t)s, "train_loss",
+                                                             json_object_get(o, "loss"), "valid_loss", vl),
+                          "Step %lld: validation loss=%.4f", s, json_number_value(vl));
         add_event(J, j, "info", "message", NULL, "Checkpoint saved at step %lld", s);
     } else if (json_is_object(json_object_get(o, "error"))) {
         json_object_set(j->obj, "error", json_object_get(o, "error"));

@@ -3,13 +3,14 @@
  * by finetune_jobs.c): trains <dir>/train.jsonl with the settings of <dir>/train.json into <dir>/out through
  * mnemo_trainer, resuming from out/train_state.mnemo when a previous worker left one. It speaks to the supervisor
  * in JSON lines on stdout: {"step", "total_steps", "loss", "grad_norm", "lr", "trained_tokens", "tokens_per_s",
- * "eta_s"} per step, {"checkpoint": step, "loss"} after each checkpoint, {"error": {"code", "message"}} before a
- * failure. Exit: 0 done, 1 failed, 130 stopped by SIGTERM after a checkpoint (cancel, or the server going away).
+ * "eta_s"} per step, {"checkpoint": step, "loss"[, "valid_loss"]} after each checkpoint (the loss over
+ * <dir>/valid.jsonl when the job has a validation file), {"error": {"code", "message"}} before a failure. Exit: 0 done, 1 failed, 130 stopped by SIGTERM after a checkpoint (cancel, or the server going away).
  * A lock on <dir>/worker.lock keeps a restarted server's worker from starting before the old one has let go.
  */
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -59,6 +60,9 @@ int ft_worker_main(const char *dir, int threads) {
     snprintf(data, sizeof data, "%s/train.jsonl", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(state, sizeof state, "%s/train_state.mnemo", out);
+    char valid[4200];
+    snprintf(valid, sizeof valid, "%s/valid.jsonl", dir);
+    bool has_valid = access(valid, F_OK) == 0;
     mnemo_train_params tp = mnemo_train_default_params();
     tp.data = data, tp.out_dir = out;
     tp.method = MNEMO_TRAIN_LORA;
@@ -105,7 +109,13 @@ int ft_worker_main(const char *dir, int threads) {
                 rc = fail("checkpoint_failed", mnemo_trainer_error(t));
                 break;
             }
-            printf("{\"checkpoint\":%lld,\"loss\":%.9g}\n", (long long)p.step, p.loss);
+            double vloss = -1; /* the validation file's loss at each checkpoint, when the job has one */
+            if (has_valid && mnemo_trainer_evaluate(t, valid, &vloss, NULL) != MNEMO_OK) {
+                rc = fail("invalid_validation_file", mnemo_trainer_error(t));
+                break;
+            }
+            if (has_valid) printf("{\"checkpoint\":%lld,\"loss\":%.9g,\"valid_loss\":%.9g}\n", (long long)p.step, p.loss, vloss);
+            else printf("{\"checkpoint\":%lld,\"loss\":%.9g}\n", (long long)p.step, p.loss);
             fflush(stdout);
         }
         if (stop_asked) {

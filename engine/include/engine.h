@@ -415,6 +415,10 @@ MNEMO_API mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_mode
 /* One optimizer step (grad_accum micro-batches). p (may be NULL) receives its figures. MNEMO_ERR_MISUSE past the
  * last step. */
 MNEMO_API mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *p);
+/* The mean cross-entropy of the model as trained so far over every counted token of a data file (same formats and
+ * checks as the training data; e.g. an OpenAI validation_file), in rows of batch x seq_len, without changing
+ * anything. MNEMO_OK with *loss and *tokens (counted tokens; may be NULL), or an error (mnemo_trainer_error). */
+MNEMO_API mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *loss, int64_t *tokens);
 /* Writes out_dir's outputs and train_state.mnemo for the steps done so far. */
 MNEMO_API mnemo_status mnemo_trainer_save(mnemo_trainer *t);
 /* Steps to the end: the progress callback after each step, a checkpoint every checkpoint_every steps and at the

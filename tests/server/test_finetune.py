@@ -181,6 +181,47 @@ def test_cancel_and_list(reference):
     assert st == 409 and body["error"]["param"] == "fine_tuning_job_id"
 
 
+def test_validation_file(reference):
+    c, tmp = reference["client"], reference["dir"]
+    v = upload(c, tmp, rows=EXAMPLES[:3], name="valid.jsonl")
+    j = c.fine_tuning.jobs.create(model="mha", training_file=reference["file"].id, validation_file=v.id, seed=7,
+                                  hyperparameters=HYPER, extra_body={"extra": EXTRA})
+    j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+    assert j.status == "succeeded" and j.validation_file == v.id, j.error
+    cks = c.fine_tuning.jobs.checkpoints.list(j.id).data
+    losses = [k.metrics.valid_loss for k in reversed(cks)]
+    assert len(losses) == 4 and losses[-1] < losses[0], losses  # it learns the answer the validation file asks
+    assert any("validation loss" in e.message for e in all_events(c, j.id))
+    bad = upload(c, tmp, rows=[{"prompt": "word " * 400, "completion": " x"}], name="badvalid.jsonl")
+    j = c.fine_tuning.jobs.create(model="mha", training_file=reference["file"].id, validation_file=bad.id,
+                                  extra_body={"extra": EXTRA})
+    j = wait_status(c, j.id, {"failed", "succeeded"})
+    assert j.status == "failed" and j.error.code == "invalid_validation_file" and bad.id in j.error.message
+
+
+def test_corrupt_checkpoint_fails_the_job_not_the_server():
+    tmp = tempfile.mkdtemp()
+    s = start(tmp)
+    c = client_of(s)
+    f = upload(c, tmp)
+    j = create(c, f.id, suffix="corrupt", extra=LONG)
+    wait_checkpoint(c, j.id)
+    s.stop(signal.SIGKILL)
+    time.sleep(0.5)  # the orphaned worker checkpoints and exits (SIGTERM from PDEATHSIG)
+    state = os.path.join(tmp, "jobs", j.id, "out", "train_state.mnemo")
+    with open(state, "r+b") as fh:
+        fh.seek(os.path.getsize(state) // 2)
+        fh.write(b"\xff\x00\xff\x00")
+    s2 = start(tmp)
+    try:
+        c2 = client_of(s2)
+        done = wait_status(c2, j.id, {"succeeded", "failed", "cancelled"})
+        assert done.status == "failed" and "corrupt" in done.error.message, done.error
+        assert c2.completions.create(model="mha", prompt="x", max_tokens=2).usage.completion_tokens == 2
+    finally:
+        assert s2.stop() == 0, "".join(s2.log)
+
+
 def test_bad_requests(reference):
     s, fid = reference["server"], reference["file"].id
     ok = {"model": "mha", "training_file": fid}

@@ -304,6 +304,39 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     return MNEMO_OK;
 }
 
+mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *loss, int64_t *tokens) {
+    if (!t || t->failed || !path || !loss) return MNEMO_ERR_MISUSE;
+    char err[MNEMO_ERRLEN];
+    train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
+    if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+    const int32_t B = t->p.batch, L = t->p.seq_len;
+    const int64_t n = train_data_examples(d);
+    double sum = 0; /* loss x counted tokens, summed over every batch */
+    int64_t counted = 0;
+    mnemo_status st = MNEMO_OK;
+    for (int64_t first = 0; first < n && st == MNEMO_OK; first += B) {
+        int32_t rows = (int32_t)(n - first < B ? n - first : B), cnt = 0;
+        for (int32_t r = 0; r < B; r++) { /* a short last batch repeats its rows with nothing counted */
+            int64_t ex = first + (r < rows ? r : 0);
+            train_data_row(d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex,
+                           t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
+            if (r >= rows) memset(t->masks + (size_t)r * (size_t)L, 0, (size_t)L);
+            for (int32_t k = 0; k < L; k++) cnt += t->masks[(size_t)r * (size_t)L + (size_t)k];
+        }
+        float lg = 0;
+        if (cnt && model_loss_and_grads_ws(t->ws, t->model, t->rows, t->masks, 0.0f, &t->tr.grads, 0,
+                                           t->tr.lora.r ? &t->tr.lora : NULL, &lg, err, sizeof err))
+            st = tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err);
+        sum += (double)lg * cnt;
+        counted += cnt;
+    }
+    train_data_free(d);
+    if (st != MNEMO_OK) return st;
+    *loss = counted ? sum / (double)counted : 0;
+    if (tokens) *tokens = counted;
+    return MNEMO_OK;
+}
+
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];

@@ -419,6 +419,10 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     KCALL(be->rmsnorm(kc, w->xnf, w->rstdf, w->x_last, wt->out_norm.data, wt->out_norm.dt, n, d, eps));
     KCALL(be->matmul(kc, w->logits, w->xnf, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
     KCALL(be->cross_entropy(kc, loss, w->logits, w->logits, w->tgt, n, V, dloss)); /* logits become dlogits */
+    if (dloss == 0.0f) { /* the loss alone (evaluation): no backward */
+        rc = 0;
+        goto out;
+    }
     /* ---- backward */
     param_grad *P = g ? g->p : NULL;
     const bool t_lin = train & TRAIN_LINEAR, t_norm = train & TRAIN_NORMS;

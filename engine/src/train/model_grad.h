@@ -83,7 +83,7 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
 void model_train_ws_free(model_train_ws *w);
 size_t model_train_ws_bytes(const model_train_ws *w);
 
-/* model_loss_and_grads_ex over a workspace (its B and T). */
+/* model_loss_and_grads_ex over a workspace (its B and T). dloss 0: the loss alone, no backward (evaluation). */
 int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32_t *tokens, const uint8_t *mask,
                             float dloss, model_grads *g, unsigned train, lora_train *lora, float *loss, char *err,
                             size_t errlen);
