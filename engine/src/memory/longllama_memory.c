@@ -20,6 +20,7 @@ int longllama_init(longllama_state *s, const model_config *cfg, const mem_params
     s->n_layer = cfg->num_hidden_layers;
     s->window = cfg->max_position_embeddings;
     s->last_context_length = cfg->last_context_length < s->window ? cfg->last_context_length : s->window;
+    s->config_last_context_length = s->last_context_length;
     s->knn_k = knn_k;
     s->kv_dim = cfg->num_key_value_heads * cfg->head_dim;
     s->mem_dt = cfg->mem_dtype; /* memory is rounded to the checkpoint's mem_dtype, whatever the caller asks */
@@ -27,9 +28,13 @@ int longllama_init(longllama_state *s, const model_config *cfg, const mem_params
     p.dtype = cfg->mem_dtype == KERN_BF16 ? MEM_DTYPE_BF16 : cfg->mem_dtype == KERN_F16 ? MEM_DTYPE_F16 : MEM_DTYPE_F32;
     s->mem = calloc((size_t)s->n_layer, sizeof *s->mem);
     s->raw_k = calloc((size_t)s->n_layer, sizeof *s->raw_k);
-    if (!s->mem || !s->raw_k) goto oom;
+    s->layer_flags = calloc((size_t)s->n_layer, sizeof *s->layer_flags);
+    if (!s->mem || !s->raw_k || !s->layer_flags) goto oom;
     for (int32_t l = 0; l < s->n_layer; l++) {
         if (!longllama_is_mem_layer(cfg, l)) continue;
+        /* memory layers keep their keys before RoPE and attend to memory; mem_positionals false: no RoPE there */
+        s->layer_flags[l] = MEMORY_LAYER_KV | MEMORY_LAYER_ATTEND | (cfg->mem_positionals ? 0 : MEMORY_LAYER_NO_ROPE);
+        s->n_mem_layers++;
         s->mem[l] = mem_store_new(cfg->num_key_value_heads, cfg->head_dim, &p, err, errlen);
         if (!s->mem[l]) {
             longllama_free(s);
@@ -53,6 +58,7 @@ void longllama_free(longllama_state *s) {
     }
     free(s->mem);
     free(s->raw_k);
+    free(s->layer_flags);
     free(s->sel);
     free(s->ids);
     free(s->scores);
@@ -87,6 +93,32 @@ int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int3
     }
     s->n_local = 0;
     return 0;
+}
+
+static uint64_t mem_total(const longllama_state *s) {
+    mem_bytes b = longllama_mem_bytes(s);
+    return (uint64_t)b.keys + b.values + b.index;
+}
+
+mnemo_status longllama_flush_checked(longllama_state *s, const memory_host *h) {
+    if (s->n_local == 0) return MNEMO_OK;
+    if (s->mem_max_bytes) {
+        mem_bytes b = longllama_mem_bytes_after(s, (size_t)s->n_local);
+        uint64_t after = (uint64_t)b.keys + b.values + b.index;
+        if (after > s->mem_max_bytes) {
+            snprintf(h->err, h->errlen,
+                     "memory limit reached: %llu tokens held in %llu bytes; %d more would take it to %llu bytes, past "
+                     "the limit of %llu",
+                     (unsigned long long)longllama_mem_tokens(s), (unsigned long long)mem_total(s), s->n_local,
+                     (unsigned long long)after, (unsigned long long)s->mem_max_bytes);
+            return MNEMO_ERR_CONTEXT_FULL;
+        }
+    }
+    if (longllama_flush(s, h->kc, h->kv->v, h->kv->n_ctx) != 0) {
+        snprintf(h->err, h->errlen, "%s", s->err);
+        return MNEMO_ERR_NOMEM;
+    }
+    return MNEMO_OK;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
