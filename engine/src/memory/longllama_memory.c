@@ -154,23 +154,27 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
                         int64_t hq, int64_t hkv, int64_t hd, float scale) {
     mem_store *ms = s->mem[l];
     int64_t n_mem = (int64_t)mem_store_size(ms);
-    const void *mk[hkv], *mv[hkv];
-    if (s->dev_be) {
-        int rc = longllama_device_sync(s, l, kc);
+    const void *host_k[hkv], *host_v[hkv];
+    const void *const *mk = host_k, *const *mv = host_v; /* [hkv] memory rows where attention runs */
+    if (s->dev_be) { /* the device copy, brought up to date */
+        int rc = mem_device_sync(s->dev[l], ms, kc);
         if (rc != KERN_OK) return rc;
-    }
-    for (int64_t g = 0; g < hkv; g++) {
-        mk[g] = s->dev_be ? s->dev_k[(size_t)l * hkv + g] : mem_store_raw_keys(ms, (int)g);
-        mv[g] = s->dev_be ? s->dev_v[(size_t)l * hkv + g] : mem_store_raw_values(ms, (int)g);
+        mk = mem_device_keys(s->dev[l]);
+        mv = mem_device_values(s->dev[l]);
+    } else {
+        for (int64_t g = 0; g < hkv; g++) {
+            host_k[g] = mem_store_raw_keys(ms, (int)g);
+            host_v[g] = mem_store_raw_values(ms, (int)g);
+        }
     }
     kern_dtype dt = s->mem_dt;
     bool knn = s->knn_k > 0 && n_mem > 0 && n_mem > s->dense_rows; /* dense while the memory is small */
-    if (knn && s->knn_on_device) { /* keys already there: GEMM + k-selection per head */
+    if (knn && s->knn_on_device) { /* keys already there: memstore's device search (GEMM + k-selection) per head */
         int64_t *dsel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k), false);
         if (!dsel) return KERN_ENOMEM;
         for (int64_t h = 0; h < hq; h++) {
-            int rc = be->topk_ip(kc, dsel + h * s->knn_k, NULL, hq * s->knn_k, q + h * hd, nq, hq * hd,
-                                 mk[h / (hq / hkv)], dt, n_mem, hd, s->knn_k);
+            int rc = mem_device_search(s->dev[l], kc, (int)(h / (hq / hkv)), q + h * hd, nq, hq * hd, s->knn_k,
+                                       dsel + h * s->knn_k, hq * s->knn_k);
             if (rc != KERN_OK) return rc;
         }
         return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, dsel,

@@ -43,13 +43,11 @@ typedef struct longllama_state {
     int64_t *ids;                /* one head's search result, [rows][k] */
     float *scores;
     size_t sel_cap, ids_cap;     /* elements */
-    /* GPU backends: memory attention reads a device copy of each store (longllama_device.c); NULL/0 on the CPU */
+    /* GPU backends: memory attention reads a device copy of each store (memstore's mem_device); NULL on the CPU */
     const kern_backend *dev_be;
-    int32_t hkv, head_dim;
-    void **dev_k, **dev_v;       /* [n_layer * hkv] device rows [dev_cap][head_dim] in mem_dt */
-    size_t *dev_rows, *dev_cap;  /* [n_layer]: rows uploaded, rows allocated */
+    mem_device **dev;            /* [n_layer]: the device copy of each store, NULL for ordinary layers */
     int64_t *dev_sel;            /* kNN ids on the device */
-    bool knn_on_device;          /* exact kNN searched on the device (topk_ip), not by the host stores */
+    bool knn_on_device;          /* exact kNN searched on the device copy (mem_device_search), not by the host stores */
     size_t dev_sel_cap;
     float *stage;                /* host staging: values at flush, queries for a kNN search */
     size_t stage_cap;            /* floats */
@@ -81,13 +79,12 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
                         const float *q, const float *k, const float *v, int64_t nq, int64_t nkv, int64_t q_pos0,
                         int64_t hq, int64_t hkv, int64_t hd, float scale);
 
-/* ---- the device copy (longllama_device.c). init: no-op for host backends; 0 or -1 (out of memory). */
+/* ---- GPU backends (longllama_device.c): a device copy of every store (memstore's mem_device) and the buffers that
+ * move queries and ids. init: no-op for host backends; 0 or -1 (out of memory). */
 int longllama_device_init(longllama_state *s, const kern_backend *be, int32_t hkv, int32_t head_dim);
 void longllama_device_free(longllama_state *s);
 /* The stores were cleared or replaced: the next attention uploads them whole. */
 void longllama_device_invalidate(longllama_state *s);
-/* Uploads the rows of layer l's store that its device copy lacks. KERN_* code. */
-int longllama_device_sync(longllama_state *s, int32_t l, kern_ctx *kc);
 /* A device buffer of n ids, holding s->sel's first n when upload (NULL: out of memory or copy failure). */
 int64_t *longllama_device_sel(longllama_state *s, kern_ctx *kc, size_t n, bool upload);
 /* A host buffer of at least `floats` floats (NULL: out of memory). */

@@ -48,10 +48,9 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     }
     if (p->mem_nprobe > 0) mp.ivf_nprobe = p->mem_nprobe;
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense attention never searches: no index to keep */
-    /* On a GPU exact kNN searches the device copy of the keys (topk_ip, k <= 1024): no host index either */
+    /* On a GPU exact kNN searches the device copy of the keys (memstore's choice): no host index either */
     const kern_backend *be = a->be;
-    bool knn_on_device = !be->host_memory && p->mem_knn_k > 0 && p->mem_knn_k <= 1024 &&
-                         (mp.index == MEM_INDEX_FLAT || mp.index == MEM_INDEX_NONE);
+    bool knn_on_device = mem_device_searches(be, mp.index, p->mem_knn_k);
     if (knn_on_device) mp.index = MEM_INDEX_NONE;
     longllama_state *ll = calloc(1, sizeof *ll);
     if (!ll) {
