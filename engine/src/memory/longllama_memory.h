@@ -73,8 +73,9 @@ mnemo_status longllama_flush_checked(longllama_state *s, const memory_host *h);
 int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int32_t cache_ctx);
 
 /* Memory-layer attention for one sequence of a forward step: local keys k, v as for kern attention (backend
- * memory), plus layer l's memory, dense or kNN (FAISS search on the host; on a GPU backend the queries are read
- * back, the ids uploaded and the memory read from the device copy). Returns a KERN_* code. */
+ * memory), plus layer l's memory, dense or kNN. On a GPU backend the memory is read from its device copy, and kNN
+ * searches there too (exact indexes) or on the host store (approximate ones: queries read back, ids uploaded).
+ * Returns a KERN_* code. */
 int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, kern_ctx *kc, float *out,
                         const float *q, const float *k, const float *v, int64_t nq, int64_t nkv, int64_t q_pos0,
                         int64_t hq, int64_t hkv, int64_t hd, float scale);
