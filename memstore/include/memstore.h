@@ -7,8 +7,9 @@
  * or asks for the top-k rows by inner product for a batch of queries (kNN memory attention). Keys are compared
  * after rounding to the storage dtype, so dense and kNN attention see the same keys.
  *
- * kNN goes through the FAISS C API (an exact inner-product flat index by default; IVF and HNSW selectable) or
- * a brute-force top-k in C (MEM_INDEX_NONE), which is also the tests' oracle.
+ * kNN goes through the FAISS C API (an exact inner-product flat index by default; IVF and HNSW selectable), a
+ * brute-force top-k in C (MEM_INDEX_NONE), which is also the tests' oracle, or, on a GPU, an exact top-k over a
+ * device copy of the rows (mem_device, below).
  * Thread safety: one writer; searches of different heads may run concurrently.
  */
 #ifndef MNEMO_MEMSTORE_H
@@ -95,6 +96,38 @@ struct snap_writer;
 int mem_store_save(const mem_store *s, struct snap_writer *w, uint32_t tag);
 /* A new store from a section's bytes; NULL with a message in err when they do not describe a valid store. */
 mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errlen);
+
+/* ---- the device backend (mem_device.c): a store's rows in a kernel backend's memory (kernels.h; a GPU)
+ * Memory attention on a GPU reads a device copy of each store, and exact kNN searches it there (the backend's
+ * topk_ip op: no host index, no queries or ids crossing the bus); approximate indexes (IVF, HNSW, IVF-grow) search
+ * the host store. The host store stays the source of truth: mem_device_sync uploads the rows the copy lacks (the
+ * tail appended since), and after mem_store_clear or a load the copy must be invalidated (mem_device_invalidate)
+ * so the next sync uploads it whole. Device buffers grow by half, keeping what is there (device to device). */
+struct kern_backend;
+struct kern_ctx;
+typedef struct mem_device mem_device;
+
+#define MEM_DEVICE_MAX_K 1024 /* the most rows a device search returns (CUDA's k-selection) */
+
+/* 1 when exact kNN of k rows over an index of this kind runs on be's device: be holds device memory, the index is
+ * exact (MEM_INDEX_FLAT or MEM_INDEX_NONE) and 0 < k <= MEM_DEVICE_MAX_K. The host store then needs no index. */
+int mem_device_searches(const struct kern_backend *be, mem_index_kind index, int k);
+
+/* An empty copy for stores of n_heads x head_dim in dtype dt; NULL when out of host memory. */
+mem_device *mem_device_new(const struct kern_backend *be, int n_heads, int head_dim, mem_dtype dt);
+void mem_device_free(mem_device *d); /* NULL is a no-op */
+void mem_device_invalidate(mem_device *d);
+/* Brings the copy up to s's rows (queued on kc). A KERN_* code (kernels.h). */
+int mem_device_sync(mem_device *d, const mem_store *s, struct kern_ctx *kc);
+/* [n_heads] device rows [rows][head_dim] in the store's dtype, valid until the next sync; mem_device_rows rows. */
+const void *const *mem_device_keys(const mem_device *d);
+const void *const *mem_device_values(const mem_device *d);
+size_t mem_device_rows(const mem_device *d);
+/* Exact top-k by inner product over one head's synced rows, on the device: queries q + i*ldq (head_dim floats each)
+ * and ids + i*ldo in backend memory; best first, ties to the lower id, -1 past the rows (kernels.h topk_ip).
+ * A KERN_* code. */
+int mem_device_search(const mem_device *d, struct kern_ctx *kc, int head, const float *q, int64_t nq, int64_t ldq,
+                      int k, int64_t *ids, int64_t ldo);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * adapter_api.c — mnemo_adapter_*: a peft LoRA adapter loaded for one model (engine/src/model/lora.c), and the
  * context's choice of adapter.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

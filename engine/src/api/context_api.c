@@ -1,6 +1,7 @@
 /*
  * context_api.c — mnemo_context_*: a session over a model (KV cache, activations, logits of the last call)
- * and mnemo_decode, which feeds tokens through the forward pass in chunks of at most n_batch.
+ * and mnemo_decode, which feeds tokens through the forward pass in chunks of at most n_batch. A model with a
+ * long-context memory gives each context one (memory.h); the context reaches it only through its table.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,12 +70,13 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     if (!model || model->failed)
         return ctx_fail(ctx, MNEMO_ERR_MISUSE, "context needs a successfully loaded model");
     mnemo_context_params p = params ? *params : mnemo_context_default_params();
+    const memory_ops *mem = memory_for_model(&model->cfg);
     int32_t n_ctx = p.n_ctx ? p.n_ctx : model->cfg.max_position_embeddings;
-    if (model->cfg.is_longllama) n_ctx = model->cfg.max_position_embeddings; /* the local window */
+    if (mem) n_ctx = mem->cache_rows(&model->cfg, n_ctx); /* LongLLaMA: the local window */
     int32_t n_batch = p.n_batch ? p.n_batch : 512;
     if (n_ctx < 1 || n_batch < 1)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "n_ctx (%d) and n_batch (%d) must be positive", p.n_ctx, p.n_batch);
-    if (!model->cfg.is_longllama && n_ctx > model->cfg.max_position_embeddings)
+    if (!mem && n_ctx > model->cfg.max_position_embeddings)
         mnemo_log(MNEMO_LOG_WARN, "n_ctx %d exceeds the model's max_position_embeddings %d: quality may drop",
                   n_ctx, model->cfg.max_position_embeddings);
     if (n_batch > n_ctx) n_batch = n_ctx;
@@ -91,9 +93,12 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
         return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of %s memory allocating a %d-token context (%zu MB of KV cache)",
                         be->host_memory ? "host" : "device", n_ctx, kv_bytes >> 20);
     }
-    if (model->cfg.is_longllama) {
-        mnemo_status st = context_longllama_init(ctx, &p);
+    if (mem) {
+        p.mem_index = mnemo_mem_index_resolve(model, p.mem_index);
+        memory_args args = {.cfg = &model->cfg, .be = be, .params = &p};
+        mnemo_status st = mem->create(&ctx->mem_state, &args, ctx->err, sizeof ctx->err);
         if (st != MNEMO_OK) return st;
+        ctx->mem = mem;
     }
     ctx->failed = false;
     return MNEMO_OK;
@@ -101,7 +106,7 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
 
 void mnemo_context_free(mnemo_context *ctx) {
     if (!ctx) return;
-    context_longllama_free(ctx);
+    if (ctx->mem) ctx->mem->free(ctx->mem_state);
     kv_cache_free(&ctx->kv);
     forward_buffers_free(&ctx->fb);
     if (ctx->kc) ctx->model->be->ctx_free(ctx->kc);
@@ -116,7 +121,7 @@ void mnemo_context_reset(mnemo_context *ctx) {
     ctx->n_past = 0;
     ctx->last_token = -1;
     ctx->logits_rows = ctx->last_n = 0;
-    if (ctx->ll) longllama_clear(ctx->ll);
+    if (ctx->mem) ctx->mem->reset(ctx->mem_state);
 }
 
 int32_t mnemo_context_n_past(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_past : 0; }
@@ -145,7 +150,7 @@ static mnemo_status check_entry(mnemo_context *ctx, const mnemo_token *tokens, i
         if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
             return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "token %d at index %d is outside the vocabulary [0, %d)",
                             tokens[i], i, m->cfg.vocab_size);
-    if (!ctx->ll && (int64_t)ctx->n_past + n > ctx->n_ctx)
+    if (!ctx->mem && (int64_t)ctx->n_past + n > ctx->n_ctx) /* a memory takes what the cache cannot */
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "%d tokens do not fit in the context: it has %d positions, %d in use, %d free", n, ctx->n_ctx,
                         ctx->n_past, ctx->n_ctx - ctx->n_past);
@@ -167,9 +172,9 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     for (int32_t i = 0; i < n_entries; i++) {
         mnemo_context *c = e[i].ctx;
         seqs[i] = (forward_seq){.kv = &c->kv, .tokens = e[i].tokens, .n = e[i].n,
-                                .pos0 = c->ll ? c->ll->n_local : c->n_past,
-                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits, .ll = c->ll,
-                                .lora = c->lora};
+                                .pos0 = c->mem ? c->mem->next_row(c->mem_state) : c->n_past,
+                                .logits_from = c->logits_all ? 0 : e[i].n - 1, .logits = c->logits, .mem = c->mem,
+                                .mem_state = c->mem_state, .lora = c->lora};
     }
     int rc = llama_forward_batch(&m->cfg, &m->w, m->be, lead->kc, &lead->fb, seqs, n_entries);
     if (rc != KERN_OK) {
@@ -180,7 +185,7 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     for (int32_t i = 0; i < n_entries; i++) {
         mnemo_context *c = e[i].ctx;
         c->n_past += e[i].n;
-        if (c->ll) c->ll->n_local += e[i].n;
+        if (c->mem) c->mem->advance(c->mem_state, e[i].n);
         c->last_token = e[i].tokens[e[i].n - 1];
         c->last_n = e[i].n;
         c->logits_rows = c->logits_all ? e[i].n : 1;
@@ -199,23 +204,79 @@ mnemo_status mnemo_decode_batch(const mnemo_batch_entry *entries, int32_t n_entr
             if (entries[j].ctx == c) return ctx_fail(c, MNEMO_ERR_MISUSE, "a context appears twice in one batch");
         mnemo_status st = check_entry(c, entries[i].tokens, entries[i].n);
         if (st != MNEMO_OK) return st;
-        if (c->ll && entries[i].n > c->ll->last_context_length)
-            return ctx_fail(c, MNEMO_ERR_INVALID_ARG,
-                            "a LongLLaMA entry of %d tokens is longer than last_context_length %d: decode long "
-                            "inputs with mnemo_decode, which moves their prefix to memory",
-                            entries[i].n, c->ll->last_context_length);
+        if (c->mem && (st = c->mem->check_step(c->mem_state, entries[i].n, c->err, sizeof c->err)) != MNEMO_OK)
+            return st;
         total += entries[i].n;
         if (total > (1 << 20)) return ctx_fail(c, MNEMO_ERR_INVALID_ARG, "batch of more than 2^20 tokens");
     }
     threads_use(entries[0].ctx->model);
-    for (int32_t i = 0; i < n_entries; i++) { /* LongLLaMA: a full local window moves to memory first */
+    for (int32_t i = 0; i < n_entries; i++) { /* memory makes room first (LongLLaMA: a full window moves to memory) */
         mnemo_context *c = entries[i].ctx;
-        if (c->ll && c->ll->n_local + entries[i].n > c->ll->window) {
-            mnemo_status st = context_longllama_flush(c);
-            if (st != MNEMO_OK) return st;
-        }
+        if (!c->mem) continue;
+        memory_host h = {.kc = c->kc, .kv = &c->kv, .err = c->err, .errlen = sizeof c->err};
+        mnemo_status st = c->mem->make_room(c->mem_state, &h, entries[i].n);
+        if (st != MNEMO_OK) return st;
     }
     return forward_entries(entries, n_entries, (int32_t)total);
+}
+
+/* ---- the context's side of memory_ops.decode: one call of n tokens, run as the memory asks */
+
+typedef struct {
+    mnemo_context *ctx;
+    int32_t n; /* the call's tokens */
+} decode_call;
+
+/* Tokens [first, first + m) of the call at cache rows pos0.., in steps of n_batch; logits as the context keeps them:
+ * every row with logits_all, else only the call's last token. */
+static mnemo_status host_forward(void *self, const int32_t *tokens, int32_t first, int32_t m, int32_t pos0) {
+    const decode_call *call = self;
+    mnemo_context *ctx = call->ctx;
+    const mnemo_model *mod = ctx->model;
+    const size_t V = (size_t)mod->cfg.vocab_size;
+    for (int32_t done = 0; done < m;) {
+        int32_t nb = m - done < ctx->n_batch ? m - done : ctx->n_batch;
+        bool call_last = first + done + nb == call->n;
+        int32_t from = ctx->logits_all ? 0 : (call_last ? nb - 1 : nb);
+        forward_seq seq = {.kv = &ctx->kv, .tokens = tokens + done, .n = nb, .pos0 = pos0 + done,
+                           .logits_from = from,
+                           .logits = ctx->logits_all ? ctx->logits + (size_t)(first + done) * V : ctx->logits,
+                           .mem = ctx->mem, .mem_state = ctx->mem_state, .lora = ctx->lora};
+        int rc = llama_forward_batch(&mod->cfg, &mod->w, mod->be, ctx->kc, &ctx->fb, &seq, 1);
+        if (rc != KERN_OK)
+            return ctx_fail(ctx, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,
+                            "forward pass failed (kernel error %d)", rc);
+        done += nb;
+    }
+    return MNEMO_OK;
+}
+
+static bool host_progress(void *self, int64_t done, int64_t total) {
+    return ctx_progress(((decode_call *)self)->ctx, done, total);
+}
+
+/* mnemo_decode on a context with memory: the memory decides how the input goes through (LongLLaMA: its prefix
+ * window by window into memory, the tail local); the context keeps its own bookkeeping. */
+static mnemo_status decode_with_memory(mnemo_context *ctx, const mnemo_token *tokens, int32_t n) {
+    decode_call call = {.ctx = ctx, .n = n};
+    memory_host h = {.kc = ctx->kc, .kv = &ctx->kv, .err = ctx->err, .errlen = sizeof ctx->err, .self = &call,
+                     .forward = host_forward, .progress = host_progress};
+    bool was_reset = false;
+    mnemo_status st = ctx->mem->decode(ctx->mem_state, &h, tokens, n, &was_reset);
+    if (st != MNEMO_OK) {
+        if (was_reset) { /* the memory forgot the session: so does the context */
+            ctx->n_past = 0;
+            ctx->last_token = -1;
+            ctx->logits_rows = 0;
+        }
+        return st;
+    }
+    ctx->n_past += n;
+    ctx->last_token = tokens[n - 1];
+    ctx->last_n = n;
+    ctx->logits_rows = ctx->logits_all ? n : 1;
+    ctx->logits_first = ctx->logits_all ? 0 : n - 1;
+    return MNEMO_OK;
 }
 
 mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n) {
@@ -223,7 +284,7 @@ mnemo_status mnemo_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t
     mnemo_status st = check_entry(ctx, tokens, n);
     if (st != MNEMO_OK) return st;
     threads_use(ctx->model);
-    if (ctx->ll) return context_longllama_decode(ctx, tokens, n);
+    if (ctx->mem) return decode_with_memory(ctx, tokens, n);
     /* Long inputs go through in chunks of n_batch; with logits_all each chunk writes its own rows. */
     const size_t V = (size_t)ctx->model->cfg.vocab_size;
     float *all_logits = ctx->logits;

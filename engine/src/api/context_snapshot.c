@@ -3,36 +3,33 @@
  * (container/include/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to path.tmp and renamed).
  *
  * Sections:
- *   CTXH  the header below (what kind of context, how many rows, the LongLLaMA settings)
+ *   CTXH  the header below (which memory, how many rows, the memory's settings)
  *   KVK_, KVV_  keys (after RoPE) and values of the cached rows, layer after layer: n_past rows for plain LLaMA, the
- *         local window's n_local rows for LongLLaMA; fp32 as the cache holds them
- *   RAWK  LongLLaMA: the memory layers' local keys before RoPE (what a flush moves to memory), layer after layer
- *   M<l>  LongLLaMA: memory layer l's store (mem_store_save: rows in their storage dtype; the index is rebuilt on load)
+ *         local window's rows (the memory's next_row) with memory; fp32 as the cache holds them
+ *   ...   the memory's own sections (memory_ops.save; LongLLaMA: longllama_snapshot.c)
  *   LGTS  the logits of the last decoded token, when the context has them (so generation can continue at once)
  * The fingerprint hashes the config and samples of the embedding and output weights, so a snapshot never loads
  * into another model. Load reads and checks everything into fresh buffers before it touches the context: a refused
  * file leaves the context as it was.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_impl.h"
-#include "longllama_memory.h"
 #include "snapshot.h"
 
 #define TAG_HEADER SNAP_TAG('C', 'T', 'X', 'H')
 #define TAG_KEYS SNAP_TAG('K', 'V', 'K', '_')
 #define TAG_VALUES SNAP_TAG('K', 'V', 'V', '_')
-#define TAG_RAWK SNAP_TAG('R', 'A', 'W', 'K')
-#define TAG_MEM(l) SNAP_TAG('M', (l) & 0xff, ((l) >> 8) & 0xff, 0x7f)
 #define TAG_LOGITS SNAP_TAG('L', 'G', 'T', 'S')
 #define FORMAT 1
 #define SAMPLE_BYTES 4096
 
 typedef struct {
-    uint32_t format, longllama;
+    uint32_t format, memory; /* memory: memory_ops.snapshot_kind, 0 for none (LongLLaMA's 1 was a flag before) */
     int32_t n_layer, kv_dim, n_rows, n_past, last_token;
-    int32_t window, last_context_length, knn_k, mem_dtype, reserved;
+    int32_t mem_settings[MEMORY_SNAP_SETTINGS]; /* memory_ops.snapshot_settings (LongLLaMA: window, lcl, ...) */
 } snap_header;
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n) {
@@ -86,29 +83,18 @@ static int save_rows(snap_writer *w, uint32_t tag, const mnemo_context *ctx, con
 mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path) {
     if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
     if (!path || !*path) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "snapshot path is empty");
-    const longllama_state *ll = ctx->ll;
-    snap_header hd = {.format = FORMAT, .longllama = ll != NULL, .n_layer = ctx->kv.n_layer, .kv_dim = ctx->kv.kv_dim,
-                      .n_rows = ll ? ll->n_local : ctx->n_past, .n_past = ctx->n_past, .last_token = ctx->last_token};
-    if (ll) {
-        hd.window = ll->window;
-        hd.last_context_length = ll->last_context_length;
-        hd.knn_k = ll->knn_k;
-        hd.mem_dtype = (int32_t)ll->mem_dt;
-    }
+    const memory_ops *mem = ctx->mem;
+    snap_header hd = {.format = FORMAT, .memory = mem ? mem->snapshot_kind : 0, .n_layer = ctx->kv.n_layer,
+                      .kv_dim = ctx->kv.kv_dim, .n_rows = mem ? mem->next_row(ctx->mem_state) : ctx->n_past,
+                      .n_past = ctx->n_past, .last_token = ctx->last_token};
+    if (mem) mem->snapshot_settings(ctx->mem_state, hd.mem_settings);
     char err[256];
     snap_writer *w = snap_writer_open(path, model_fingerprint(ctx->model), err, sizeof err);
     if (!w) return ctx_fail(ctx, MNEMO_ERR_IO, "%s", err);
     int rc = snap_section(w, TAG_HEADER, &hd, sizeof hd);
     if (rc == 0) rc = save_rows(w, TAG_KEYS, ctx, ctx->kv.k, hd.n_rows);
     if (rc == 0) rc = save_rows(w, TAG_VALUES, ctx, ctx->kv.v, hd.n_rows);
-    if (rc == 0 && ll) {
-        rc = snap_section_begin(w, TAG_RAWK);
-        for (int32_t l = 0; rc == 0 && l < ll->n_layer; l++)
-            if (ll->raw_k[l]) rc = snap_write(w, ll->raw_k[l], (uint64_t)hd.n_rows * (uint64_t)ll->kv_dim * sizeof(float));
-        if (rc == 0) rc = snap_section_end(w);
-        for (int32_t l = 0; rc == 0 && l < ll->n_layer; l++)
-            if (ll->mem[l]) rc = mem_store_save(ll->mem[l], w, TAG_MEM(l));
-    }
+    if (rc == 0 && mem) rc = mem->save(ctx->mem_state, w, hd.n_rows);
     const float *last = mnemo_get_logits(ctx, -1);
     if (rc == 0 && last)
         rc = snap_section(w, TAG_LOGITS, last, (uint64_t)ctx->model->cfg.vocab_size * sizeof(float));
@@ -151,28 +137,31 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     char err[256];
     snap_reader *r = snap_reader_open(path, model_fingerprint(ctx->model), err, sizeof err);
     if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "%s", err);
-    longllama_state *ll = ctx->ll;
+    const memory_ops *mem = ctx->mem;
+    const uint32_t kind = mem ? mem->snapshot_kind : 0;
     const char *problem = NULL;
+    char why[256], mismatch[128];
     mnemo_status st = MNEMO_ERR_FORMAT;
-    mem_store **stores = NULL;
+    void *staged = NULL; /* the memory's part, checked and built aside (memory_ops.load_check) */
     snap_header hd;
     const void *hp = section(r, TAG_HEADER, sizeof hd, &problem);
     if (!hp) goto fail;
     memcpy(&hd, hp, sizeof hd);
     if (hd.format != FORMAT) { problem = "unknown context format"; goto fail; }
-    if ((hd.longllama != 0) != (ll != NULL)) {
-        problem = ll ? "it holds a plain LLaMA context, this is a LongLLaMA one"
-                     : "it holds a LongLLaMA context, this is a plain LLaMA one";
+    if (hd.memory != kind) {
+        snprintf(mismatch, sizeof mismatch, "it holds a %s context, this is a %s one", memory_kind_name(hd.memory),
+                 memory_kind_name(kind));
+        problem = mismatch;
         st = MNEMO_ERR_INVALID_ARG;
         goto fail;
     }
-    /* plain LLaMA: every past token has its cache row in the file; LongLLaMA: the rest is in memory (checked below) */
+    /* plain LLaMA: every past token has its cache row in the file; with memory the rest is there (its check) */
     if (hd.n_layer != ctx->kv.n_layer || hd.kv_dim != ctx->kv.kv_dim || hd.n_rows < 0 || hd.n_past < hd.n_rows ||
-        (!ll && hd.n_past != hd.n_rows) || hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
+        (!mem && hd.n_past != hd.n_rows) || hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
         problem = "its header does not describe a context of this model";
         goto fail;
     }
-    if (hd.n_rows > ctx->kv.n_ctx || (!ll && hd.n_past > ctx->n_ctx)) {
+    if (hd.n_rows > ctx->kv.n_ctx || (!mem && hd.n_past > ctx->n_ctx)) {
         problem = "it holds more tokens than this context's n_ctx";
         st = MNEMO_ERR_CONTEXT_FULL;
         goto fail;
@@ -181,54 +170,13 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     const float *keys = section(r, TAG_KEYS, rows_bytes, &problem);
     const float *values = keys ? section(r, TAG_VALUES, rows_bytes, &problem) : NULL;
     if (!values) goto fail;
-    const float *rawk = NULL;
-    if (ll) {
-        if (hd.window != ll->window || hd.last_context_length < 1 || hd.last_context_length > ll->window ||
-            hd.knn_k < 0 || hd.mem_dtype != (int32_t)ll->mem_dt || hd.n_rows > ll->window) {
-            problem = "its LongLLaMA settings do not fit this context";
-            goto fail;
-        }
-        int32_t n_mem = 0;
-        for (int32_t l = 0; l < ll->n_layer; l++) n_mem += ll->raw_k[l] != NULL;
-        rawk = section(r, TAG_RAWK, (uint64_t)n_mem * (uint64_t)hd.n_rows * (uint64_t)hd.kv_dim * sizeof(float),
-                       &problem);
-        if (!rawk) goto fail;
-        stores = calloc((size_t)ll->n_layer, sizeof *stores);
-        if (!stores) { st = MNEMO_ERR_NOMEM; problem = "out of memory"; goto fail; }
-        uint64_t mem_rows = UINT64_MAX;
-        for (int32_t l = 0; l < ll->n_layer; l++) {
-            if (!ll->mem[l]) continue;
-            const void *data;
-            uint64_t len;
-            if (snap_reader_find(r, TAG_MEM(l), &data, &len) != 0) { problem = "a memory layer's store is missing"; goto fail; }
-            stores[l] = mem_store_load(data, len, err, sizeof err);
-            if (!stores[l]) { problem = err; goto fail; }
-            if (mem_store_n_heads(stores[l]) != mem_store_n_heads(ll->mem[l]) ||
-                mem_store_head_dim(stores[l]) != mem_store_head_dim(ll->mem[l]) ||
-                mem_store_dtype(stores[l]) != mem_store_dtype(ll->mem[l]) ||
-                (mem_rows != UINT64_MAX && mem_store_size(stores[l]) != mem_rows)) {
-                problem = "a memory store does not match this context's memory layers";
-                goto fail;
-            }
-            mem_rows = mem_store_size(stores[l]);
-        }
-        if (mem_rows != UINT64_MAX && (uint64_t)hd.n_past != mem_rows + (uint64_t)hd.n_rows) {
-            problem = "its token count does not match its memory and window";
-            goto fail;
-        }
-        /* the limit is this context's own */
-        uint64_t total = 0;
-        for (int32_t l = 0; l < ll->n_layer; l++)
-            if (stores[l]) {
-                mem_bytes b = mem_store_bytes(stores[l]);
-                total += b.keys + b.values + b.index;
-            }
-        if (ctx->mem_max_bytes && total > ctx->mem_max_bytes) {
-            problem = "its memory exceeds this context's mem_max_bytes";
-            st = MNEMO_ERR_CONTEXT_FULL;
-            goto fail;
-        }
+    memory_snap ms = {.n_rows = hd.n_rows, .n_past = hd.n_past};
+    memcpy(ms.settings, hd.mem_settings, sizeof ms.settings);
+    if (mem && (st = mem->load_check(ctx->mem_state, r, &ms, &staged, why, sizeof why)) != MNEMO_OK) {
+        problem = why;
+        goto fail;
     }
+    st = MNEMO_ERR_FORMAT;
 
     const float *logits = NULL;
     uint64_t logits_len = 0;
@@ -252,20 +200,7 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
         problem = "the upload to the device failed (the context was reset)";
         goto fail;
     }
-    if (ll) {
-        size_t per = (size_t)hd.n_rows * (size_t)hd.kv_dim;
-        for (int32_t l = 0, i = 0; l < ll->n_layer; l++) {
-            if (ll->raw_k[l]) memcpy(ll->raw_k[l], rawk + (size_t)(i++) * per, per * sizeof(float));
-            if (ll->mem[l]) {
-                mem_store_free(ll->mem[l]);
-                ll->mem[l] = stores[l];
-                stores[l] = NULL;
-            }
-        }
-        ll->n_local = hd.n_rows;
-        ll->last_context_length = hd.last_context_length;
-        longllama_device_invalidate(ll); /* new stores: the device copy is rebuilt at the next attention */
-    }
+    if (mem) mem->load_commit(ctx->mem_state, staged, &ms); /* (frees what was staged) */
     ctx->n_past = hd.n_past;
     ctx->last_token = hd.last_token;
     ctx->logits_rows = 0;
@@ -276,14 +211,11 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
         ctx->last_n = 1;
         ctx->logits_first = 0;
     }
-    free(stores);
     snap_reader_close(r);
     return MNEMO_OK;
 
 fail:
-    if (stores)
-        for (int32_t l = 0; l < ll->n_layer; l++) mem_store_free(stores[l]);
-    free(stores);
+    if (staged) mem->load_discard(ctx->mem_state, staged);
     snap_reader_close(r);
     return ctx_fail(ctx, st == MNEMO_OK ? MNEMO_ERR_FORMAT : st, "snapshot %s refused: %s", path, problem);
 }

@@ -10,7 +10,7 @@
 #include "kernels.h"
 #include "llama_forward.h"
 #include "llama_weights.h"
-#include "longllama_memory.h"
+#include "memory.h"
 #include "model_config.h"
 #include "tensor_index.h"
 #include "tokenizer.h"
@@ -46,9 +46,9 @@ struct mnemo_context {
     int32_t logits_first;     /* position index (within the last decode call) of logits row 0 */
     int32_t logits_rows;      /* rows held */
     int32_t last_n;           /* tokens in the last decode call */
-    longllama_state *ll;      /* LongLLaMA memory state; NULL for plain LLaMA models */
+    const memory_ops *mem;    /* the model's long-context memory (memory.h); NULL for plain LLaMA models */
+    void *mem_state;          /* this context's memory, reached only through mem */
     const struct lora_adapter *lora; /* mnemo_context_set_adapter: NULL = the base model alone */
-    uint64_t mem_max_bytes;   /* 0 = no limit */
     mnemo_progress_fn progress; /* mnemo_context_set_progress; NULL = off */
     void *progress_user;
 };
@@ -58,18 +58,12 @@ static inline bool ctx_progress(mnemo_context *ctx, int64_t done, int64_t total)
     return !ctx->progress || ctx->progress(done, total, ctx->progress_user);
 }
 
-/* LongLLaMA contexts (context_longllama.c) */
-mnemo_status context_longllama_init(mnemo_context *ctx, const mnemo_context_params *p);
-void context_longllama_free(mnemo_context *ctx);
-mnemo_status context_longllama_decode(mnemo_context *ctx, const mnemo_token *tokens, int32_t n);
-mnemo_status context_longllama_flush(mnemo_context *ctx); /* local window -> memory */
-
-/* Set a context's message (printf-style) and return status. */
 /* A hash of the model's config and samples of its embedding and output weights: what snapshots and training
  * checkpoints are tied to (context_snapshot.c). */
 uint64_t model_fingerprint(const mnemo_model *m);
 /* Gives the calling thread the model's thread count for every OpenMP region (FAISS and memstore included). */
 void threads_use(const mnemo_model *m);
+/* Set a context's message (printf-style) and return status. */
 mnemo_status ctx_fail(mnemo_context *ctx, mnemo_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

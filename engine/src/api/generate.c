@@ -147,8 +147,8 @@ mnemo_status mnemo_generation_step(mnemo_generation *g, mnemo_token_event *ev) {
         ev->n_top = g->p.n_logprobs < V ? g->p.n_logprobs : V;
     }
     bool eog = !g->p.ignore_eos && mnemo_model_is_eog(m, tok);
-    bool ctx_full = !ctx->ll && ctx->n_past >= ctx->n_ctx; /* this token cannot join the cache: it is the last
-                                                            * (LongLLaMA contexts have no limit) */
+    bool ctx_full = !ctx->mem && ctx->n_past >= ctx->n_ctx; /* this token cannot join the cache: it is the last
+                                                             * (contexts with memory have no limit) */
     bool last = eog || ctx_full || g->n_generated == g->p.max_tokens;
     const char *piece = NULL, *emit = NULL;
     size_t piece_len = 0, emit_len = 0;
@@ -210,7 +210,7 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
     int32_t n_in = n_prompt + (bos ? 1 : 0);
     if (n_in == 0 && ctx->n_past == 0)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "empty prompt on an empty context: nothing to continue from");
-    const bool bounded = ctx->ll == NULL; /* a LongLLaMA context has no length limit (its window flushes to memory) */
+    const bool bounded = ctx->mem == NULL; /* with memory no length limit (LongLLaMA: its window flushes to memory) */
     if (bounded && (int64_t)ctx->n_past + n_in > ctx->n_ctx)
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "a prompt of %d tokens does not fit in the context: it has %d positions, %d in use, %d free",

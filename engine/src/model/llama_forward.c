@@ -14,8 +14,8 @@
  */
 #include "llama_forward.h"
 
-#include "longllama_memory.h"
 #include "lora.h"
+#include "memory.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -264,6 +264,14 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
     if (n_seqs <= 0) return KERN_ESHAPE;
     bool any_lora = false; /* adapted projections are separate matmuls: no fused q|k|v or gate|up GEMV */
     for (int32_t s = 0; s < n_seqs; s++) any_lora |= seqs[s].lora != NULL;
+    /* What each layer does with memory: asked once per call (one model, one kind: the first memory answers) */
+    const memory_ops *mem = NULL;
+    const uint8_t *mem_layers = NULL; /* [n_layer] MEMORY_LAYER_* flags, NULL: no sequence has memory */
+    for (int32_t s = 0; s < n_seqs; s++) {
+        if (!seqs[s].mem) continue;
+        if (mem && seqs[s].mem != mem) return KERN_ESHAPE;
+        if (!mem) mem_layers = (mem = seqs[s].mem)->layers(seqs[s].mem_state);
+    }
     int64_t n = 0; /* rows of all sequences */
     for (int32_t s = 0; s < n_seqs; s++) {
         const forward_seq *q = &seqs[s];
@@ -308,17 +316,13 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
                 TRY(add_lora(seqs, n_seqs, l, LORA_V, be, kc, fb, vb, fb->xn, kvd, d));
             }
         }
-        bool mem_layer = cfg->is_longllama && longllama_is_mem_layer(cfg, l);
-        if (mem_layer) { /* keys before RoPE: what moves to memory when the local cache is flushed */
-            for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++) /* raw_k is host memory */
-                if (seqs[s].ll && be->host_memory)
-                    memcpy(seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, kb + (size_t)r0 * kvd,
-                           (size_t)seqs[s].n * kvd * sizeof(float));
-                else if (seqs[s].ll)
-                    TRY(be->mem_copy(kc, seqs[s].ll->raw_k[l] + (size_t)seqs[s].pos0 * kvd, kb + (size_t)r0 * kvd,
-                                     (size_t)seqs[s].n * kvd * sizeof(float), KERN_D2H));
-        }
-        if (!mem_layer || cfg->mem_positionals) { /* mem_positionals false: no RoPE at all in memory layers */
+        const unsigned mflags = mem_layers ? mem_layers[l] : 0;
+        if (mflags & MEMORY_LAYER_KV) /* keys before RoPE (LongLLaMA: what a flush moves to memory) */
+            for (int32_t s = 0, r0 = 0; s < n_seqs; r0 += seqs[s].n, s++)
+                if (seqs[s].mem)
+                    TRY(mem->on_layer_kv(seqs[s].mem_state, l, be, kc, kb + (size_t)r0 * kvd, vb + (size_t)r0 * kvd,
+                                         seqs[s].pos0, seqs[s].n));
+        if (!(mflags & MEMORY_LAYER_NO_ROPE)) { /* LongLLaMA with mem_positionals false: no RoPE in memory layers */
             if (fused_qkv) {
                 TRY(be->rope(kc, qb, 1, hq + hkv, hd, fb->pos, theta, pos_scale));
             } else {
@@ -335,9 +339,9 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
                              KERN_D2D));
             TRY(be->mem_copy(kc, vl + (size_t)q->pos0 * kvd, vb + r * kvd, (size_t)q->n * kvd * sizeof(float),
                              KERN_D2D));
-            if (mem_layer && q->ll)
-                TRY(longllama_attention(q->ll, l, be, kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n,
-                                        q->pos0 + q->n, q->pos0, hq, hkv, hd, scale));
+            if ((mflags & MEMORY_LAYER_ATTEND) && q->mem)
+                TRY(mem->attend(q->mem_state, l, be, kc, fb->att + r * qd, qb + r * qd, kl, vl, q->n, q->pos0 + q->n,
+                                q->pos0, hq, hkv, hd, scale));
             else
                 TRY(be->attention(kc, fb->att + r * qd, NULL, qb + r * qd, kl, vl, q->n, q->pos0 + q->n, q->pos0,
                                   hq, hkv, hd, scale));

@@ -57,22 +57,24 @@ int forward_buffers_reserve_lora(forward_buffers *fb, int32_t r);
 int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_backend *be, void **block,
                          uint64_t *bytes);
 
-struct longllama_state;
+struct memory_ops;
 struct lora_adapter;
 
 /* One sequence of a batch: n tokens at positions pos0 .. pos0+n-1 of its own KV cache (pos0 + n <= n_ctx).
  * The logits of its rows logits_from .. n-1 go to logits ((n - logits_from) x vocab); logits_from == n keeps
  * none. hidden (host memory, NULL = off): those rows' last hidden state after the final RMSNorm go there instead
  * ((n - logits_from) x hidden_size), lm_head is skipped for them and logits is unused (embeddings).
- * ll: a LongLLaMA context's memory state (host backends), NULL for plain LLaMA: its memory layers then
- * keep their keys before RoPE and attend to memory as well (longllama_memory.h). */
+ * mem, mem_state: the context's long-context memory (memory.h), NULL for plain LLaMA. The layers it flags hand it
+ * their keys before RoPE and attend through it; every sequence of a batch with a memory must have the same kind
+ * (one model: one kind). */
 typedef struct {
     kv_cache *kv;
     const int32_t *tokens;
     int32_t n, pos0, logits_from;
     float *logits;
     float *hidden;
-    struct longllama_state *ll;
+    const struct memory_ops *mem;
+    void *mem_state;
     const struct lora_adapter *lora; /* NULL: the base weights alone; else added at its targets (lora.h) */
 } forward_seq;
 

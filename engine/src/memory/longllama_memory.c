@@ -20,6 +20,7 @@ int longllama_init(longllama_state *s, const model_config *cfg, const mem_params
     s->n_layer = cfg->num_hidden_layers;
     s->window = cfg->max_position_embeddings;
     s->last_context_length = cfg->last_context_length < s->window ? cfg->last_context_length : s->window;
+    s->config_last_context_length = s->last_context_length;
     s->knn_k = knn_k;
     s->kv_dim = cfg->num_key_value_heads * cfg->head_dim;
     s->mem_dt = cfg->mem_dtype; /* memory is rounded to the checkpoint's mem_dtype, whatever the caller asks */
@@ -27,9 +28,13 @@ int longllama_init(longllama_state *s, const model_config *cfg, const mem_params
     p.dtype = cfg->mem_dtype == KERN_BF16 ? MEM_DTYPE_BF16 : cfg->mem_dtype == KERN_F16 ? MEM_DTYPE_F16 : MEM_DTYPE_F32;
     s->mem = calloc((size_t)s->n_layer, sizeof *s->mem);
     s->raw_k = calloc((size_t)s->n_layer, sizeof *s->raw_k);
-    if (!s->mem || !s->raw_k) goto oom;
+    s->layer_flags = calloc((size_t)s->n_layer, sizeof *s->layer_flags);
+    if (!s->mem || !s->raw_k || !s->layer_flags) goto oom;
     for (int32_t l = 0; l < s->n_layer; l++) {
         if (!longllama_is_mem_layer(cfg, l)) continue;
+        /* memory layers keep their keys before RoPE and attend to memory; mem_positionals false: no RoPE there */
+        s->layer_flags[l] = MEMORY_LAYER_KV | MEMORY_LAYER_ATTEND | (cfg->mem_positionals ? 0 : MEMORY_LAYER_NO_ROPE);
+        s->n_mem_layers++;
         s->mem[l] = mem_store_new(cfg->num_key_value_heads, cfg->head_dim, &p, err, errlen);
         if (!s->mem[l]) {
             longllama_free(s);
@@ -53,6 +58,7 @@ void longllama_free(longllama_state *s) {
     }
     free(s->mem);
     free(s->raw_k);
+    free(s->layer_flags);
     free(s->sel);
     free(s->ids);
     free(s->scores);
@@ -89,6 +95,32 @@ int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int3
     return 0;
 }
 
+static uint64_t mem_total(const longllama_state *s) {
+    mem_bytes b = longllama_mem_bytes(s);
+    return (uint64_t)b.keys + b.values + b.index;
+}
+
+mnemo_status longllama_flush_checked(longllama_state *s, const memory_host *h) {
+    if (s->n_local == 0) return MNEMO_OK;
+    if (s->mem_max_bytes) {
+        mem_bytes b = longllama_mem_bytes_after(s, (size_t)s->n_local);
+        uint64_t after = (uint64_t)b.keys + b.values + b.index;
+        if (after > s->mem_max_bytes) {
+            snprintf(h->err, h->errlen,
+                     "memory limit reached: %llu tokens held in %llu bytes; %d more would take it to %llu bytes, past "
+                     "the limit of %llu",
+                     (unsigned long long)longllama_mem_tokens(s), (unsigned long long)mem_total(s), s->n_local,
+                     (unsigned long long)after, (unsigned long long)s->mem_max_bytes);
+            return MNEMO_ERR_CONTEXT_FULL;
+        }
+    }
+    if (longllama_flush(s, h->kc, h->kv->v, h->kv->n_ctx) != 0) {
+        snprintf(h->err, h->errlen, "%s", s->err);
+        return MNEMO_ERR_NOMEM;
+    }
+    return MNEMO_OK;
+}
+
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     void *n = realloc(*p, need * elem);
@@ -122,23 +154,27 @@ int longllama_attention(longllama_state *s, int32_t l, const kern_backend *be, k
                         int64_t hq, int64_t hkv, int64_t hd, float scale) {
     mem_store *ms = s->mem[l];
     int64_t n_mem = (int64_t)mem_store_size(ms);
-    const void *mk[hkv], *mv[hkv];
-    if (s->dev_be) {
-        int rc = longllama_device_sync(s, l, kc);
+    const void *host_k[hkv], *host_v[hkv];
+    const void *const *mk = host_k, *const *mv = host_v; /* [hkv] memory rows where attention runs */
+    if (s->dev_be) { /* the device copy, brought up to date */
+        int rc = mem_device_sync(s->dev[l], ms, kc);
         if (rc != KERN_OK) return rc;
-    }
-    for (int64_t g = 0; g < hkv; g++) {
-        mk[g] = s->dev_be ? s->dev_k[(size_t)l * hkv + g] : mem_store_raw_keys(ms, (int)g);
-        mv[g] = s->dev_be ? s->dev_v[(size_t)l * hkv + g] : mem_store_raw_values(ms, (int)g);
+        mk = mem_device_keys(s->dev[l]);
+        mv = mem_device_values(s->dev[l]);
+    } else {
+        for (int64_t g = 0; g < hkv; g++) {
+            host_k[g] = mem_store_raw_keys(ms, (int)g);
+            host_v[g] = mem_store_raw_values(ms, (int)g);
+        }
     }
     kern_dtype dt = s->mem_dt;
     bool knn = s->knn_k > 0 && n_mem > 0 && n_mem > s->dense_rows; /* dense while the memory is small */
-    if (knn && s->knn_on_device) { /* keys already there: GEMM + k-selection per head */
+    if (knn && s->knn_on_device) { /* keys already there: memstore's device search (GEMM + k-selection) per head */
         int64_t *dsel = longllama_device_sel(s, kc, (size_t)(nq * hq * s->knn_k), false);
         if (!dsel) return KERN_ENOMEM;
         for (int64_t h = 0; h < hq; h++) {
-            int rc = be->topk_ip(kc, dsel + h * s->knn_k, NULL, hq * s->knn_k, q + h * hd, nq, hq * hd,
-                                 mk[h / (hq / hkv)], dt, n_mem, hd, s->knn_k);
+            int rc = mem_device_search(s->dev[l], kc, (int)(h / (hq / hkv)), q + h * hd, nq, hq * hd, s->knn_k,
+                                       dsel + h * s->knn_k, hq * s->knn_k);
             if (rc != KERN_OK) return rc;
         }
         return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, dt, n_mem, dsel,
