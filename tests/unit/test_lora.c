@@ -259,6 +259,35 @@ int main(void) {
             mnemo_model_free(mb);
         }
     }
+    /* a session snapshot records its adapter: it loads only under the same one (its keys and values depend on it) */
+    if (A[0] && A[1]) {
+        char snap[700];
+        snprintf(snap, sizeof snap, "%s/with_adapter.snap", g_tmp);
+        mnemo_context *src = context(m, false), *same = context(m, false), *none = context(m, false),
+                      *other = context(m, false);
+        mnemo_context_set_adapter(src, A[0]);
+        mnemo_context_set_adapter(same, A[0]);
+        mnemo_context_set_adapter(other, A[1]);
+        CHECK(mnemo_decode(src, ids, 12) == MNEMO_OK && mnemo_context_save(src, snap) == MNEMO_OK, "save: %s",
+              mnemo_context_error(src));
+        CHECK(mnemo_context_load(same, snap) == MNEMO_OK && mnemo_context_n_past(same) == 12, "same adapter loads: %s",
+              mnemo_context_error(same));
+        CHECK(mnemo_decode(src, ids + 12, 1) == MNEMO_OK && mnemo_decode(same, ids + 12, 1) == MNEMO_OK &&
+                  max_diff(mnemo_get_logits(src, -1), mnemo_get_logits(same, -1), (size_t)V) == 0.f,
+              "and continues bit for bit");
+        CHECK(mnemo_context_load(none, snap) == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(none), "adapter") &&
+                  mnemo_context_n_past(none) == 0,
+              "no adapter: refused, context unchanged: %s", mnemo_context_error(none));
+        CHECK(mnemo_context_load(other, snap) == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(other), "another"),
+              "another adapter: refused: %s", mnemo_context_error(other));
+        mnemo_context *plain = context(m, false);
+        snprintf(snap, sizeof snap, "%s/without_adapter.snap", g_tmp);
+        CHECK(mnemo_decode(plain, ids, 12) == MNEMO_OK && mnemo_context_save(plain, snap) == MNEMO_OK, "save plain");
+        CHECK(mnemo_context_load(other, snap) == MNEMO_ERR_INVALID_ARG, "a base snapshot refused under an adapter: %s",
+              mnemo_context_error(other));
+        mnemo_context_free(plain);
+        mnemo_context_free(src), mnemo_context_free(same), mnemo_context_free(none), mnemo_context_free(other);
+    }
     /* lora_write_peft: what mnemo writes, mnemo reads back as the same adapter (and peft loads: see
      * tests/reference/check_mnemo_adapter.py) */
     if (A[0]) {

@@ -8,6 +8,9 @@
  *         local window's rows (the memory's next_row) with memory; fp32 as the cache holds them
  *   ...   the memory's own sections (memory_ops.save; LongLLaMA: longllama_snapshot.c)
  *   LGTS  the logits of the last decoded token, when the context has them (so generation can continue at once)
+ *   ADPT  u64: the fingerprint of the LoRA adapter the cache was computed with (mnemo_context_set_adapter), when
+ *         there was one: a snapshot loads only into a context with the same adapter (or none for none), since
+ *         its keys and values depend on the weights
  * The fingerprint hashes the config and samples of the embedding and output weights, so a snapshot never loads
  * into another model. Load reads and checks everything into fresh buffers before it touches the context: a refused
  * file leaves the context as it was.
@@ -17,12 +20,14 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "lora.h"
 #include "snapshot.h"
 
 #define TAG_HEADER SNAP_TAG('C', 'T', 'X', 'H')
 #define TAG_KEYS SNAP_TAG('K', 'V', 'K', '_')
 #define TAG_VALUES SNAP_TAG('K', 'V', 'V', '_')
 #define TAG_LOGITS SNAP_TAG('L', 'G', 'T', 'S')
+#define TAG_ADAPTER SNAP_TAG('A', 'D', 'P', 'T')
 #define FORMAT 1
 #define SAMPLE_BYTES 4096
 
@@ -95,6 +100,7 @@ mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path) {
     if (rc == 0) rc = save_rows(w, TAG_KEYS, ctx, ctx->kv.k, hd.n_rows);
     if (rc == 0) rc = save_rows(w, TAG_VALUES, ctx, ctx->kv.v, hd.n_rows);
     if (rc == 0 && mem) rc = mem->save(ctx->mem_state, w, hd.n_rows);
+    if (rc == 0 && ctx->lora) rc = snap_section(w, TAG_ADAPTER, &ctx->lora->fingerprint, sizeof ctx->lora->fingerprint);
     const float *last = mnemo_get_logits(ctx, -1);
     if (rc == 0 && last)
         rc = snap_section(w, TAG_LOGITS, last, (uint64_t)ctx->model->cfg.vocab_size * sizeof(float));
@@ -151,6 +157,22 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     if (hd.memory != kind) {
         snprintf(mismatch, sizeof mismatch, "it holds a %s context, this is a %s one", memory_kind_name(hd.memory),
                  memory_kind_name(kind));
+        problem = mismatch;
+        st = MNEMO_ERR_INVALID_ARG;
+        goto fail;
+    }
+    const void *ap = NULL;
+    uint64_t alen = 0, saved_adapter = 0, this_adapter = ctx->lora ? ctx->lora->fingerprint : 0;
+    if (snap_reader_find(r, TAG_ADAPTER, &ap, &alen) == 0) {
+        if (alen != sizeof saved_adapter) { problem = "its adapter section has the wrong size"; goto fail; }
+        memcpy(&saved_adapter, ap, sizeof saved_adapter);
+    }
+    if (saved_adapter != this_adapter) {
+        snprintf(mismatch, sizeof mismatch, "it was computed %s, this context runs %s",
+                 saved_adapter ? "with a LoRA adapter" : "without an adapter",
+                 this_adapter ? "with another adapter (or none)" : "without one: set the same adapter first");
+        if (saved_adapter && this_adapter) snprintf(mismatch, sizeof mismatch, "it was computed with another LoRA "
+                                                    "adapter than the one this context runs");
         problem = mismatch;
         st = MNEMO_ERR_INVALID_ARG;
         goto fail;

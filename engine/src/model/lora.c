@@ -226,6 +226,13 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
             p->b = (float *)a->block + at;
             at += (size_t)out * (size_t)a->r;
         }
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *bytes[2] = {(const unsigned char *)host, (const unsigned char *)&a->scale};
+    size_t lens[2] = {floats * sizeof(float), sizeof a->scale};
+    for (int part = 0; part < 2; part++)
+        for (size_t i = 0; i < lens[part]; i++) h = (h ^ bytes[part][i]) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)a->r ^ ((uint64_t)a->targets << 32)) * 0x100000001b3ull;
+    a->fingerprint = h ? h : 1;
     if (be->mem_copy(NULL, a->block, host, floats * sizeof(float), KERN_H2D) != KERN_OK) {
         fail(err, errlen, dir, "uploading the adapter to %s failed", be->name);
         goto out;

@@ -36,6 +36,8 @@ typedef struct lora_adapter {
     lora_pair *pairs;             /* [n_layer * LORA_N_TARGETS] */
     const kern_backend *be;
     void *block;                  /* the backend allocation every a and b points into */
+    uint64_t fingerprint;         /* FNV-1a of r, the scale, the targets and every matrix value (never 0): what a
+                                   * session snapshot records, so it never continues under other weights */
 } lora_adapter;
 
 /* "q_proj" ... "down_proj" <-> lora_target; -1 for any other name. */
