@@ -368,6 +368,44 @@ def adamw_meta(accum, kind):
             "kind": kind}
 
 
+SGD = {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01}
+
+
+def run_sgd(model, params, windows):
+    """10 torch.optim.SGD steps (momentum, weight decay), clipping, linear schedule with warmup; per-step log."""
+    from transformers import get_linear_schedule_with_warmup
+    opt = torch.optim.SGD(params, lr=SGD["lr"], momentum=SGD["momentum"], weight_decay=SGD["weight_decay"])
+    sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=WARMUP, num_training_steps=STEPS)
+    log = []
+    for s in range(STEPS):
+        (micro,) = step_rows(s, BATCH, 1)
+        opt.zero_grad(set_to_none=True)
+        tok = torch.tensor([windows[w] for w in micro], dtype=torch.long)
+        loss = ce_loss(model, tok)
+        loss.backward()
+        lr = opt.param_groups[0]["lr"]
+        norm = torch.nn.utils.clip_grad_norm_(params, CLIP).item()
+        opt.step()
+        sched.step()
+        log.append({"step": s, "loss": loss.item(), "grad_norm": norm, "lr": lr, "windows": list(micro)})
+    return log
+
+
+def case_sgd_full(name, windows, out_dir):
+    os.makedirs(out_dir)
+    m = load_base(name)
+    params = [p for _, p in m.named_parameters()]
+    log = run_sgd(m, params, windows)
+    meta = {"optimizer": "torch.optim.SGD", **SGD, "dampening": 0, "nesterov": False, "grad_clip": CLIP,
+            "schedule": "transformers.get_linear_schedule_with_warmup(num_warmup_steps=%d, num_training_steps=%d)"
+                        % (WARMUP, STEPS),
+            "steps": STEPS, "batch": BATCH, "seq_len": SEQ_LEN, "grad_accum": 1, "kind": "full fine-tuning",
+            "model": name, "base": "%s/%s" % (MODELS, name), "data": "../../data/train.txt, shuffle off", "log": log,
+            "final_l2": {n: p.detach().double().norm().item() for n, p in m.named_parameters()}}
+    dump_json(meta, os.path.join(out_dir, "steps.json"))
+    return log
+
+
 def case_adamw_full(name, windows, accum, out_dir, save_final):
     os.makedirs(out_dir)
     m = load_base(name)
@@ -490,6 +528,7 @@ def generate(out):
         d = "adamw/lora_mha_qv_g%d" % accum
         log = case_adamw_lora("mha", "qv", 1850, windows, accum, os.path.join(out, d))
         summary["cases"][d] = [e["loss"] for e in log]
+    summary["cases"]["sgd/full_mha"] = [e["loss"] for e in case_sgd_full("mha", windows, os.path.join(out, "sgd", "full_mha"))]
     case_interop("mha", "all", 1860, [0, 2], os.path.join(out, "interop", "mha_all"))
     case_interop("gqa", "qv", 1861, [0], os.path.join(out, "interop", "gqa_qv"))
     dump_json(summary, os.path.join(out, "summary.json"))

@@ -131,6 +131,32 @@ static void check_against_torch(const char *runname, mnemo_train_method method, 
     json_decref(ref);
 }
 
+/* torch.optim.SGD (momentum 0.9, weight decay 0.01), clipping, linear schedule with warmup: 10 full fine-tuning
+ * steps against tests/fixtures/train/sgd/full_mha. */
+static void check_sgd_against_torch(void) {
+    char model[4600], data[4600], path[4700], err[1024];
+    snprintf(model, sizeof model, "%s/models/mha", test_fixtures());
+    snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
+    snprintf(path, sizeof path, "%s/train/sgd/full_mha/steps.json", test_fixtures());
+    json_t *ref = json_load_file(path, 0, NULL), *log = json_object_get(ref, "log");
+    mnemo_train_params p = fixture_params(data, out_dir("sgd_full_mha"), 1);
+    p.method = MNEMO_TRAIN_FULL, p.optimizer = MNEMO_OPTIM_SGD, p.lr = 0.05, p.momentum = 0.9, p.weight_decay = 0.01;
+    p.schedule = MNEMO_LR_LINEAR;
+    double losses[10] = {0}, norms[10] = {0};
+    CHECK(run(model, &p, losses, norms, err, sizeof err) == MNEMO_OK && log, "sgd: %s", err);
+    double worst_l = 0, worst_n = 0;
+    for (int s = 0; s < 10 && log; s++) {
+        json_t *e = json_array_get(log, (size_t)s);
+        double wl = json_number_value(json_object_get(e, "loss")), wn = json_number_value(json_object_get(e, "grad_norm"));
+        worst_l = fmax(worst_l, fabs(losses[s] - wl) / wl), worst_n = fmax(worst_n, fabs(norms[s] - wn) / wn);
+        CHECK(fabs(losses[s] - wl) <= 1e-5 * wl && fabs(norms[s] - wn) <= 1e-5 * wn,
+              "sgd step %d: loss %.7f (torch %.7f), grad norm %.6f (torch %.6f)", s, losses[s], wl, norms[s], wn);
+    }
+    printf("%-16s via mnemo_trainer: worst relative loss %.2e, grad norm %.2e (torch.optim.SGD, momentum, linear)\n",
+           "sgd_full_mha", worst_l, worst_n);
+    json_decref(ref);
+}
+
 static bool same_file(const char *a, const char *b) {
     size_t la = 0, lb = 0;
     uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
@@ -315,6 +341,7 @@ int main(void) {
     check_against_torch("full_mha_g2", MNEMO_TRAIN_FULL, 2);
     check_against_torch("lora_mha_qv_g1", MNEMO_TRAIN_LORA, 1);
     check_against_torch("lora_mha_qv_g2", MNEMO_TRAIN_LORA, 2);
+    check_sgd_against_torch();
     for (int stop = 1; stop <= 9; stop += 4) check_resume(MNEMO_TRAIN_LORA, stop, false, false);
     check_resume(MNEMO_TRAIN_LORA, 7, true, false);
     check_resume(MNEMO_TRAIN_LORA_PLUS, 4, false, false);
