@@ -2,6 +2,7 @@
  * cli_generate.c — `mnemo generate`: load a model, stream a completion to stdout.
  * With --logprobs K each token is printed with its id, logprob and top-K alternatives instead of plain text;
  * --json turns every token into one JSON object per line (jansson does the escaping) plus a final summary.
+ * --uio DIR loads UIO weights over the model (engine.h "UIO-LLM compression"); with -v the memory's figures follow.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -42,6 +43,9 @@ static void usage(FILE *f) {
             "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
             "  --adapter DIR          apply a peft LoRA adapter (adapter_config.json + adapter_model.safetensors)\n"
             "                         over the model's weights, unmerged\n"
+            "  --uio DIR              a UIO-LLM: UIO weights over the model (uio_config.json + uio.pth or\n"
+            "                         uio.safetensors) compress each chunk_size tokens into num_memory <mem> entries\n"
+            "                         per layer; --ctx bounds entries + raw tokens (default max_position_embeddings)\n"
             "  --load-session FILE    continue from a saved session (the prompt is appended to it)\n"
             "  --save-session FILE    save the session (prompt + generated text) when done\n"
             "  -v, --verbose          log model details and timings\n",
@@ -159,6 +163,7 @@ int cli_generate(int argc, char **argv) {
         else if (!strcmp(a, "--progress")) progress = true;
         else if (!strcmp(a, "--load-session")) { VALUE(); load_session = v; }
         else if (!strcmp(a, "--adapter")) { VALUE(); adapter_dir = v; }
+        else if (!strcmp(a, "--uio")) { VALUE(); mp.uio_dir = v; }
         else if (!strcmp(a, "--save-session")) { VALUE(); save_session = v; }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
@@ -221,6 +226,15 @@ int cli_generate(int argc, char **argv) {
                 mnemo_model_desc(model), res.n_prompt_tokens, res.prefill_ms,
                 res.prefill_ms > 0 ? res.n_prompt_tokens * 1e3 / res.prefill_ms : 0.0, res.n_generated, res.decode_ms,
                 res.decode_ms > 0 ? res.n_generated * 1e3 / res.decode_ms : 0.0, finish_name(res.finish_reason));
+    mnemo_uio_info uio;
+    mnemo_memory_stats ms;
+    if (verbose && mnemo_model_uio(model, &uio) == MNEMO_OK && mnemo_context_memory(ctx, &ms) == MNEMO_OK)
+        fprintf(stderr,
+                "mnemo: UIO memory: %llu tokens compressed into %llu <mem> entries per layer (%d -> %d), %d raw tokens; "
+                "%.1f KB of memory K/V, %.1f KB of KV cache besides\n",
+                (unsigned long long)ms.mem_tokens, (unsigned long long)ms.mem_entries, uio.chunk_size, uio.num_memory,
+                ms.local_tokens, (double)(ms.mem_key_bytes + ms.mem_value_bytes) / 1e3,
+                (double)ms.local_kv_bytes / 1e3);
     if (save_session && mnemo_context_save(ctx, save_session) != MNEMO_OK) {
         fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
         goto out;

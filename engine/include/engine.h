@@ -2,8 +2,9 @@
  * engine.h — the one public header of libengine (mnemo's inference library).
  *
  * Objects
- *   mnemo_model    weights + tokenizer of one Hugging Face LLaMA-family checkpoint directory. Read-only after
- *                  load: one model may be shared by any number of threads and contexts.
+ *   mnemo_model    weights + tokenizer of one Hugging Face LLaMA-family checkpoint directory (plus, optionally, the
+ *                  UIO weights that make it a UIO-LLM: see "UIO-LLM compression"). Read-only after load: one model
+ *                  may be shared by any number of threads and contexts.
  *   mnemo_context  one session over a model: KV cache, position, last logits. A context must be used by one
  *                  thread at a time; different contexts on the same model may run concurrently.
  *   mnemo_sampler  sampling settings plus the token history the penalties need. One thread at a time.
@@ -72,6 +73,8 @@ typedef enum { MNEMO_DEVICE_AUTO = 0, MNEMO_DEVICE_CPU = 1, MNEMO_DEVICE_CUDA = 
 typedef struct {
     int32_t n_threads;    /* compute threads; 0 = one per core */
     mnemo_device device;  /* AUTO takes a GPU when the CUDA backend is built and a GPU is present */
+    const char *uio_dir;  /* NULL: the checkpoint alone; else a UIO directory loaded over it (see "UIO-LLM
+                           * compression"): every context of the model compresses segments into <mem> entries */
 } mnemo_model_params;
 
 MNEMO_API mnemo_model_params mnemo_model_default_params(void);
@@ -87,6 +90,9 @@ MNEMO_API void mnemo_threads_prefer_passive(char **argv);
 
 /* Load a checkpoint directory: config.json, model.safetensors | model.safetensors.index.json + shards |
  * pytorch_model.bin | pytorch_model.bin.index.json + shards, and tokenizer.model. Weights are memory-mapped.
+ * With params->uio_dir, that UIO directory too: a missing file is MNEMO_ERR_IO, a malformed or mismatched one
+ * (bad JSON, chunk_size not a multiple of num_memory, a wrong tensor count, shape or dtype for this base model)
+ * MNEMO_ERR_FORMAT, UIO over a LongLLaMA checkpoint MNEMO_ERR_UNSUPPORTED; the message names the file.
  * *out always receives a handle (NULL only when even that allocation failed). */
 MNEMO_API mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params, mnemo_model **out);
 MNEMO_API void mnemo_model_free(mnemo_model *model);
@@ -113,6 +119,31 @@ MNEMO_API const char *mnemo_model_desc(const mnemo_model *model);
 MNEMO_API uint64_t mnemo_model_weight_bytes(const mnemo_model *model);
 /* True for LongLLaMA models with memory layers: their contexts have no length limit (see "LongLLaMA memory"). */
 MNEMO_API bool mnemo_model_has_memory(const mnemo_model *model);
+
+/* ---- UIO-LLM compression (issue 19; shared/specs/uio-longlora-beacon.md; wenhaoli-xmu/UIO-LLMs)
+ * A UIO-LLM is a base LLaMA plus a few weights that compress each segment of chunk_size tokens into num_memory
+ * <mem> KV entries per layer: an encoder (the base with LoRA on q_proj, v_proj) reads the segment with num_memory
+ * copies of a learned <mem> vector appended, and a transfer head (k_proj, v_proj with their own LoRA) turns the
+ * <mem> rows' hidden states into keys and values. A context decodes over [memory | raw tokens | new tokens] at
+ * positions 0..N-1; new tokens gather in an accumulator and each full segment is compressed, its raw KV dropped,
+ * during prompts and generation alike — as the reference does, so its logits are reproduced (tests/unit/test_uio.c).
+ * The UIO directory (mnemo_model_params.uio_dir) holds uio_config.json (the reference's keys: num_memory,
+ * lora_rank, lora_alpha, lora_dropout, chunk_size) and either the reference's checkpoint uio.pth (torch.save of a
+ * list of tensors) or mnemo's uio.safetensors (named tensors; tests/fixtures/uio/README.md lists both).
+ * A context's n_ctx bounds memory + raw positions (the reference: 4096, ~99K tokens at 32x); mnemo_decode takes
+ * inputs of any length that fit it; a mnemo_decode_batch entry must not cross a segment boundary (the segment it
+ * completes is compressed before that context's next step). Snapshots, mnemo_context_memory and the progress
+ * callback work as for LongLLaMA; a cancelled or failed decode resets the context. */
+typedef struct {
+    int32_t chunk_size;   /* C: tokens per compressed segment */
+    int32_t num_memory;   /* M: <mem> entries per segment and layer (compression ratio C / M) */
+    int32_t lora_rank;    /* r of both LoRAs */
+    double lora_alpha;    /* their scale is lora_alpha / lora_rank */
+    const char *file;     /* "uio.pth" or "uio.safetensors": the file read */
+    uint64_t n_params;    /* UIO parameters loaded */
+} mnemo_uio_info;
+/* MNEMO_OK with *out filled for a model loaded with a UIO directory; MNEMO_ERR_UNSUPPORTED for any other model. */
+MNEMO_API mnemo_status mnemo_model_uio(const mnemo_model *model, mnemo_uio_info *out);
 
 /* ---------------------------------------------------------------- tokenizer (thread-safe on a shared model) */
 /* Encode len bytes of UTF-8 text. Writes up to cap ids; *n_out receives the number of ids the text needs.
@@ -214,7 +245,8 @@ typedef enum {
 
 typedef struct {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings. LongLLaMA: the local
-                        * window is always max_position_embeddings and the context has no length limit */
+                        * window is always max_position_embeddings and the context has no length limit. UIO: the
+                        * positions of <mem> entries + raw tokens (at least chunk_size + num_memory) */
     int32_t n_batch;   /* most tokens one forward step processes; longer inputs are split; 0 = 512 */
     bool logits_all;   /* keep logits for every position of a mnemo_decode call (else only the last) */
     /* LongLLaMA memory layers (ignored for other models; defaults above) */
@@ -257,11 +289,13 @@ MNEMO_API mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx,
  * inputs go through mnemo_decode). 0 for plain LLaMA contexts. */
 MNEMO_API int32_t mnemo_context_last_context_length(const mnemo_context *ctx);
 typedef struct {
-    int32_t local_tokens;  /* tokens in the local window */
-    uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all) */
+    int32_t local_tokens;  /* tokens in the local window (UIO: raw tokens not compressed yet) */
+    uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all; UIO: tokens compressed) */
     uint64_t local_kv_bytes, mem_key_bytes, mem_value_bytes, mem_index_bytes;
+    uint64_t mem_entries;  /* rows each memory layer holds: LongLLaMA one per token; UIO num_memory per segment */
 } mnemo_memory_stats;
-/* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. */
+/* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. UIO: the
+ * <mem> entries (mem_key_bytes + mem_value_bytes) live in the KV cache's first rows; local_kv_bytes is the rest. */
 MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out);
 
 /* ---- progress of long inputs

@@ -300,5 +300,43 @@ with tempfile.TemporaryDirectory() as td:
     rc, out, err = run("export", "--model", mha, "--adapter", big, "--out", merged)
     check(rc == 2 and "--merge" in err, f"export without --merge: exit {rc}, {err!r}")
 
+# --uio: a UIO-LLM (tests/fixtures/uio). The gqa_c12_m3 prompt is this text (its ids round-trip through the
+# tokenizer, checked first); greedy generation from both checkpoint formats gives the reference's ids, with two
+# compressions during generation; -v reports the memory; a mismatched or broken UIO directory is refused naming
+# the file.
+gqa = os.path.join(FIX, "models", "gqa")
+uio_ref = json.load(open(os.path.join(FIX, "uio", "gqa_c12_m3", "reference.json")))
+uio_text = ("him with\na cudgel; and yet my mind gave me his clothes made a\nfalse report of him.\n\nFirst Servingman:\n"
+            "What an arm he has! he turned me about with")
+rc, out, err = run("tokenize", "--model", gqa, uio_text)
+check(rc == 0 and [int(x) for x in out.split()] == uio_ref["prompt"]["ids"], "--uio: the prompt text gives the fixture's ids")
+n_new = len(uio_ref["greedy"])
+outs = []
+for flavour in ("uio_pth", "uio_st"):
+    udir = os.path.join(FIX, "uio", "gqa_c12_m3", flavour)
+    rc, out, err = run("generate", "--model", gqa, "--uio", udir, "--prompt", uio_text, "-n", str(n_new), "--temp", "0",
+                       "--json")
+    toks = [json.loads(l)["token"] for l in out.splitlines() if l.strip() and "token" in json.loads(l)]
+    check(rc == 0 and toks == uio_ref["greedy"], f"--uio {flavour}: greedy ids {toks} vs the reference's: {err!r}")
+    outs.append(out)
+rc, out, err = run("generate", "--model", gqa, "--prompt", uio_text, "-n", str(n_new), "--temp", "0", "--json")
+check(rc == 0 and out != outs[0], "--uio changes the base model's generation")
+rc, out, err = run("generate", "--model", gqa, "--uio", os.path.join(FIX, "uio", "gqa_c12_m3", "uio_st"), "--prompt",
+                   uio_text, "-n", str(n_new), "--temp", "0", "-v")
+# 77 prompt + 24 generated tokens fed (generate keeps its last token too): 8 segments of 12 -> 24 entries, 5 raw
+check(rc == 0 and "UIO memory: 96 tokens compressed into 24 <mem> entries per layer (12 -> 3), 5 raw tokens" in err,
+      f"--uio -v reports the memory: {err!r}")
+rc, out, err = run("generate", "--model", mha, "--uio", os.path.join(FIX, "uio", "gqa_c12_m3", "uio_pth"), "--prompt",
+                   "x")
+check(rc == 1 and "uio.pth" in err and "expected (1, 1, 64)" in err and err.count("\n") == 1,
+      f"--uio for another base model: exit {rc}, {err!r}")
+with tempfile.TemporaryDirectory() as td:
+    with open(os.path.join(td, "uio_config.json"), "w") as f:
+        f.write('{"num_memory": 3, "chunk_size": 16, "lora_rank": 4, "lora_alpha": 8}')
+    rc, out, err = run("generate", "--model", mha, "--uio", td, "--prompt", "x")
+    check(rc == 1 and "uio_config.json" in err and "not a multiple" in err, f"--uio with a bad config: exit {rc}, {err!r}")
+rc, out, err = run("generate", "--help")
+check(rc == 0 and "--uio DIR" in out, "generate --help names --uio")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -292,7 +292,30 @@ static void tensor_case(int numel, int offset, int size, int stride, const char 
     tensor_list_free(&l);
 }
 
+/* A list of tensors (UIO-LLMs' checkpoint format): named by position; two views into one storage at offsets. */
+static void test_list(void) {
+    buf_t p = {.n = 0};
+    praw(&p, "\x80\x02](");
+    ptensor(&p, "0", 8, 2, 3, 1);
+    ptensor(&p, "0", 8, 6, 2, 1);
+    praw(&p, "e.");
+    tensor_list l = {0};
+    run_pickle(&p, NULL, __LINE__, &l);
+    CHECK(l.count == 2 && !strcmp(l.items[0].name, "0") && !strcmp(l.items[1].name, "1"), "list entries named 0, 1");
+    if (l.count == 2)
+        CHECK(l.items[0].shape[0] == 3 && f32_at(&l.items[0], 0) == 2.f && l.items[1].shape[0] == 2 &&
+                  f32_at(&l.items[1], 1) == 7.f,
+              "list items are views at their offsets into the shared storage");
+    tensor_list_free(&l);
+    p.n = 0;
+    praw(&p, "\x80\x02](");
+    ptensor(&p, "0", 8, 0, 4, 2);
+    praw(&p, "e.");
+    run_pickle(&p, "list item 0 is not contiguous", __LINE__, NULL);
+}
+
 static void test_synthetic(void) {
+    test_list();
     tensor_case(8, 0, 8, 1, NULL, __LINE__);
     tensor_case(8, 5, 3, 1, NULL, __LINE__);
     tensor_case(8, 2, 1, 7, NULL, __LINE__);           /* a size-1 dim may have any stride */
@@ -329,7 +352,9 @@ static void test_synthetic(void) {
         tensor_list_free(&l);
     }
     PICKLE("}.", NULL);                                          /* empty state dict is fine */
-    PICKLE("]q\x00.", "holds a Python list, not a state dict");
+    PICKLE("]q\x00.", NULL);                                     /* an empty list of tensors is fine */
+    PICKLE("](K\x01""e.", "list item 0 is a Python int, not a tensor");
+    PICKLE("K\x01.", "holds a Python int, not a state dict or a list of tensors");
     PICKLE("}(X\x01\x00\x00\x00""aK\x01u.", "'a' is a Python int, not a tensor");
     PICKLE("}(K\x01K\x02u.", "key is a Python int");
     PICKLE("cbuiltins\neval\n.", "unsupported pickle global 'builtins.eval'");

@@ -70,13 +70,13 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     if (!model || model->failed)
         return ctx_fail(ctx, MNEMO_ERR_MISUSE, "context needs a successfully loaded model");
     mnemo_context_params p = params ? *params : mnemo_context_default_params();
-    const memory_ops *mem = memory_for_model(&model->cfg);
+    const memory_ops *mem = memory_for_model(&model->cfg, model->uio);
     int32_t n_ctx = p.n_ctx ? p.n_ctx : model->cfg.max_position_embeddings;
     if (mem) n_ctx = mem->cache_rows(&model->cfg, n_ctx); /* LongLLaMA: the local window */
     int32_t n_batch = p.n_batch ? p.n_batch : 512;
     if (n_ctx < 1 || n_batch < 1)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "n_ctx (%d) and n_batch (%d) must be positive", p.n_ctx, p.n_batch);
-    if (!mem && n_ctx > model->cfg.max_position_embeddings)
+    if ((!mem || model->uio) && n_ctx > model->cfg.max_position_embeddings)
         mnemo_log(MNEMO_LOG_WARN, "n_ctx %d exceeds the model's max_position_embeddings %d: quality may drop",
                   n_ctx, model->cfg.max_position_embeddings);
     if (n_batch > n_ctx) n_batch = n_ctx;
@@ -95,7 +95,8 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     }
     if (mem) {
         p.mem_index = mnemo_mem_index_resolve(model, p.mem_index);
-        memory_args args = {.cfg = &model->cfg, .be = be, .params = &p};
+        memory_args args = {.cfg = &model->cfg, .be = be, .params = &p, .n_ctx = n_ctx, .w = &model->w,
+                            .uio = model->uio};
         mnemo_status st = mem->create(&ctx->mem_state, &args, ctx->err, sizeof ctx->err);
         if (st != MNEMO_OK) return st;
         ctx->mem = mem;
@@ -185,7 +186,7 @@ static mnemo_status forward_entries(const mnemo_batch_entry *e, int32_t n_entrie
     for (int32_t i = 0; i < n_entries; i++) {
         mnemo_context *c = e[i].ctx;
         c->n_past += e[i].n;
-        if (c->mem) c->mem->advance(c->mem_state, e[i].n);
+        if (c->mem) c->mem->advance(c->mem_state, e[i].tokens, e[i].n);
         c->last_token = e[i].tokens[e[i].n - 1];
         c->last_n = e[i].n;
         c->logits_rows = c->logits_all ? e[i].n : 1;

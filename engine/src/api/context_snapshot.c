@@ -22,6 +22,7 @@
 #include "engine_impl.h"
 #include "lora.h"
 #include "snapshot.h"
+#include "uio_weights.h"
 
 #define TAG_HEADER SNAP_TAG('C', 'T', 'X', 'H')
 #define TAG_KEYS SNAP_TAG('K', 'V', 'K', '_')
@@ -66,7 +67,17 @@ uint64_t model_fingerprint(const mnemo_model *m) {
     h = fnv(h, c->mem_layers, sizeof c->mem_layers);
     size_t vd = (size_t)c->vocab_size * (size_t)c->hidden_size;
     h = hash_weight(h, m, &m->w.tok_embd, vd);
-    return hash_weight(h, m, &m->w.lm_head, vd);
+    h = hash_weight(h, m, &m->w.lm_head, vd);
+    if (m->uio) { /* a UIO model: its settings and samples of its weights (one block: tokens first, last LoRA last) */
+        const uio_weights *u = m->uio;
+        int32_t us[] = {u->chunk_size, u->num_memory, u->lora_rank};
+        double alpha = u->lora_alpha;
+        h = fnv(h, us, sizeof us);
+        h = fnv(h, &alpha, sizeof alpha);
+        weight_ref block = {.data = u->block, .dt = KERN_F32};
+        h = hash_weight(h, m, &block, (size_t)(u->block_bytes / sizeof(float)));
+    }
+    return h;
 }
 
 /* One section holding rows [0, n_rows) of every layer of a (n_layer, n_ctx, kv_dim) backend buffer. */

@@ -27,6 +27,7 @@ struct mnemo_model {
     llama_weights w;          /* pointers into the mapped files (CPU) or into dev_weights (CUDA) */
     const kern_backend *be;   /* where the forward pass runs; every context of this model uses it */
     void *dev_weights;        /* device backends: the one allocation holding all weights; NULL on the CPU */
+    struct uio_weights *uio;  /* mnemo_model_params.uio_dir's weights (memory/uio_weights.h); NULL without */
     int32_t n_threads;
     char desc[256];
 };

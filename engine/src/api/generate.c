@@ -116,6 +116,14 @@ mnemo_status mnemo_generation_new(mnemo_context *ctx, const mnemo_generate_param
     return MNEMO_OK;
 }
 
+/* Whether n more tokens fit the context: its cache (plain LLaMA), or what its memory says (LongLLaMA: always; UIO:
+ * memory + raw positions within n_ctx). */
+static bool ctx_takes(const mnemo_context *ctx, int32_t n) {
+    if (!ctx->mem) return (int64_t)ctx->n_past + n <= ctx->n_ctx;
+    char why[256];
+    return ctx->mem->check_step(ctx->mem_state, n, why, sizeof why) != MNEMO_ERR_CONTEXT_FULL;
+}
+
 mnemo_status mnemo_generation_step(mnemo_generation *g, mnemo_token_event *ev) {
     if (!g || !ev || g->done) return MNEMO_ERR_MISUSE;
     mnemo_context *ctx = g->ctx;
@@ -147,8 +155,7 @@ mnemo_status mnemo_generation_step(mnemo_generation *g, mnemo_token_event *ev) {
         ev->n_top = g->p.n_logprobs < V ? g->p.n_logprobs : V;
     }
     bool eog = !g->p.ignore_eos && mnemo_model_is_eog(m, tok);
-    bool ctx_full = !ctx->mem && ctx->n_past >= ctx->n_ctx; /* this token cannot join the cache: it is the last
-                                                             * (contexts with memory have no limit) */
+    bool ctx_full = !ctx_takes(ctx, 1); /* this token cannot join the cache: it is the last */
     bool last = eog || ctx_full || g->n_generated == g->p.max_tokens;
     const char *piece = NULL, *emit = NULL;
     size_t piece_len = 0, emit_len = 0;
@@ -210,7 +217,7 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
     int32_t n_in = n_prompt + (bos ? 1 : 0);
     if (n_in == 0 && ctx->n_past == 0)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "empty prompt on an empty context: nothing to continue from");
-    const bool bounded = ctx->mem == NULL; /* with memory no length limit (LongLLaMA: its window flushes to memory) */
+    const bool bounded = ctx->mem == NULL; /* with memory its decode refuses what does not fit (LongLLaMA: nothing) */
     if (bounded && (int64_t)ctx->n_past + n_in > ctx->n_ctx)
         return ctx_fail(ctx, MNEMO_ERR_CONTEXT_FULL,
                         "a prompt of %d tokens does not fit in the context: it has %d positions, %d in use, %d free",
@@ -234,7 +241,7 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
         bool keep_going = cb ? cb(&ev, user) : true;
         bool eog = ev.token >= 0 && !p.ignore_eos && mnemo_model_is_eog(m, ev.token);
         /* Every token but an end-of-generation one joins the cache, so the context holds the whole exchange. */
-        if (ev.token >= 0 && !eog && (!bounded || ctx->n_past < ctx->n_ctx)) st = mnemo_decode(ctx, &ev.token, 1);
+        if (ev.token >= 0 && !eog && ctx_takes(ctx, 1)) st = mnemo_decode(ctx, &ev.token, 1);
         if (ev.is_last) {
             res.finish_reason = mnemo_generation_finish_reason(g);
             break;

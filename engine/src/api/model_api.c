@@ -10,9 +10,10 @@
 
 #include "engine_impl.h"
 #include "log.h"
+#include "uio_weights.h"
 
 mnemo_model_params mnemo_model_default_params(void) {
-    mnemo_model_params p = {.n_threads = 0, .device = MNEMO_DEVICE_AUTO};
+    mnemo_model_params p = {.n_threads = 0, .device = MNEMO_DEVICE_AUTO, .uio_dir = NULL};
     return p;
 }
 
@@ -55,6 +56,33 @@ static mnemo_status upload_weights(mnemo_model *m) {
     }
     if (m->dev_weights)
         mnemo_log(MNEMO_LOG_INFO, "uploaded %.1f MB of weights to %s", (double)bytes / 1e6, m->be->name);
+    return MNEMO_OK;
+}
+
+/* The UIO directory over the loaded base (its weights go where the model's are). */
+static mnemo_status load_uio(mnemo_model *m, const char *dir) {
+    if (!*dir) {
+        snprintf(m->err, sizeof m->err, "uio_dir is empty");
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (m->cfg.is_longllama) {
+        snprintf(m->err, sizeof m->err, "%s: UIO weights over a LongLLaMA checkpoint (memory layers) are not supported",
+                 dir);
+        return MNEMO_ERR_UNSUPPORTED;
+    }
+    if (!(m->uio = calloc(1, sizeof *m->uio))) {
+        snprintf(m->err, sizeof m->err, "out of memory");
+        return MNEMO_ERR_NOMEM;
+    }
+    int io = 0;
+    if (uio_weights_load(m->uio, dir, &m->cfg, m->be, &io, m->err, sizeof m->err) != 0) {
+        free(m->uio);
+        m->uio = NULL;
+        return io ? MNEMO_ERR_IO : strstr(m->err, "out of") ? MNEMO_ERR_NOMEM : MNEMO_ERR_FORMAT;
+    }
+    mnemo_log(MNEMO_LOG_INFO, "UIO %s: %s, chunk_size %d, num_memory %d, LoRA r %d alpha %g, %llu parameters", dir,
+              m->uio->file, m->uio->chunk_size, m->uio->num_memory, m->uio->lora_rank, m->uio->lora_alpha,
+              (unsigned long long)m->uio->n_params);
     return MNEMO_OK;
 }
 
@@ -110,6 +138,7 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
 
     mnemo_status s = pick_backend(m, p.device);
     if (s == MNEMO_OK) s = upload_weights(m);
+    if (s == MNEMO_OK && p.uio_dir) s = load_uio(m, p.uio_dir);
     if (s != MNEMO_OK) return load_fail(m, s);
     m->n_threads = p.n_threads;
 
@@ -119,6 +148,11 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
              c->architecture, c->num_hidden_layers, c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
              c->head_dim, c->intermediate_size, c->vocab_size, c->max_position_embeddings,
              kern_dtype_name(m->w.layers[0].wq.dt), weight_store_format(m->ws), m->be->name);
+    if (m->uio) {
+        size_t len = strlen(m->desc);
+        snprintf(m->desc + len, sizeof m->desc - len, "; UIO: chunk_size %d, num_memory %d, LoRA r %d (%s)",
+                 m->uio->chunk_size, m->uio->num_memory, m->uio->lora_rank, m->uio->file);
+    }
     mnemo_log(MNEMO_LOG_INFO, "loaded %s: %s", dir, m->desc);
     m->err[0] = '\0';
     return MNEMO_OK;
@@ -126,6 +160,8 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
 
 void mnemo_model_free(mnemo_model *m) {
     if (!m) return;
+    uio_weights_free(m->uio);
+    free(m->uio);
     if (m->dev_weights) m->be->mem_free(m->dev_weights);
     llama_weights_free(&m->w);
     tokenizer_free(m->tok);
@@ -147,6 +183,15 @@ const char *mnemo_model_desc(const mnemo_model *m) { return MODEL_OK(m) ? m->des
 uint64_t mnemo_model_weight_bytes(const mnemo_model *m) { return MODEL_OK(m) ? m->w.bytes_per_token : 0; }
 
 bool mnemo_model_has_memory(const mnemo_model *m) { return MODEL_OK(m) && m->cfg.is_longllama && m->cfg.n_mem_layers > 0; }
+
+mnemo_status mnemo_model_uio(const mnemo_model *m, mnemo_uio_info *out) {
+    if (!MODEL_OK(m) || !out) return MNEMO_ERR_MISUSE;
+    if (!m->uio) return MNEMO_ERR_UNSUPPORTED;
+    const uio_weights *u = m->uio;
+    *out = (mnemo_uio_info){.chunk_size = u->chunk_size, .num_memory = u->num_memory, .lora_rank = u->lora_rank,
+                            .lora_alpha = u->lora_alpha, .file = u->file, .n_params = u->n_params};
+    return MNEMO_OK;
+}
 
 bool mnemo_model_is_eog(const mnemo_model *m, mnemo_token t) {
     if (!MODEL_OK(m)) return false;

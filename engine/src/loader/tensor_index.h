@@ -53,8 +53,9 @@ int safetensors_parse(const uint8_t *buf, uint64_t len, const char *file, tensor
 
 /* Parse a whole PyTorch torch.save file image (zip holding <archive>/data.pkl and <archive>/data/<key>),
  * including ZIP64. The pickle must be a (possibly nested under OrderedDict) state dict of tensors built with
- * torch._utils._rebuild_tensor_v2 over typed storages; other content is an error, never executed. Tensors
- * must be contiguous. Same error contract as safetensors_parse. */
+ * torch._utils._rebuild_tensor_v2 over typed storages (nn.Parameters too), or a list of such tensors (entries named
+ * "0", "1", ... by position); other content is an error, never executed. Tensors must be contiguous; they may start
+ * at an offset into a storage other tensors share. Same error contract as safetensors_parse. */
 int torch_zip_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_list *out, char *err,
                     size_t errlen);
 

@@ -1,7 +1,8 @@
 /*
  * torch_pickle.c — the whitelist and semantics that make pickle.c a state-dict reader: which globals exist,
- * what calling them builds (dicts, storages, tensors), and the final walk from the result dict to
- * tensor_entry values. Anything outside the whitelist is refused by name; nothing is ever executed.
+ * what calling them builds (dicts, storages, tensors), and the final walk from the result dict (or list of tensors,
+ * named "0", "1", ... by position) to tensor_entry values. Tensors may be views into a storage (an offset) and
+ * several may share one storage; nn.Parameters (_rebuild_parameter) are read as their tensor. Anything outside the whitelist is refused by name; nothing is ever executed.
  */
 #include "torch_pickle.h"
 
@@ -233,6 +234,29 @@ static int walk(pk_vm *vm, uint32_t d, char *name, size_t nlen, int depth, walk_
     return 0;
 }
 
+/* A list of tensors (UIO-LLMs' checkpoint: torch.save(list_of_parameters)): entries named by position, "0", "1",
+ * ...; every item must be a tensor. */
+static int walk_list(pk_vm *vm, uint32_t l, const char *file, tensor_list *out) {
+    const pk_obj *o = pk_at(vm, l);
+    if (o->n > MAX_VISITS) return pk_error(vm, "list has too many entries (limit %u)", MAX_VISITS);
+    for (uint32_t i = 0; i < o->n; i++) {
+        uint32_t v = o->v.items[i];
+        uint8_t vt = vm->objs[v].type;
+        if (vt != PK_TENSOR) return pk_error(vm, "list item %u is a Python %s, not a tensor", i, pk_type_name(vt));
+        const pk_tensor *t = &vm->tensors[vm->objs[v].v.i];
+        if (t->status == ST_NONCONTIG) return pk_error(vm, "list item %u is not contiguous: save it with .contiguous()", i);
+        if (t->status == ST_RANGE)
+            return pk_error(vm, "list item %u (offset %llu, %llu elements) lies outside its storage of %llu elements", i,
+                            (unsigned long long)t->offset, (unsigned long long)t->numel,
+                            (unsigned long long)t->storage_numel);
+        char name[16];
+        int nl = snprintf(name, sizeof name, "%u", i);
+        if (ld_list_push(out, name, (size_t)nl, t->dtype, t->ndim, t->shape, t->data, t->nbytes, file))
+            return pk_error(vm, "out of memory");
+    }
+    return 0;
+}
+
 int torch_unpickle(const uint8_t *pkl, size_t len, torch_storage_fn storage, void *ctx, const char *file,
                    tensor_list *out, char *msg, size_t msglen) {
     tp_ctx c = {storage, ctx};
@@ -241,9 +265,12 @@ int torch_unpickle(const uint8_t *pkl, size_t len, torch_storage_fn storage, voi
     uint32_t root;
     size_t start = out->count;
     int rc = pk_run(&vm, pkl, len, &hooks, &root);
-    if (rc == 0 && vm.objs[root].type != PK_DICT)
-        rc = pk_error(&vm, "data.pkl holds a Python %s, not a state dict", pk_type_name(vm.objs[root].type));
-    if (rc == 0) {
+    if (rc == 0 && vm.objs[root].type != PK_DICT && vm.objs[root].type != PK_LIST)
+        rc = pk_error(&vm, "data.pkl holds a Python %s, not a state dict or a list of tensors",
+                      pk_type_name(vm.objs[root].type));
+    if (rc == 0 && vm.objs[root].type == PK_LIST) {
+        rc = walk_list(&vm, root, file, out);
+    } else if (rc == 0) {
         char name[MAX_NAME + 1];
         walk_budget wb = {0, 0};
         rc = walk(&vm, root, name, 0, 0, &wb, file, out);

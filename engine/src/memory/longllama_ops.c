@@ -118,7 +118,10 @@ static mnemo_status make_room(void *st, const memory_host *h, int32_t n) {
     return ll->n_local + n > ll->window ? longllama_flush_checked(ll, h) : MNEMO_OK;
 }
 
-static void advance(void *st, int32_t n) { ((longllama_state *)st)->n_local += n; }
+static void advance(void *st, const int32_t *tokens, int32_t n) {
+    (void)tokens;
+    ((longllama_state *)st)->n_local += n;
+}
 
 static mnemo_status set_local_tail(void *st, int32_t n, char *err, size_t errlen) {
     longllama_state *ll = st;
@@ -138,6 +141,7 @@ static void stats(const void *st, mnemo_memory_stats *out) {
     mem_bytes b = longllama_mem_bytes(ll);
     out->local_tokens = ll->n_local;
     out->mem_tokens = longllama_mem_tokens(ll);
+    out->mem_entries = out->mem_tokens;
     out->mem_key_bytes = b.keys;
     out->mem_value_bytes = b.values;
     out->mem_index_bytes = b.index;

@@ -5,10 +5,12 @@
 #include "memory.h"
 
 #include "longllama_memory.h"
+#include "uio_memory.h"
 
-static const memory_ops *const MEMORIES[] = {&longllama_memory_ops};
+static const memory_ops *const MEMORIES[] = {&longllama_memory_ops, &uio_memory_ops};
 
-const memory_ops *memory_for_model(const model_config *cfg) {
+const memory_ops *memory_for_model(const model_config *cfg, const struct uio_weights *uio) {
+    if (uio) return &uio_memory_ops; /* model_api refuses UIO weights over a LongLLaMA model */
     if (cfg->is_longllama) return &longllama_memory_ops;
     return NULL; /* plain LLaMA: the KV cache is all there is */
 }

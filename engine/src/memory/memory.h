@@ -1,6 +1,6 @@
 /*
  * memory.h — the one interface between the engine and a long-context memory mechanism: LongLLaMA's memory layers
- * today (longllama_*.c), UIO-LLM compression next. A context with memory holds `const memory_ops *mem` and its
+ * (longllama_*.c) and UIO-LLM compression of segments into <mem> KV entries (uio_*.c). A context with memory holds `const memory_ops *mem` and its
  * `void *mem_state`; a plain LLaMA context has mem == NULL. The forward pass (llama_forward.c) and the context API
  * (engine/src/api) reach a mechanism only through this table, never by name, so a new mechanism is one more table
  * (its own files here) and one line in memory_for_model.
@@ -27,6 +27,7 @@
 
 struct snap_writer;
 struct snap_reader;
+struct uio_weights;
 
 /* What the forward pass must do at one layer: memory_ops.layers gives one byte of these per layer. */
 enum {
@@ -43,6 +44,9 @@ typedef struct {
     const model_config *cfg;
     const kern_backend *be;              /* where the context's forward runs */
     const mnemo_context_params *params;  /* the mem_* fields; mem_index already resolved (never AUTO) */
+    int32_t n_ctx;                       /* the context's cache rows (cache_rows' answer) */
+    const llama_weights *w;              /* the model's weights (UIO's encoder runs the model itself) */
+    const struct uio_weights *uio;       /* the model's UIO weights, NULL without */
 } memory_args;
 
 /* The context's side, handed to ops that move cache rows or run the model. err: where a failing op writes its
@@ -102,8 +106,8 @@ typedef struct memory_ops {
     /* Before a forward step of n tokens: move the local window (or a finished segment) into memory when they
      * do not fit next to it. MNEMO_OK, or CONTEXT_FULL (mem_max_bytes; nothing moved) / NOMEM with the message. */
     mnemo_status (*make_room)(void *st, const memory_host *h, int32_t n);
-    /* After that step: its n tokens are in the cache from next_row on. */
-    void (*advance)(void *st, int32_t n);
+    /* After that step: its n tokens (ids in tokens) are in the cache from next_row on. */
+    void (*advance)(void *st, const int32_t *tokens, int32_t n);
     /* One mnemo_decode call of n tokens, however long: this memory's way of digesting an input (LongLLaMA: its
      * prefix through memory window by window, the tail local), running the model through h->forward. On failure
      * *was_reset tells whether the memory had to be reset (the context then forgets its tokens too); the message
@@ -132,8 +136,9 @@ typedef struct memory_ops {
     void (*load_discard)(const void *st, void *staged);
 } memory_ops;
 
-/* The memory a model's contexts get: NULL for plain LLaMA. The only place that names the mechanisms. */
-const memory_ops *memory_for_model(const model_config *cfg);
+/* The memory a model's contexts get: UIO when the model was loaded with UIO weights (uio non-NULL), LongLLaMA for
+ * a LongLLaMA config, NULL for plain LLaMA. The only place that names the mechanisms. */
+const memory_ops *memory_for_model(const model_config *cfg, const struct uio_weights *uio);
 /* "plain LLaMA" for kind 0, else the name of the memory that writes that snapshot kind ("?" if none does). */
 const char *memory_kind_name(uint32_t snapshot_kind);
 
