@@ -83,7 +83,8 @@ static bool load_fixture(const char *name, fixture *f) {
     const char *base = json_string_value(json_object_get(f->ref, "base")); /* tests/fixtures/models/... */
     const char *rel = base && !strncmp(base, "tests/fixtures/", 15) ? base + 15 : "";
     snprintf(f->base, sizeof f->base, "%s/%s", test_fixtures(), rel);
-    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids"), *greedy = json_object_get(f->ref, "greedy");
+    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids");
+    json_t *greedy = json_object_get(f->ref, "greedy");
     f->P = (int32_t)json_array_size(prompt);
     f->n_greedy = (int32_t)json_array_size(greedy);
     f->n_fed = f->P + f->n_greedy - 1;

@@ -1,9 +1,9 @@
 /*
  * memory.h — the one interface between the engine and a long-context memory mechanism: LongLLaMA's memory layers
- * (longllama_*.c) and UIO-LLM compression of segments into <mem> KV entries (uio_*.c). A context with memory holds `const memory_ops *mem` and its
- * `void *mem_state`; a plain LLaMA context has mem == NULL. The forward pass (llama_forward.c) and the context API
- * (engine/src/api) reach a mechanism only through this table, never by name, so a new mechanism is one more table
- * (its own files here) and one line in memory_for_model.
+ * (longllama_*.c) and UIO-LLM compression of segments into <mem> KV entries (uio_*.c). A context with memory holds
+ * `const memory_ops *mem` and its `void *mem_state`; a plain LLaMA context has mem == NULL. The forward pass
+ * (llama_forward.c) and the context API (engine/src/api) reach a mechanism only through this table, never by name,
+ * so a new mechanism is one more table (its own files here) and one line in memory_for_model.
  *
  * Who owns what:
  *   - the context owns the local KV cache (keys after RoPE, values), n_past and the logits of the last call;
