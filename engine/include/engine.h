@@ -300,24 +300,25 @@ MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memo
 
 /* ---- progress of long inputs
  * fn is called from inside mnemo_decode (and so mnemo_generate's prompt step) after every forward step of a call
- * that needs more than one — chunks of n_batch tokens, or LongLLaMA memory windows — with the call's tokens done
- * so far and its total; the last report has done == total (its return value is ignored). Returning false before
- * that stops the call with MNEMO_ERR_CANCELLED:
- * a plain LLaMA context is then as before the call; a LongLLaMA context is reset (its memory cannot be rolled
- * back). fn == NULL turns reporting off. It runs on the thread running the decode. */
+ * that needs more than one — chunks of n_batch tokens, LongLLaMA memory windows, or the pieces of a UIO input cut
+ * at segment boundaries — with the call's tokens done so far and its total; the last report has done == total (its
+ * return value is ignored). Returning false before that stops the call with MNEMO_ERR_CANCELLED:
+ * a plain LLaMA context is then as before the call; a LongLLaMA or UIO context is reset (its memory cannot be
+ * rolled back). fn == NULL turns reporting off. It runs on the thread running the decode. */
 typedef bool (*mnemo_progress_fn)(int64_t done, int64_t total, void *user);
 MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn fn, void *user);
 
 /* ---- session snapshots
- * mnemo_context_save writes the context's state — its cached tokens' keys and values, and for LongLLaMA the local
- * window and every memory layer's memory — to one file (versioned, model fingerprint, CRC-32; written to
- * path.tmp and renamed, so a crash never leaves half a file). mnemo_context_load replaces a context's state with
- * a saved one: a long document is ingested once and queried many times. The model must be the same (the
- * fingerprint hashes its config and weight samples) and the state must fit the context (n_ctx; mem_max_bytes);
- * a corrupt, truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL)
- * and leaves the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last
- * logits (when it had them) and every later decode gives what the saved context would have given. The context
- * keeps its own parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. */
+ * mnemo_context_save writes the context's state — its cached tokens' keys and values, for LongLLaMA the local
+ * window and every memory layer's memory, for UIO the <mem> entries, the raw tokens and the accumulator — to one
+ * file (versioned, model fingerprint, CRC-32; written to path.tmp and renamed, so a crash never leaves half a
+ * file). mnemo_context_load replaces a context's state with a saved one: a long document is ingested once and
+ * queried many times. The model must be the same (the fingerprint hashes its config and weight samples, and a UIO
+ * model's settings and UIO weight samples) and the state must fit the context (n_ctx; mem_max_bytes); a corrupt,
+ * truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves
+ * the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it
+ * had them) and every later decode gives what the saved context would have given. The context keeps its own
+ * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. */
 MNEMO_API mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path);
 MNEMO_API mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path);
 

@@ -83,7 +83,8 @@ static bool load_fixture(const char *name, fixture *f) {
     const char *base = json_string_value(json_object_get(f->ref, "base")); /* tests/fixtures/models/... */
     const char *rel = base && !strncmp(base, "tests/fixtures/", 15) ? base + 15 : "";
     snprintf(f->base, sizeof f->base, "%s/%s", test_fixtures(), rel);
-    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids"), *greedy = json_object_get(f->ref, "greedy");
+    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids");
+    json_t *greedy = json_object_get(f->ref, "greedy");
     f->P = (int32_t)json_array_size(prompt);
     f->n_greedy = (int32_t)json_array_size(greedy);
     f->n_fed = f->P + f->n_greedy - 1;
@@ -623,6 +624,39 @@ static void test_malformed(void) {
 #undef CFG
 }
 
+typedef struct {
+    int n, stop_at;
+    int64_t done[8], total[8];
+} progress_log;
+
+static bool on_progress(int64_t done, int64_t total, void *user) {
+    progress_log *p = user;
+    if (p->n < 8) p->done[p->n] = done, p->total[p->n] = total;
+    return ++p->n != p->stop_at;
+}
+
+/* A call cut at segment boundaries reports each piece; stopping it resets the context. */
+static void test_progress(mnemo_model *m) {
+    mnemo_context *ctx = new_ctx(m, false, 0);
+    if (!ctx) return;
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = 5 + i;
+    progress_log p = {0};
+    mnemo_context_set_progress(ctx, on_progress, &p);
+    mnemo_status st = mnemo_decode(ctx, toks, 40); /* C = 16: pieces of 16, 16, 8 */
+    CHECK(st == MNEMO_OK && p.n == 3 && p.done[0] == 16 && p.done[1] == 32 && p.done[2] == 40 && p.total[2] == 40,
+          "progress of 40 tokens: %d reports (%lld, %lld, %lld)", p.n, (long long)p.done[0], (long long)p.done[1],
+          (long long)p.done[2]);
+    p = (progress_log){.stop_at = 1};
+    st = mnemo_decode(ctx, toks, 40);
+    mnemo_memory_stats ms;
+    CHECK(st == MNEMO_ERR_CANCELLED && mnemo_context_n_past(ctx) == 0 && mnemo_context_memory(ctx, &ms) == MNEMO_OK &&
+              ms.mem_entries == 0 && ms.local_tokens == 0 && strstr(mnemo_context_error(ctx), "reset"),
+          "a cancelled UIO decode resets the context: %d (%s)", st, mnemo_context_error(ctx));
+    CHECK(mnemo_context_set_last_context_length(ctx, 4) == MNEMO_ERR_UNSUPPORTED, "last_context_length on UIO");
+    mnemo_context_free(ctx);
+}
+
 /* n_ctx bounds memory + raw: too small a context is refused; a full one refuses a decode whole and ends
  * generation with FINISH_CONTEXT. */
 static void test_limits(void) {
@@ -669,6 +703,7 @@ static void test_limits(void) {
               mnemo_context_n_past(ctx) == 0,
           "reset empties the memory");
     mnemo_context_free(ctx);
+    test_progress(m);
     mnemo_model_free(m);
 }
 

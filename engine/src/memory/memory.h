@@ -1,9 +1,9 @@
 /*
  * memory.h — the one interface between the engine and a long-context memory mechanism: LongLLaMA's memory layers
- * (longllama_*.c) and UIO-LLM compression of segments into <mem> KV entries (uio_*.c). A context with memory holds `const memory_ops *mem` and its
- * `void *mem_state`; a plain LLaMA context has mem == NULL. The forward pass (llama_forward.c) and the context API
- * (engine/src/api) reach a mechanism only through this table, never by name, so a new mechanism is one more table
- * (its own files here) and one line in memory_for_model.
+ * (longllama_*.c) and UIO-LLM compression of segments into <mem> KV entries (uio_*.c). A context with memory holds
+ * `const memory_ops *mem` and its `void *mem_state`; a plain LLaMA context has mem == NULL. The forward pass
+ * (llama_forward.c) and the context API (engine/src/api) reach a mechanism only through this table, never by name,
+ * so a new mechanism is one more table (its own files here) and one line in memory_for_model.
  *
  * Who owns what:
  *   - the context owns the local KV cache (keys after RoPE, values), n_past and the logits of the last call;
@@ -88,7 +88,8 @@ typedef struct memory_ops {
     /* [n_layer] MEMORY_LAYER_* flags, the same for every state of one model; valid while st lives. */
     const uint8_t *(*layers)(const void *st);
     /* Layer l's new rows before RoPE: k, v [n][kv_dim] (backend memory) going to cache rows pos0 .. pos0+n-1.
-     * LongLLaMA keeps the keys, which move to memory with the window. KERN_* code. */
+     * LongLLaMA keeps the keys, which move to memory with the window. KERN_* code. NULL (as attend) when no layer
+     * asks for it (UIO: its memory lives in the cache rows, every layer is plain). */
     int (*on_layer_kv)(void *st, int32_t l, const kern_backend *be, kern_ctx *kc, const float *k, const float *v,
                        int32_t pos0, int32_t n);
     /* Layer l's attention: as be->attention over the local cache (k, v [nkv][hkv*hd] after the new rows were
@@ -101,10 +102,11 @@ typedef struct memory_ops {
     /* The cache row the next token takes. */
     int32_t (*next_row)(const void *st);
     /* Whether one forward step of n tokens can join this context (mnemo_decode_batch); changes nothing.
-     * MNEMO_OK, or a status with the message in err. */
+     * MNEMO_OK, or a status with the message in err; CONTEXT_FULL means no room (generation ends there). */
     mnemo_status (*check_step)(const void *st, int32_t n, char *err, size_t errlen);
     /* Before a forward step of n tokens: move the local window (or a finished segment) into memory when they
-     * do not fit next to it. MNEMO_OK, or CONTEXT_FULL (mem_max_bytes; nothing moved) / NOMEM with the message. */
+     * do not fit next to it (UIO: compress the segment the previous step completed). MNEMO_OK, or CONTEXT_FULL
+     * (mem_max_bytes; nothing moved) / NOMEM with the message. */
     mnemo_status (*make_room)(void *st, const memory_host *h, int32_t n);
     /* After that step: its n tokens (ids in tokens) are in the cache from next_row on. */
     void (*advance)(void *st, const int32_t *tokens, int32_t n);
