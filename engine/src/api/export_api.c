@@ -14,6 +14,7 @@
 
 #include "engine_impl.h"
 #include "log.h"
+#include "checkpoint_side_files.h"
 #include "lora.h"
 #include "safetensors_write.h"
 
@@ -23,23 +24,6 @@ static mnemo_status fail(char *err, size_t errlen, mnemo_status st, const char *
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return st;
-}
-
-/* Copies dir/name to out/name when it exists. 0, or -1 on an I/O error. */
-static int copy_if_present(const char *dir, const char *out, const char *name) {
-    char src[4200], dst[4200];
-    snprintf(src, sizeof src, "%s/%s", dir, name);
-    snprintf(dst, sizeof dst, "%s/%s", out, name);
-    FILE *in = fopen(src, "rb");
-    if (!in) return errno == ENOENT ? 0 : -1;
-    FILE *o = fopen(dst, "wb");
-    int rc = o ? 0 : -1;
-    char buf[65536];
-    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, o) == n ? 0 : -1;
-    if (ferror(in)) rc = -1;
-    fclose(in);
-    if (o && fclose(o) != 0) rc = -1;
-    return rc;
 }
 
 /* The (layer, target) a checkpoint tensor name is, or -1. */
@@ -189,13 +173,10 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
         st = MNEMO_ERR_IO;
         goto out;
     }
-    static const char *const side[] = {"config.json", "tokenizer.model", "tokenizer_config.json",
-                                       "generation_config.json", "special_tokens_map.json"};
-    for (size_t i = 0; i < sizeof side / sizeof *side; i++)
-        if (copy_if_present(model_dir, out_dir, side[i]) != 0) {
-            st = fail(err, errlen, MNEMO_ERR_IO, "%s/%s: cannot copy: %s", out_dir, side[i], strerror(errno));
-            goto out;
-        }
+    if (checkpoint_copy_side_files(model_dir, out_dir, err, errlen) != 0) {
+        st = MNEMO_ERR_IO;
+        goto out;
+    }
     mnemo_log(MNEMO_LOG_INFO, "exported %s + %s merged (%d projections) to %s", model_dir, adapter_dir, done, out_dir);
 out:
     for (size_t i = 0; merged && i < n; i++) free(merged[i]);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "engine_impl.h"
+#include "checkpoint_side_files.h"
 #include "lora.h"
 #include "rng.h"
 #include "safetensors_write.h"
@@ -165,23 +166,6 @@ size_t trainable_floats(const trainable *t) {
     return n;
 }
 
-/* Copies dir/name to out/name when it exists. 0, or -1 on an I/O error. */
-static int copy_if_present(const char *dir, const char *out, const char *name) {
-    char src[4200], dst[4200];
-    snprintf(src, sizeof src, "%s/%s", dir, name);
-    snprintf(dst, sizeof dst, "%s/%s", out, name);
-    FILE *in = fopen(src, "rb");
-    if (!in) return errno == ENOENT ? 0 : -1;
-    FILE *o = fopen(dst, "wb");
-    int rc = o ? 0 : -1;
-    char buf[65536];
-    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, o) == n ? 0 : -1;
-    if (ferror(in)) rc = -1;
-    fclose(in);
-    if (o && fclose(o) != 0) rc = -1;
-    return rc;
-}
-
 /* model.safetensors (full) or trainable_params.safetensors (LoRA+): every tensor of the base checkpoint, the trained
  * ones in fp32 (only those with only_trained). */
 static int write_base(const trainable *t, const mnemo_model *m, const char *path, bool only_trained, char *err,
@@ -244,10 +228,5 @@ int trainable_write(const trainable *t, const mnemo_model *m, const char *model_
     if (t->method != MNEMO_TRAIN_FULL) return 0;
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
     if (write_base(t, m, path, false, err, errlen)) return -1;
-    static const char *const side[] = {"config.json", "tokenizer.model", "tokenizer_config.json",
-                                       "generation_config.json", "special_tokens_map.json"};
-    for (size_t i = 0; i < sizeof side / sizeof *side; i++)
-        if (copy_if_present(model_dir, out_dir, side[i]) != 0)
-            return fail(err, errlen, "%s/%s: cannot copy: %s", out_dir, side[i], strerror(errno));
-    return 0;
+    return checkpoint_copy_side_files(model_dir, out_dir, err, errlen);
 }
