@@ -1,0 +1,175 @@
+/*
+ * test_uio_train.c — UIO training (engine/src/train/uio_*.c) against the PyTorch reference
+ * (tests/reference/uio_train_reference.py, fixtures tests/fixtures/uio_train made by make_uio_train_fixtures.py):
+ * for a 3-segment document on the MHA and GQA fixtures (the inference fixtures' UIO weights: non-zero LoRA A and
+ * B), every UIO tensor's gradient within 1e-4 of torch's relative to the tensor's max |grad|, and each segment's
+ * loss within 1e-5, for full BPTT and for reservoir runs with S = 1 (a draw that evicts, with and without the
+ * compensation factor; a draw that drops). Then: the trained tensors written as a UIO directory load through
+ * mnemo_model_params.uio_dir and read back equal; bad settings are refused with a message.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "tensor_index.h"
+#include "test_util.h"
+#include "uio_train.h"
+
+#define GRAD_TOL 1e-4
+#define LOSS_TOL 1e-5
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    *len = b ? fread(b, 1, *len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static const tensor_entry *find(const tensor_list *tl, const char *name) {
+    for (size_t i = 0; i < tl->count; i++)
+        if (!strcmp(tl->items[i].name, name)) return &tl->items[i];
+    return NULL;
+}
+
+static void check_mode(const char *cs, const char *mode, json_t *jm, const mnemo_model *m, uio_train_weights *w,
+                       const int32_t *ids, int64_t n, const tensor_list *tl) {
+    char err[512];
+    uio_tbptt_opts o = {.slots = (int32_t)json_integer_value(json_object_get(jm, "slots")),
+                        .compensate = json_is_true(json_object_get(jm, "compensate"))};
+    uint64_t state = (uint64_t)json_integer_value(json_object_get(jm, "state"));
+    uio_train_ws *ws = uio_train_ws_new(m, w, n, err, sizeof err);
+    CHECK(ws, "%s/%s: %s", cs, mode, err);
+    if (!ws) return;
+    uio_train_weights_zero_grads(w);
+    double loss_sum = 0;
+    int32_t n_loss = 0;
+    CHECK(uio_document_grads(ws, m, w, ids, NULL, n, 1.0f, &o, &state, &loss_sum, &n_loss, err, sizeof err) == 0,
+          "%s/%s: %s", cs, mode, err);
+    json_t *losses = json_object_get(jm, "losses");
+    double want = 0;
+    for (size_t i = 0; i < json_array_size(losses); i++) want += json_number_value(json_array_get(losses, i));
+    CHECK(n_loss == (int32_t)json_array_size(losses) && fabs(loss_sum - want) <= LOSS_TOL * fabs(want),
+          "%s/%s: %d losses summing to %.7f, torch %zu summing to %.7f", cs, mode, n_loss, loss_sum,
+          json_array_size(losses), want);
+    double worst = 0, norm = 0;
+    const char *worst_name = "";
+    for (size_t i = 0; i < w->count; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s/%s", mode, w->t[i].name);
+        const tensor_entry *ti = find(tl, name);
+        if (!ti || (size_t)(ti->nbytes / 4) != w->t[i].n) {
+            CHECK(0, "%s: %s %s", cs, name, ti ? "has another size" : "is missing from the fixture");
+            continue;
+        }
+        const float *r = ti->data;
+        double top = 1e-30, diff = 0;
+        for (size_t k = 0; k < w->t[i].n; k++) {
+            top = fmax(top, fabs(r[k])), diff = fmax(diff, fabs(r[k] - w->t[i].g[k]));
+            norm += (double)w->t[i].g[k] * w->t[i].g[k];
+        }
+        double rel = top > 1e-20 ? diff / top : diff;
+        CHECK(rel <= GRAD_TOL, "%s/%s: %s relative error %.2e (max |grad| %.3g)", cs, mode, w->t[i].name, rel, top);
+        if (rel > worst) worst = rel, worst_name = w->t[i].name;
+    }
+    double want_norm = json_number_value(json_object_get(jm, "grad_norm"));
+    printf("%-11s %-18s S=%d%s  loss sum %.6f (torch %.6f)  |g| %.5g (torch %.5g)  worst rel %.2e (%s)\n", cs, mode,
+           o.slots, o.slots && !o.compensate ? " no factor" : "", loss_sum, want, sqrt(norm), want_norm, worst,
+           worst_name);
+    uio_train_ws_free(ws);
+}
+
+static void check_case(const char *cs, const char *base) {
+    char dir[4600], path[4700], err[512];
+    snprintf(dir, sizeof dir, "%s/models/%s", test_fixtures(), base);
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mp.n_threads = 1;
+    mnemo_model *m = NULL;
+    uio_train_weights w = {0};
+    tensor_list tl = {0};
+    uint8_t *img = NULL;
+    if (mnemo_model_load(dir, &mp, &m) != MNEMO_OK) {
+        CHECK(0, "%s: %s", dir, mnemo_model_error(m));
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/uio/%s/uio_st", test_fixtures(), cs);
+    if (uio_train_weights_init(&w, m, path, 0, 0, 0, 0, 0, err, sizeof err)) {
+        CHECK(0, "%s: %s", cs, err);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/uio_train/%s/reference.json", test_fixtures(), cs);
+    json_t *ref = json_load_file(path, 0, NULL);
+    CHECK(ref, "%s unreadable", path);
+    if (!ref) goto out;
+    json_t *jids = json_object_get(ref, "ids");
+    int64_t n = (int64_t)json_array_size(jids);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+    snprintf(path, sizeof path, "%s/uio_train/%s/grads.safetensors", test_fixtures(), cs);
+    size_t len = 0;
+    img = slurp(path, &len);
+    CHECK(img && safetensors_parse(img, len, path, &tl, err, sizeof err) == 0, "%s: %s", path, err);
+    const char *mode;
+    json_t *jm;
+    json_object_foreach(json_object_get(ref, "modes"), mode, jm) check_mode(cs, mode, jm, m, &w, ids, n, &tl);
+
+    /* the product: written, loaded by inference, read back equal */
+    char tmp[] = "/tmp/test_uio_train_XXXXXX";
+    CHECK(mkdtemp(tmp), "mkdtemp");
+    CHECK(uio_train_weights_write(&w, tmp, err, sizeof err) == 0, "write: %s", err);
+    mnemo_model_params up = mp;
+    up.uio_dir = tmp;
+    mnemo_model *um = NULL;
+    CHECK(mnemo_model_load(dir, &up, &um) == MNEMO_OK, "the written UIO directory does not load: %s",
+          mnemo_model_error(um));
+    mnemo_model_free(um);
+    uio_train_weights back = {0};
+    CHECK(uio_train_weights_init(&back, m, tmp, 0, 0, 0, 0, 0, err, sizeof err) == 0, "reload: %s", err);
+    double diff = 0;
+    for (size_t i = 0; back.t && i < w.count; i++)
+        for (size_t k = 0; k < w.t[i].n; k++) diff = fmax(diff, fabs(back.t[i].p[k] - w.t[i].p[k]));
+    CHECK(back.t && diff <= 1e-6, "%s: values read back differ by %g", cs, diff);
+    uio_train_weights_free(&back);
+    snprintf(path, sizeof path, "%s/uio.safetensors", tmp), unlink(path);
+    snprintf(path, sizeof path, "%s/uio_config.json", tmp), unlink(path);
+    rmdir(tmp);
+
+    /* refusals */
+    uio_train_ws *ws = uio_train_ws_new(m, &w, w.C, err, sizeof err); /* one segment's room */
+    uint64_t st = 0;
+    double ls;
+    int32_t nl;
+    uio_tbptt_opts o = {.slots = 1, .compensate = true};
+    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, n, 1.0f, &o, &st, &ls, &nl, err, sizeof err) != 0 &&
+              strstr(err, "workspace"),
+          "a document longer than the workspace: '%s'", err);
+    o.slots = -1;
+    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, 2, 1.0f, &o, &st, &ls, &nl, err, sizeof err) != 0,
+          "negative slots accepted");
+    uio_train_ws_free(ws);
+    uio_train_weights bad = {0};
+    CHECK(uio_train_weights_init(&bad, m, NULL, 10, 3, 4, 8, 0, err, sizeof err) != 0 && strstr(err, "multiple"),
+          "chunk 10 with 3 memories: '%s'", err);
+    free(ids);
+    json_decref(ref);
+out:
+    tensor_list_free(&tl);
+    free(img);
+    uio_train_weights_free(&w);
+    mnemo_model_free(m);
+}
+
+int main(void) {
+    check_case("mha_c16_m4", "mha");
+    check_case("gqa_c12_m3", "gqa");
+    return test_summary();
+}
