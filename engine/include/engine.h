@@ -383,7 +383,11 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
  *          checksummed file tied to the model, the data and the settings (written to a temp name and renamed, so
  *          a run killed at any moment resumes from its last checkpoint and gives the same losses and final
  *          weights, bit for bit, as a run never stopped — with the same number of threads). */
-typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2 } mnemo_train_method;
+/* UIO (issue 19): a UIO-LLM's encoder LoRA (q, v), transfer-head LoRA (k, v) and <mem> token over the frozen base
+ * (lora_rank / lora_alpha their rank and alpha), trained over documents of seq_len tokens cut into uio_chunk-token
+ * segments with the paper's unbiased incremental TBPTT (engine/src/train/uio_train.h); out_dir receives a UIO
+ * directory (uio_config.json + uio.safetensors) that mnemo_model_params.uio_dir loads. */
+typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2, MNEMO_TRAIN_UIO = 3 } mnemo_train_method;
 typedef enum { MNEMO_OPTIM_ADAMW = 0, MNEMO_OPTIM_SGD = 1 } mnemo_optimizer;
 typedef enum { MNEMO_LR_CONSTANT = 0, MNEMO_LR_LINEAR = 1, MNEMO_LR_COSINE = 2 } mnemo_lr_schedule;
 
@@ -429,6 +433,13 @@ typedef struct {
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
     mnemo_train_progress_fn progress;
     void *progress_user;
+    /* method UIO only */
+    const char *uio_init;       /* NULL: fresh (A ~ U(+-1/sqrt(in)) from seed, B = 0, <mem> = embedding row 2); else
+                                 * a UIO directory to start from (its chunk, memory count, rank and alpha) */
+    int32_t uio_chunk;          /* C: tokens per segment (0 with uio_init: its own) */
+    int32_t uio_num_memory;     /* M: <mem> entries per segment, C a multiple of M (0 with uio_init: its own) */
+    int32_t tbptt_slots;        /* S: 2 (the paper's); encoder graphs kept by reservoir sampling; 0: full BPTT */
+    bool tbptt_compensation;    /* true: memory gradients times max(1, (t-1)/S), the paper's unbiased factor */
 } mnemo_train_params;
 
 MNEMO_API mnemo_train_params mnemo_train_default_params(void);
