@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "log.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -106,8 +107,8 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     w->Tmax = (int32_t)((max_tokens + w->C - 1) / w->C);
     w->Pmax = (w->Tmax - 1) * w->M;
     if ((int64_t)w->Pmax + w->C > cfg->max_position_embeddings)
-        fprintf(stderr, "uio: %d memory slots + %d tokens pass max_position_embeddings %d (RoPE extrapolates)\n",
-                w->Pmax, w->C, cfg->max_position_embeddings);
+        mnemo_log(MNEMO_LOG_WARN, "UIO training: %d memory slots + %d tokens pass max_position_embeddings %d "
+                  "(positions beyond what the base saw)", w->Pmax, w->C, cfg->max_position_embeddings);
     const int32_t P = w->Pmax > 0 ? w->Pmax : 1;
     w->enc = calloc((size_t)w->L, sizeof *w->enc), w->dec = calloc((size_t)w->L, sizeof *w->dec);
     w->pos_enc = malloc((size_t)w->nE * sizeof(int32_t)), w->pos_dec = malloc((size_t)w->C * sizeof(int32_t));
