@@ -40,6 +40,8 @@ struct uio_train_ws {
     float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *dKf, *dVf, *dhrows;
     float *u, *us, *tt, *kscr, *vscr, *dkscr, *dvscr;
     int32_t *pos_enc, *pos_dec, *pos_mem, *ids, *tgt;
+    const kern_backend *be;
+    kern_ctx *kc;             /* one execution context for every pass (its threads and scratch live as long) */
     float *block;
     size_t floats;
 };
@@ -114,7 +116,8 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     w->pos_enc = malloc((size_t)w->nE * sizeof(int32_t)), w->pos_dec = malloc((size_t)w->C * sizeof(int32_t));
     w->pos_mem = malloc((size_t)P * sizeof(int32_t)), w->ids = malloc((size_t)w->C * sizeof(int32_t));
     w->tgt = malloc((size_t)w->C * sizeof(int32_t));
-    if (!w->enc || !w->dec || !w->pos_enc || !w->pos_dec || !w->pos_mem || !w->ids || !w->tgt) {
+    w->be = m->be, w->kc = m->be->ctx_new(m->n_threads);
+    if (!w->enc || !w->dec || !w->pos_enc || !w->pos_dec || !w->pos_mem || !w->ids || !w->tgt || !w->kc) {
         uio_train_ws_free(w);
         fail(err, errlen, "out of memory");
         return NULL;
@@ -138,6 +141,7 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
 
 void uio_train_ws_free(uio_train_ws *w) {
     if (!w) return;
+    if (w->kc) w->be->ctx_free(w->kc);
     free(w->enc), free(w->dec), free(w->pos_enc), free(w->pos_dec), free(w->pos_mem), free(w->ids), free(w->tgt);
     free(w->block);
     free(w);
@@ -244,15 +248,13 @@ static int encoder_forward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, 
     return 0;
 }
 
-int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, const uio_train_weights *uw_, const int32_t *ids,
-                      int32_t seg, char *err, size_t errlen) {
-    uio_train_weights *uw = (uio_train_weights *)uw_; /* read only here: encoder_forward takes the mutable list */
+int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, const int32_t *ids, int32_t seg,
+                      char *err, size_t errlen) {
     if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
     const kern_backend *be = m->be;
     const model_config *cfg = &m->cfg;
     const int64_t d = w->d, M = w->M, kvd = w->kvd, P = w->Pmax, row0 = (int64_t)seg * M;
-    kern_ctx *kc = be->ctx_new(m->n_threads);
-    if (!kc) return fail(err, errlen, "out of memory");
+    kern_ctx *kc = w->kc;
     int rc = encoder_forward(w, m, kc, uw, ids, err, errlen);
     for (int32_t l = 0; rc == 0 && l < w->L; l++) {
         const layer_weights *W = &m->w.layers[l];
@@ -269,7 +271,6 @@ int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, const uio_train_wei
         if (!k_rc) k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos_mem + row0, cfg->rope_theta, cfg->rope_scaling_factor);
         if (k_rc) rc = fail(err, errlen, "kernel error %d in the transfer head", k_rc);
     }
-    be->ctx_free(kc);
     return rc;
 }
 
@@ -361,11 +362,7 @@ int uio_grad_decoder(uio_train_ws *w, const mnemo_model *m, uio_train_weights *u
                     w->C, w->Tmax - 1);
     memcpy(w->ids, ids, (size_t)n * sizeof(int32_t));
     memcpy(w->tgt, tgt, (size_t)n * sizeof(int32_t));
-    kern_ctx *kc = m->be->ctx_new(m->n_threads);
-    if (!kc) return fail(err, errlen, "out of memory");
-    int rc = decoder_run(w, m, kc, uw, n, n_seg, dloss, factor, loss, err, errlen);
-    m->be->ctx_free(kc);
-    return rc;
+    return decoder_run(w, m, w->kc, uw, n, n_seg, dloss, factor, loss, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------ encoder backward */
@@ -429,10 +426,6 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
 int uio_grad_encoder_backward(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, const int32_t *ids,
                               int32_t seg, char *err, size_t errlen) {
     if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
-    kern_ctx *kc = m->be->ctx_new(m->n_threads);
-    if (!kc) return fail(err, errlen, "out of memory");
-    int rc = encoder_forward(w, m, kc, uw, ids, err, errlen);
-    if (rc == 0) rc = encoder_backward(w, m, kc, uw, seg, err, errlen);
-    m->be->ctx_free(kc);
-    return rc;
+    int rc = encoder_forward(w, m, w->kc, uw, ids, err, errlen);
+    return rc ? rc : encoder_backward(w, m, w->kc, uw, seg, err, errlen);
 }

@@ -11,8 +11,8 @@
 
 /* Segment seg's ids[C] through the encoder (forward only): its leaves h and, through the transfer head, its memory
  * keys and values go to memory rows seg*M .. seg*M + M - 1; its leaf gradient is zeroed. 0, or -1. */
-int uio_grad_compress(uio_train_ws *ws, const mnemo_model *m, const uio_train_weights *w, const int32_t *ids,
-                      int32_t seg, char *err, size_t errlen);
+int uio_grad_compress(uio_train_ws *ws, const mnemo_model *m, uio_train_weights *w, const int32_t *ids, int32_t seg,
+                      char *err, size_t errlen);
 
 /* The decoder over n ids (targets tgt[n], -1: not counted) after the memory of segments 0..n_seg-1: *loss = mean
  * cross-entropy; with dloss != 0 its gradient times dloss is added to the transfer head's LoRA gradients and,
