@@ -183,6 +183,9 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
     j->gp = gp;
     uint64_t seed = r->seed_set ? r->sampling.seed
                                 : mix64((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&app->seq, 1) << 32));
+    /* n_ctx bounds plain LLaMA sequences; LongLLaMA has none; UIO compresses as it goes, so only the engine knows
+     * what fits (a prompt past its positions ends with a message naming them, a generation with "length") */
+    const bool capped = !app->unbounded && !app->uio;
     for (int p = 0; p < n_prompts; p++) {
         tokvec t = {0};
         if (prompt_tokens(app, r, p, &t, e) != 0) {
@@ -200,7 +203,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
             build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
             return NULL;
         }
-        if (sess && !app->unbounded && held + t.n > app->n_ctx) {
+        if (sess && capped && held + t.n > app->n_ctx) {
             free(t.v);
             ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
@@ -209,7 +212,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
                        r->session, held, t.n, app->n_ctx);
             return NULL;
         }
-        if (t.n > app->n_ctx && !app->unbounded) { /* LongLLaMA: the prefix goes to memory window by window */
+        if (t.n > app->n_ctx && capped) { /* LongLLaMA: the prefix goes to memory window by window */
             free(t.v);
             ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
@@ -218,7 +221,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
                        t.n, app->n_ctx);
             return NULL;
         }
-        if (r->max_tokens >= 0 && !app->unbounded && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
+        if (r->max_tokens >= 0 && capped && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
             int32_t room = app->n_ctx - held - t.n;
             free(t.v);
             ireq_unref(j);
