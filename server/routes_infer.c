@@ -331,6 +331,10 @@ static const char *outcome(const ireq *j) {
 
 /* Why a choice produced nothing (it ended before reaching a slot, or the engine failed): status + message. */
 static int choice_failure(const server_app *app, const ireq *j, const ireq_choice *ch, char *msg, size_t n) {
+    if (ch->end == IREQ_END_ERROR && j->error_full) { /* found while prefilling (UIO positions) */
+        snprintf(msg, n, "%s", j->error);
+        return 400;
+    }
     if (ch->end == IREQ_END_ERROR) {
         snprintf(msg, n, "generation failed: %s", j->error[0] ? j->error : "engine error");
         return 500;
@@ -350,6 +354,12 @@ static int choice_failure(const server_app *app, const ireq *j, const ireq_choic
         return 400;
     }
     return 0;
+}
+
+/* The error code of choice_failure's status (a stream's error event has always named one). */
+static const char *failure_code(int status, const ireq *j, bool stream) {
+    if (status == 400 && j->error_full) return "context_length_exceeded";
+    return status == 500 ? "generation_failed" : status == 503 || stream ? "unavailable" : NULL;
 }
 
 /* Waits for the next batch of events. Once the server has stopped (STOPPED: the scheduler no longer runs this request)
@@ -386,8 +396,7 @@ static void respond_collected(consumer *c, http_reply *rep) {
         char msg[384];
         int st = choice_failure(c->app, j, &j->choices[i], msg, sizeof msg);
         if (st) {
-            reply_error(rep, st, st == 500 ? "generation_failed" : st == 503 ? "unavailable" : NULL, NULL, NULL, "%s",
-                        msg);
+            reply_error(rep, st, failure_code(st, j, false), NULL, NULL, "%s", msg);
             return;
         }
         if (c->text[i].failed) {
@@ -422,7 +431,7 @@ static void stream_fill_llama(consumer *c) {
         if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
-            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+            if (st) sse_event(&c->out, api_error_json(st, failure_code(st, j, true), NULL, msg));
         } else if (e->kind == IREQ_EV_TOKEN && (e->text_len > 0 || e->token >= 0)) {
             sse_event(&c->out, llama_chunk(e->text, e->text_len, e->token));
         }
@@ -460,7 +469,7 @@ static void stream_fill(consumer *c) {
         if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
-            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+            if (st) sse_event(&c->out, api_error_json(st, failure_code(st, j, true), NULL, msg));
             else
                 sse_event(&c->out, oai_chunk(&c->oc, e->choice, "", 0, NULL, &j->choices[e->choice], false,
                                              c->include_usage));

@@ -238,6 +238,7 @@ static int add_prefill(worker *w, int ne, int budget) {
             snprintf(msg, sizeof msg,
                      "the prompt does not fit: the context is full after %d of its %d tokens (--ctx %d positions)",
                      oldest->n_fed, c->n_prompt, mnemo_context_n_ctx(oldest->ctx));
+            oldest->ireq->error_full = true; /* a 400 context_length_exceeded, as the route's own checks give */
             ireq_cancel(oldest->ireq, IREQ_END_ERROR);
             end_slot(w, oldest, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
             continue;

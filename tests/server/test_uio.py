@@ -98,7 +98,8 @@ def test_chat_is_served(uio):
 
 def test_prompt_past_the_positions_is_a_clear_error(uio):
     st, body = uio.post("/v1/completions", {"prompt": " ".join([PROMPT] * 12), "max_tokens": 4})
-    assert st == 500 and "does not fit" in body["error"]["message"], body
+    assert st == 400 and body["error"]["code"] == "context_length_exceeded", body
+    assert "does not fit" in body["error"]["message"], body
     assert f"{CTX} positions" in body["error"]["message"], body
     complete(uio, PROMPT, 4)  # and the server goes on serving
 
@@ -210,3 +211,18 @@ def test_bad_uio_options_fail_at_start(tmp_path):
     r = subprocess.run([BIN, "--model", MODEL, "--uio", UIO, "--uio-keep-raw", "17", "--port", "0"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "uio_keep_raw 17" in r.stderr, r.stderr
+
+
+def test_embeddings_are_the_base_models(uio, snapdir):
+    """An embedding reads its input raw, nothing compressed: the base model's (a plain server's) vector."""
+    text = "the quick brown fox"
+    st, a = uio.post("/v1/embeddings", {"input": text})
+    assert st == 200, a
+    plain = start(snapdir, uio=False)
+    try:
+        st, b = plain.post("/v1/embeddings", {"input": text})
+        assert st == 200, b
+    finally:
+        assert plain.stop() == 0, "".join(plain.log)
+    va, vb = a["data"][0]["embedding"], b["data"][0]["embedding"]
+    assert len(va) == 64 and max(abs(x - y) for x, y in zip(va, vb)) < 1e-6
