@@ -7,8 +7,8 @@
  *   a call of any length is cut where the accumulator reaches C: first min(n, C - acc) tokens, then C at a time, so
  *   one call, token by token and any split into calls give the same logits, and the token that completes a segment
  *   is still decoded over the raw cache while the next one sees the new memory only.
- * memory_ops.decode runs the pieces through the host's forward at cache rows n_mem + n_kept + n_raw ..; the context keeps its
- * own bookkeeping (n_past, logits).
+ * memory_ops.decode runs the pieces through the host's forward at cache rows n_mem + n_kept + n_raw ..; the context
+ * keeps its own bookkeeping (n_past, logits).
  */
 #include <stdarg.h>
 #include <stdio.h>
