@@ -178,8 +178,8 @@ static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t k
         if (lengths[i] > longest) {
             if (uio)
                 fprintf(stderr, "mnemo passkey: a %.0f-token prompt does not fit this UIO context of %d positions: "
-                        "each %d tokens become %d <mem> entries, so --lengths can be at most %d (%d tokens are kept for the "
-                        "answer); raise --ctx\n", lengths[i], n_ctx, u.chunk_size, u.num_memory, longest,
+                        "each %d tokens become %d <mem> entries, so --lengths can be at most %d (%d tokens are kept "
+                        "for the answer); raise --ctx\n", lengths[i], n_ctx, u.chunk_size, u.num_memory, longest,
                         ANSWER_TOKENS);
             else
                 fprintf(stderr, "mnemo passkey: a %.0f-token prompt does not fit the model's context of %d tokens: "
@@ -258,8 +258,8 @@ int cli_passkey(int argc, char **argv) {
     }
     int32_t fixed = count_tokens(m, HEAD) + count_tokens(m, QUESTION) +
                     count_tokens(m, "The pass key is 12345. Remember it. 12345 is the pass key.\n") + 1;
-    n_lengths = fit_lengths(m, ctx, cp.uio_keep_raw, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1), lengths_asked, lengths,
-                            n_lengths);
+    n_lengths = fit_lengths(m, ctx, cp.uio_keep_raw, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1),
+                            lengths_asked, lengths, n_lengths);
     if (n_lengths < 0) {
         rc = 2;
         goto out;

@@ -58,7 +58,8 @@ static bool load_fixture(const char *name, fixture *f) {
     fixture_path(f->base, sizeof f->base, json_string_value(json_object_get(f->ref, "base")));
     fixture_path(f->uio, sizeof f->uio, json_string_value(json_object_get(f->ref, "uio_dir")));
     f->W = geti(f->ref, "keep_raw");
-    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids"), *greedy = json_object_get(f->ref, "greedy");
+    json_t *prompt = json_object_get(json_object_get(f->ref, "prompt"), "ids");
+    json_t *greedy = json_object_get(f->ref, "greedy");
     f->P = (int32_t)json_array_size(prompt);
     f->n_greedy = (int32_t)json_array_size(greedy);
     f->n_fed = f->P + f->n_greedy - 1;

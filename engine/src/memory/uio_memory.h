@@ -9,11 +9,14 @@
  *   and a forward step of n new tokens runs the plain LLaMA forward at cache rows pos0 = n_mem + n_raw, so key j
  *   sits at RoPE position j and the new queries at N-n .. N-1, causal: exactly the reference's positions 0..N-1
  *   over [memories | raw | new]. The reference caches keys before RoPE and rotates at attention time because its
- *   raw tokens' positions could move; here they never do: a compression always empties the raw cache (a call is cut
- *   where the accumulator reaches C; option (a) moves its kept rows once, uio_keep.c), and the M new entries take
- *   rows n_mem .. n_mem+M-1, rotated once at the positions they keep for good. So each key is rotated once, by
- *   the same rope op at the same position — the same numbers, with no per-step re-rotation. The cache's n_ctx rows bound memory + raw (the reference's 4096).
- * Accumulator (uio_decode.c): the ids of the raw tokens (raw cache and accumulator always hold the same tokens).
+ *   raw tokens' positions could move; here they do not: a compression empties the raw cache (a call is cut where
+ *   the accumulator reaches C), and the M new entries take rows n_mem .. n_mem+M-1, rotated once at the positions
+ *   they keep for good. So each key is rotated once, by the same rope op at the same position — the same numbers,
+ *   with no per-step re-rotation. The one exception is option (a) (uio_keep_raw W > 0): a compression keeps the
+ *   segment's last W raw rows, which move to rows n_mem+M .. and are turned once by their position shift
+ *   (uio_keep.c). The cache's n_ctx rows bound memory + raw (the reference's 4096).
+ * Accumulator (uio_decode.c): the ids of the raw tokens not compressed yet (the raw cache holds them, after the W
+ *   kept rows of option (a)).
  *   When it reaches C the segment is compressed: right after the decoder pass of the token that completes it in
  *   mnemo_decode; before the next step in mnemo_decode_batch (make_room; memory_ops.advance has no backend).
  * Compression: the encoder (uio_encoder.c: the base model with LoRA on q, v over the segment + M <mem> rows, its
