@@ -8,6 +8,7 @@
  *   - greedy generation equals the fixture's ids; the raw tokens after it are W + the accumulator;
  *   - snapshots saved mid-segment and with a compression due, loaded into a fresh context with the same W and
  *     continued: the same logits; a context with another W refuses them (and a W context refuses a W = 0 one);
+ *   - a damaged kept-rows section (wrong count, wrong size, missing) is refused naming it, the context unchanged;
  *   - the test's power: the same tokens with W = 0 miss the fixture by far more than the tolerance.
  * Then the option's limits: W > chunk_size and an n_ctx without room for W are refused at context creation.
  * MNEMO_TEST_DEVICE=cpu|cuda|all as in test_uio.
@@ -23,6 +24,7 @@
 #include "engine.h"
 #include "fixture_logits.h"
 #include "kernels.h"
+#include "snapshot.h"
 #include "test_util.h"
 
 #define LOGIT_TOL 1e-4f
@@ -214,6 +216,65 @@ out:
     mnemo_context_free(c);
 }
 
+/* `from` rewritten to `to` with its UKPT section (option (a)'s W and kept rows) replaced by len bytes of keep (len 0:
+ * dropped); the fingerprint and every other section as they were. 0, or -1. */
+static int rewrite_keep(const char *from, const char *to, const void *keep, uint64_t len) {
+    char err[256];
+    uint8_t head[24];
+    FILE *f = fopen(from, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    uint64_t fp;
+    memcpy(&fp, head + 16, sizeof fp);
+    snap_reader *r = got == sizeof head ? snap_reader_open(from, fp, err, sizeof err) : NULL;
+    snap_writer *w = r ? snap_writer_open(to, fp, err, sizeof err) : NULL;
+    int rc = w ? 0 : -1;
+    const uint32_t keep_tag = SNAP_TAG('U', 'K', 'P', 'T');
+    for (size_t i = 0; rc == 0 && i < snap_reader_count(r); i++) {
+        uint32_t tag;
+        const void *data;
+        uint64_t n;
+        snap_reader_section(r, i, &tag, &data, &n);
+        if (tag == keep_tag) data = keep, n = len;
+        if (n || tag != keep_tag) rc = snap_section(w, tag, data, n);
+    }
+    if (w && snap_writer_close(w, rc == 0, err, sizeof err) != 0) rc = -1;
+    if (r) snap_reader_close(r);
+    return rc;
+}
+
+/* A W snapshot whose kept-rows section is damaged is refused with the reason, the context unchanged. */
+static void run_bad_keep(mnemo_model *m, const fixture *f, const char *what) {
+    char good[256], bad[256];
+    snprintf(good, sizeof good, "%s/keep-good.mnemo", g_tmp);
+    snprintf(bad, sizeof bad, "%s/keep-bad.mnemo", g_tmp);
+    mnemo_context *a = new_ctx(m, f->W, false), *b = new_ctx(m, f->W, false);
+    if (!a || !b || mnemo_decode(a, f->fed, 40) != MNEMO_OK || mnemo_context_save(a, good) != MNEMO_OK) {
+        CHECK(false, "%s: a snapshot to damage: %s", what, mnemo_context_error(a));
+        goto out;
+    }
+    const int32_t wrong_rows[2] = {f->W, f->W - 1}, short_section[1] = {f->W};
+    const struct {
+        const void *data;
+        uint64_t len;
+        const char *want;
+    } cases[] = {{wrong_rows, sizeof wrong_rows, "kept raw rows"},
+                 {short_section, sizeof short_section, "kept-raw section has the wrong size"},
+                 {NULL, 0, "saved keeping 0 raw tokens"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mnemo_status st = rewrite_keep(good, bad, cases[i].data, cases[i].len) == 0 ? mnemo_context_load(b, bad)
+                                                                                     : MNEMO_ERR_IO;
+        CHECK(st == MNEMO_ERR_FORMAT && mnemo_context_n_past(b) == 0 && strstr(mnemo_context_error(b), cases[i].want),
+              "%s: damaged kept-rows section %zu: %d (%s)", what, i, st, mnemo_context_error(b));
+    }
+    CHECK(mnemo_decode(b, f->fed, 1) == MNEMO_OK, "%s: the context works after the refusals", what);
+out:
+    unlink(good);
+    unlink(bad);
+    mnemo_context_free(a);
+    mnemo_context_free(b);
+}
+
 /* The same tokens without the option miss the fixture: the checks above can fail. */
 static void check_power(mnemo_model *m, const fixture *f, const char *what) {
     mnemo_context *ctx = new_ctx(m, 0, true);
@@ -245,6 +306,7 @@ static void run_case(const char *name, mnemo_device dev, const char *devname) {
         run_generate(m, &f, what);
         run_snapshot(m, &f, 40, what); /* after 2 compressions, mid-segment */
         run_snapshot(m, &f, 48, what); /* the third compression due (decode_batch leaves it to the next step) */
+        run_bad_keep(m, &f, what);
         check_power(m, &f, what);
     }
     mnemo_model_free(m);
