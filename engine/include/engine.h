@@ -326,7 +326,8 @@ MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn 
  * truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves
  * the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it
  * had them) and every later decode gives what the saved context would have given. The context keeps its own
- * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. */
+ * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. A UIO snapshot records uio_keep_raw
+ * and loads only into a context with the same value (MNEMO_ERR_FORMAT otherwise). */
 MNEMO_API mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path);
 MNEMO_API mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path);
 
