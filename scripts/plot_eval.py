@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draw `mnemo eval ... --json` results as a PNG (matplotlib, from Debian's python3-matplotlib).
 
-    python3 scripts/plot_eval.py RESULTS.jsonl [MORE.jsonl ...] -o PLOT.png [--title T]
+    scripts/plot_eval.py RESULTS.jsonl [MORE.jsonl ...] -o PLOT.png [--title T]   (Debian python3 + matplotlib)
 
 Each file is one run (its name, less the extension, labels its curves: give FoT and the baseline in two files to
 see them side by side). The task is read from the lines' "eval" key; all files must hold the same task.

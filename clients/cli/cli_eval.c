@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "  dict-lookup       FoT's dictionary lookup (Appendix F): value accuracy against dictionary length\n"
             "  passkey           passkey retrieval accuracy by prompt length (the same as 'mnemo passkey')\n\n"
             "Run 'mnemo eval <task> --help' for its options; --json output is drawn by\n"
-            "  python3 scripts/plot_eval.py RESULTS.jsonl -o PLOT.png\n");
+            "  scripts/plot_eval.py RESULTS.jsonl -o PLOT.png\n");
 }
 
 int cli_eval(int argc, char **argv) {
