@@ -18,15 +18,56 @@ static void usage(FILE *f) {
             "  --lengths L,L,...    document lengths in tokens (default 1K,4K,16K,64K)\n"
             "  --query-tokens N     tokens of queries closing each document (default 256, as the paper)\n"
             "  --samples N          documents per length (default 10)\n"
-            "  --seed S             the documents' generator seed (default 1)\n\n"
+            "  --seed S             the documents' generator seed (default 1)\n"
+            "  --write-data FILE    write --samples documents of each length as training data instead (JSON lines\n"
+            "                       {\"tokens\", \"loss\"}: the loss on the queried values, as FoT trains; no model\n"
+            "                       needed; drawn apart from the evaluation's documents, so one seed never trains\n"
+            "                       on the test). FoT's training documents: --lengths 512 (half queries)\n\n"
             "Token ids: 1 BOS, 3 <k>, 4 <v>, 5 <q>, 6..63 the symbols keys and values are written with (4 each).\n");
     cli_eval_usage(f);
+}
+
+/* The stream of document k of a length: evaluation (train = false) and training data never share one. */
+static void doc_stream(eval_rng *r, uint64_t seed, int32_t length, int32_t k, bool train) {
+    eval_rng_seed(r, (seed * 0x100000001B3ull ^ (uint64_t)length << 20 ^ (uint64_t)k) + (train ? 0x5bd1e995ull : 0));
+}
+
+static int write_documents(const char *cmd, const char *path, const int32_t *lengths, int n_len,
+                           int32_t query_tokens, int32_t samples, uint64_t seed) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mnemo %s: %s: cannot write it\n", cmd, path);
+        return 1;
+    }
+    int32_t longest = 0;
+    for (int i = 0; i < n_len; i++) longest = lengths[i] > longest ? lengths[i] : longest;
+    int32_t *doc = malloc((size_t)longest * sizeof *doc);
+    uint8_t *score = malloc((size_t)longest);
+    int rc = doc && score ? 0 : 1;
+    for (int i = 0; i < n_len && !rc; i++)
+        for (int32_t k = 0; k < samples && !rc; k++) {
+            eval_rng rng;
+            doc_stream(&rng, seed, lengths[i], k, true);
+            eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
+            fputs("{\"tokens\":[", f);
+            for (int32_t t = 0; t < lengths[i]; t++) fprintf(f, t ? ",%d" : "%d", doc[t]);
+            fputs("],\"loss\":[", f);
+            for (int32_t t = 0; t < lengths[i]; t++) fprintf(f, t ? ",%d" : "%d", score[t]);
+            fputs("]}\n", f);
+        }
+    if (fclose(f) != 0 || rc) {
+        fprintf(stderr, "mnemo %s: %s: %s\n", cmd, path, rc ? "out of memory" : "write failed");
+        rc = 1;
+    }
+    free(doc);
+    free(score);
+    return rc;
 }
 
 int cli_eval_dict(int argc, char **argv) {
     cli_eval_task e;
     cli_eval_init(&e, "eval dict-lookup");
-    const char *v;
+    const char *v, *write_data = NULL;
     int32_t lengths[CLI_EVAL_MAX_LIST] = {1024, 4096, 16384, 65536}, n_len = 4, query_tokens = 256, samples = 10;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -43,6 +84,7 @@ int cli_eval_dict(int argc, char **argv) {
         else if (!strcmp(a, "--query-tokens")) { VALUE(); if (!cli_int(e.cmd, a, v, 10, 1 << 20, &query_tokens)) return 2; }
         else if (!strcmp(a, "--samples")) { VALUE(); if (!cli_int(e.cmd, a, v, 1, 10000, &samples)) return 2; }
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(e.cmd, a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--write-data")) { VALUE(); write_data = v; }
         else { fprintf(stderr, "mnemo %s: unknown option '%s' (try --help)\n", e.cmd, a); return 2; }
 #undef VALUE
     }
@@ -55,6 +97,7 @@ int cli_eval_dict(int argc, char **argv) {
         }
         if (lengths[i] > longest) longest = lengths[i];
     }
+    if (write_data) return write_documents(e.cmd, write_data, lengths, n_len, query_tokens, samples, seed);
     int rc = 1;
     int32_t *doc = NULL;
     uint8_t *score = NULL, *correct = NULL;
@@ -82,7 +125,7 @@ int cli_eval_dict(int argc, char **argv) {
         for (int k = 0; k < samples; k++) {
             /* one stream per (seed, length, sample): a length's documents do not change when others are added */
             eval_rng rng;
-            eval_rng_seed(&rng, seed * 0x100000001B3ull ^ (uint64_t)lengths[i] << 20 ^ (uint64_t)k);
+            doc_stream(&rng, seed, lengths[i], k, false);
             int64_t n_scored = eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
             int64_t from = 0;
             while (!score[from + 1]) from++;

@@ -80,6 +80,21 @@ with tempfile.TemporaryDirectory() as td:
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "1K", "--samples", "1", "--json")
     check(rc == 0 and lines(out)[0]["truncated"], "dict-lookup past a plain model's context is marked truncated")
 
+    # training documents for the task: the loss on the queried values only; mnemo train reads them
+    data = os.path.join(td, "dict.jsonl")
+    rc, out, err = run("dict-lookup", "--write-data", data, "--lengths", "128", "--query-tokens", "64",
+                       "--samples", "4")
+    docs = [json.loads(l) for l in open(data)] if rc == 0 else []
+    check(len(docs) == 4 and all(len(d["tokens"]) == 128 and len(d["loss"]) == 128 and sum(d["loss"]) == 24
+                                 and d["tokens"][0] == 1 and max(d["tokens"]) < 64 for d in docs),
+          f"--write-data: {rc} {err!r}")
+    p = subprocess.run([BIN, "train", "--model", MHA, "--data", data, "--seq-len", "127", "--steps", "1",
+                        "--batch", "2", "--out", os.path.join(td, "dict_lora")], capture_output=True, timeout=300)
+    check(p.returncode == 0, f"mnemo train reads the task's documents: {p.stderr.decode()[-300:]}")
+    eval_doc = lines(run("dict-lookup", "--model", MHA, "--lengths", "128", "--query-tokens", "64", "--samples", "1",
+                         "--json")[1])
+    check(eval_doc and eval_doc[0]["length"] == 128, "the same length evaluates")
+
     # passkey through eval
     rc, out, err = run("passkey", "--model", LL, "--lengths", "256", "--depths", "0.5", "--trials", "1", "--json")
     r = [x for x in lines(out) if x.get("eval") == "passkey"]
