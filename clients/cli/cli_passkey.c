@@ -304,7 +304,7 @@ int cli_passkey(int argc, char **argv) {
         }
         if (rc) break;
         if (json)
-            printf("{\"length\":%.0f,\"trials\":%d,\"accuracy\":%.4f,\"prefill_tok_per_s\":%.1f}\n", lengths[li],
+            printf("{\"eval\":\"passkey\",\"length\":%.0f,\"trials\":%d,\"accuracy\":%.4f,\"prefill_tok_per_s\":%.1f}\n", lengths[li],
                    total, (double)ok / total, tok / secs);
         else
             printf("%10.0f %8d %8.1f%% %12.1f\n", lengths[li], total, 100.0 * ok / total, tok / secs);

@@ -231,7 +231,7 @@ for kind in ("flat", "ivf-grow"):
     check(rc == 0 and len(lines) >= 2, f"passkey --mem-index {kind}: exit {rc}, {len(lines)} lines, {err[-200:]!r}")
 # Passkey with its defaults on the default model (a 256-token window, no memory layers): lengths chosen to fit it.
 rc, out, err = run("passkey", "--json")
-lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"length"')]
+lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"eval":"passkey","length"')]
 check(rc == 0 and lengths and max(lengths) <= 256 - 8 and not err, f"passkey defaults: exit {rc}, {out!r} {err!r}")
 rc, out, err = run("passkey", "--lengths", "4096")
 check(rc == 2 and "does not fit the model's context of 256 tokens" in err and "at most 248" in err,
