@@ -113,7 +113,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)(1 + 4 * w.n_layer); i++) F += w.t[i].n;
     double *sum_full = calloc(F, sizeof *sum_full), *sum_mode = calloc(F * NS * 2, sizeof *sum_mode);
     const int32_t slots[NS] = {1, 4, 8};
-    double *r_all = calloc((size_t)trials * NS * 2, sizeof *r_all), *r_enc = calloc((size_t)trials * NS * 2, sizeof *r_enc);
+    double *r_all = calloc((size_t)trials * NS * 2, sizeof *r_all);
+    double *r_enc = calloc((size_t)trials * NS * 2, sizeof *r_enc);
     printf("Table 4 at small scale: %s + %s (C %d, M %d), %d trials of %d documents x %d tokens (%d segments)\n",
            model_dir, uio_dir, w.C, w.M, trials, batch, doc, (doc + w.C - 1) / w.C);
     double t0 = bench_now_s();
@@ -125,10 +126,9 @@ int main(int argc, char **argv) {
             for (int32_t j = 0; j < batch; j++) {
                 uint64_t state = 0x5eed0000ull + (uint64_t)k * 1000003ull + (uint64_t)j * 7919ull +
                                  (uint64_t)(mode < 0 ? 0 : mode / 2) * 104729ull; /* factor on/off: same draws */
-                double ls;
-                int32_t nl;
+                uio_doc_stats ds;
                 if (uio_document_grads(ws, m, &w, ids + ((int64_t)k * batch + j) * doc, NULL, doc, 1.0f / (float)batch,
-                                       &o, &state, &ls, &nl, err, sizeof err)) {
+                                       &o, &state, &ds, err, sizeof err)) {
                     fprintf(stderr, "bench_uio_tbptt: %s\n", err);
                     return 1;
                 }
@@ -155,7 +155,8 @@ int main(int argc, char **argv) {
         for (int f = 1; f >= 0; f--) {
             int col = f ? 0 : 1;
             double ma = 0, me = 0, va = 0, ve = 0;
-            for (int32_t k = 0; k < trials; k++) ma += r_all[((size_t)k * NS + s) * 2 + col], me += r_enc[((size_t)k * NS + s) * 2 + col];
+            for (int32_t k = 0; k < trials; k++)
+                ma += r_all[((size_t)k * NS + s) * 2 + col], me += r_enc[((size_t)k * NS + s) * 2 + col];
             ma /= trials, me /= trials;
             for (int32_t k = 0; k < trials; k++) {
                 double da = r_all[((size_t)k * NS + s) * 2 + col] - ma, de = r_enc[((size_t)k * NS + s) * 2 + col] - me;
@@ -164,7 +165,8 @@ int main(int argc, char **argv) {
             va /= trials - 1, ve /= trials - 1; /* sample variance */
             const double *sm = sum_mode + (size_t)(s * 2 + col) * F;
             double dot = 0, nm = 0, nf = 0;
-            for (size_t q = 0; q < F; q++) dot += sm[q] * sum_full[q], nm += sm[q] * sm[q], nf += sum_full[q] * sum_full[q];
+            for (size_t q = 0; q < F; q++)
+                dot += sm[q] * sum_full[q], nm += sm[q] * sm[q], nf += sum_full[q] * sum_full[q];
             double rs = sqrt(nm / nf), cs = dot / sqrt(nm * nf);
             printf("%-6d %-10s %12.3f %12.4f %14.3f %14.4f %18.3f %14.4f\n", slots[s], f ? "with" : "without", ma, va,
                    me, ve, rs, cs);

@@ -6,8 +6,9 @@
  * loss within 1e-5, for full BPTT and for reservoir runs with S = 1 (a draw that evicts, with and without the
  * compensation factor; a draw that drops). Then: the trained tensors written as a UIO directory load through
  * mnemo_model_params.uio_dir and read back equal; bad settings are refused with a message. Through the trainer API
- * (method MNEMO_TRAIN_UIO): one document trained 12 steps lowers its loss; 6 steps + save + resume + 6 steps give the
- * same losses and the same uio.safetensors bytes as 12 straight (the reservoir's draws included).
+ * (method MNEMO_TRAIN_UIO): one document trained 12 steps lowers its loss (also as mnemo_trainer_evaluate measures
+ * it; forward-only documents give the training pass's losses and no gradient); 6 steps + save + resume + 6 steps
+ * give the same losses and the same uio.safetensors bytes as 12 straight (the reservoir's draws included).
  */
 #include <jansson.h>
 #include <math.h>
@@ -52,10 +53,11 @@ static void check_mode(const char *cs, const char *mode, json_t *jm, const mnemo
     CHECK(ws, "%s/%s: %s", cs, mode, err);
     if (!ws) return;
     uio_train_weights_zero_grads(w);
-    double loss_sum = 0;
-    int32_t n_loss = 0;
-    CHECK(uio_document_grads(ws, m, w, ids, NULL, n, 1.0f, &o, &state, &loss_sum, &n_loss, err, sizeof err) == 0,
-          "%s/%s: %s", cs, mode, err);
+    uio_doc_stats ds = {0};
+    CHECK(uio_document_grads(ws, m, w, ids, NULL, n, 1.0f, &o, &state, &ds, err, sizeof err) == 0, "%s/%s: %s", cs,
+          mode, err);
+    const double loss_sum = ds.loss_sum;
+    const int32_t n_loss = ds.n_losses;
     json_t *losses = json_object_get(jm, "losses");
     double want = 0;
     for (size_t i = 0; i < json_array_size(losses); i++) want += json_number_value(json_array_get(losses, i));
@@ -86,6 +88,19 @@ static void check_mode(const char *cs, const char *mode, json_t *jm, const mnemo
     printf("%-11s %-18s S=%d%s  loss sum %.6f (torch %.6f)  |g| %.5g (torch %.5g)  worst rel %.2e (%s)\n", cs, mode,
            o.slots, o.slots && !o.compensate ? " no factor" : "", loss_sum, want, sqrt(norm), want_norm, worst,
            worst_name);
+    if (!o.slots) { /* forward only: the same losses, no gradient, no draw */
+        uio_train_weights_zero_grads(w);
+        o.forward_only = true;
+        uint64_t st0 = 0;
+        uio_doc_stats fs = {0};
+        CHECK(uio_document_grads(ws, m, w, ids, NULL, n, 1.0f, &o, &st0, &fs, err, sizeof err) == 0, "%s", err);
+        double gmax = 0;
+        for (size_t i = 0; i < w->count; i++)
+            for (size_t k = 0; k < w->t[i].n; k++) gmax = fmax(gmax, fabs(w->t[i].g[k]));
+        CHECK(fs.loss_sum == loss_sum && gmax == 0 && st0 == 0 && fs.tokens == n - (n + w->C - 1) / w->C,
+              "%s forward only: loss sum %.7f (with gradients %.7f), max |grad| %g, %lld tokens", cs, fs.loss_sum,
+              loss_sum, gmax, (long long)fs.tokens);
+    }
     uio_train_ws_free(ws);
 }
 
@@ -148,14 +163,13 @@ static void check_case(const char *cs, const char *base) {
     /* refusals */
     uio_train_ws *ws = uio_train_ws_new(m, &w, w.C, err, sizeof err); /* one segment's room */
     uint64_t st = 0;
-    double ls;
-    int32_t nl;
+    uio_doc_stats ds;
     uio_tbptt_opts o = {.slots = 1, .compensate = true};
-    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, n, 1.0f, &o, &st, &ls, &nl, err, sizeof err) != 0 &&
+    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, n, 1.0f, &o, &st, &ds, err, sizeof err) != 0 &&
               strstr(err, "workspace"),
           "a document longer than the workspace: '%s'", err);
     o.slots = -1;
-    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, 2, 1.0f, &o, &st, &ls, &nl, err, sizeof err) != 0,
+    CHECK(ws && uio_document_grads(ws, m, &w, ids, NULL, 2, 1.0f, &o, &st, &ds, err, sizeof err) != 0,
           "negative slots accepted");
     uio_train_ws_free(ws);
     uio_train_weights bad = {0};
@@ -183,8 +197,9 @@ static void rm_run(const char *dir) {
     rmdir(dir);
 }
 
-/* Runs steps [from, to) of a UIO run into out (resuming when from > 0); losses[k] receives step k's loss. */
-static bool run_steps(const char *model, const char *out, int from, int to, double *losses) {
+/* Runs steps [from, to) of a UIO run into out (resuming when from > 0); losses[k] receives step k's loss; eval
+ * (NULL: none) the evaluation loss on the training file before and after. */
+static bool run_steps(const char *model, const char *out, int from, int to, double *losses, double *eval) {
     mnemo_train_params p = mnemo_train_default_params();
     char data[4400];
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
@@ -196,12 +211,18 @@ static bool run_steps(const char *model, const char *out, int from, int to, doub
     mnemo_trainer *t = NULL;
     bool ok = mnemo_trainer_new(model, &mp, &p, &t) == MNEMO_OK;
     CHECK(ok, "UIO trainer: %s", mnemo_trainer_error(t));
+    int64_t tokens = 0;
+    if (ok && eval)
+        CHECK(mnemo_trainer_evaluate(t, data, &eval[0], &tokens) == MNEMO_OK && tokens > 0, "evaluate: %s",
+              mnemo_trainer_error(t));
     for (int k = from; ok && k < to; k++) {
         mnemo_train_progress pr;
         ok = mnemo_trainer_step(t, &pr) == MNEMO_OK;
         CHECK(ok, "UIO step %d: %s", k + 1, mnemo_trainer_error(t));
         losses[k] = pr.loss;
     }
+    if (ok && eval)
+        CHECK(mnemo_trainer_evaluate(t, data, &eval[1], &tokens) == MNEMO_OK, "evaluate: %s", mnemo_trainer_error(t));
     if (ok) CHECK((ok = mnemo_trainer_save(t) == MNEMO_OK), "save: %s", mnemo_trainer_error(t));
     mnemo_trainer_free(t);
     return ok;
@@ -211,9 +232,11 @@ static void check_trainer(void) {
     char model[4400], a[] = "/tmp/test_uio_run_a_XXXXXX", b[] = "/tmp/test_uio_run_b_XXXXXX";
     snprintf(model, sizeof model, "%s/models/gqa", test_fixtures());
     if (!mkdtemp(a) || !mkdtemp(b)) return;
-    double straight[12] = {0}, split[12] = {0};
-    bool ok = run_steps(model, a, 0, 12, straight) && run_steps(model, b, 0, 6, split) &&
-              run_steps(model, b, 6, 12, split);
+    double straight[12] = {0}, split[12] = {0}, eval[2] = {0};
+    bool ok = run_steps(model, a, 0, 12, straight, eval) && run_steps(model, b, 0, 6, split, NULL) &&
+              run_steps(model, b, 6, 12, split, NULL);
+    CHECK(ok && eval[1] < eval[0] - 0.1, "mnemo_trainer_evaluate on the training file: %.4f before, %.4f after",
+          eval[0], eval[1]);
     CHECK(ok && straight[11] < straight[0] - 0.1, "one document, 12 steps: loss %.4f -> %.4f", straight[0],
           straight[11]);
     bool same = true;
@@ -223,8 +246,8 @@ static void check_trainer(void) {
     CHECK(ok && same && fa && fb && la == lb && !memcmp(fa, fb, la),
           "resumed at step 6: losses %s, uio.safetensors %s", same ? "equal" : "differ",
           fa && fb && la == lb && !memcmp(fa, fb, la) ? "equal" : "differ");
-    printf("trainer API: one 400-token document, 12 AdamW steps: loss %.4f -> %.4f; resumed at 6: %s\n", straight[0],
-           straight[11], same ? "same losses and bytes" : "DIFFERENT");
+    printf("trainer API: one 400-token document, 12 AdamW steps: loss %.4f -> %.4f (evaluated %.4f -> %.4f); resumed "
+           "at 6: %s\n", straight[0], straight[11], eval[0], eval[1], same ? "same losses and bytes" : "DIFFERENT");
     free(fa), free(fb);
     rm_run(a), rm_run(b);
     /* refusals */

@@ -92,7 +92,10 @@ mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int3
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const char *method_name(mnemo_train_method m) {
-    return m == MNEMO_TRAIN_FULL ? "full" : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : m == MNEMO_TRAIN_UIO ? "uio" : "lora";
+    return m == MNEMO_TRAIN_FULL        ? "full"
+           : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus"
+           : m == MNEMO_TRAIN_UIO       ? "uio"
+                                        : "lora";
 }
 
 /* A digest of every row the data can give (epoch 0's order), so a checkpoint resumes only on the same examples. */
@@ -319,10 +322,14 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
 
 mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *loss, int64_t *tokens) {
     if (!t || t->failed || !path || !loss) return MNEMO_ERR_MISUSE;
-    if (t->uio) return tfail(t, MNEMO_ERR_UNSUPPORTED, "evaluating a UIO run is not built yet");
     char err[MNEMO_ERRLEN];
     train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+    if (t->uio) { /* documents one at a time through the UIO model */
+        int rc = uio_run_evaluate(t->uio, t->model, d, t->rows, t->masks, t->p.seq_len, loss, tokens, err, sizeof err);
+        train_data_free(d);
+        return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
+    }
     const int32_t B = t->p.batch, L = t->p.seq_len;
     const int64_t n = train_data_examples(d);
     double sum = 0; /* loss x counted tokens, summed over every batch */

@@ -268,7 +268,8 @@ int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *
         if (!k_rc) k_rc = be->matmul(kc, v, h, W->wv.data, W->wv.dt, M, kvd, d, 0.f);
         if (!k_rc) k_rc = lora_fwd(be, kc, v, h, uio_dec(uw, l, UIO_V, 0), uio_dec(uw, l, UIO_V, 1), uw->scale, M, w->u,
                                    w->us);
-        if (!k_rc) k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos_mem + row0, cfg->rope_theta, cfg->rope_scaling_factor);
+        if (!k_rc)
+            k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos_mem + row0, cfg->rope_theta, cfg->rope_scaling_factor);
         if (k_rc) rc = fail(err, errlen, "kernel error %d in the transfer head", k_rc);
     }
     return rc;
@@ -409,10 +410,11 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
         TRY(be->matmul_backward_x(kc, w->dxn, w->dq, W->wq.data, W->wq.dt, n, qd, d, 0.f));
         TRY(be->matmul_backward_x(kc, w->dxn, w->dk, W->wk.data, W->wk.dt, n, kvd, d, 1.f));
         TRY(be->matmul_backward_x(kc, w->dxn, w->dv, W->wv.data, W->wv.dt, n, kvd, d, 1.f));
-        TRY(lora_bwd(be, kc, w->dq, A->xn1, A->ltq, uio_enc(uw, (int32_t)l, UIO_Q, 0), uio_enc(uw, (int32_t)l, UIO_Q, 1),
-                     uw->scale, w->dxn, n, w->u, w->us));
-        TRY(lora_bwd(be, kc, w->dv, A->xn1, A->ltv, uio_enc(uw, (int32_t)l, UIO_V, 0), uio_enc(uw, (int32_t)l, UIO_V, 1),
-                     uw->scale, w->dxn, n, w->u, w->us));
+        const int32_t li = (int32_t)l;
+        TRY(lora_bwd(be, kc, w->dq, A->xn1, A->ltq, uio_enc(uw, li, UIO_Q, 0), uio_enc(uw, li, UIO_Q, 1), uw->scale,
+                     w->dxn, n, w->u, w->us));
+        TRY(lora_bwd(be, kc, w->dv, A->xn1, A->ltv, uio_enc(uw, li, UIO_V, 0), uio_enc(uw, li, UIO_V, 1), uw->scale,
+                     w->dxn, n, w->u, w->us));
         /* the leaf: this layer's norm output at the <mem> rows also went to the transfer head */
         TRY(be->add(kc, w->dxn + C * d, w->dH + ((size_t)l * Pm + (size_t)seg * M) * d, M * d));
         TRY(be->rmsnorm_backward(kc, w->dres, NULL, w->dxn, A->x_in, W->attn_norm.data, W->attn_norm.dt, A->rstd1, n,

@@ -26,10 +26,10 @@ uint64_t uio_splitmix64(uint64_t *state) {
 
 int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights *w, const int32_t *ids,
                        const uint8_t *mask, int64_t n, float dscale, const uio_tbptt_opts *o, uint64_t *rng,
-                       double *loss_sum, int32_t *n_losses, char *err, size_t errlen) {
+                       uio_doc_stats *st, char *err, size_t errlen) {
     const int32_t C = w->C;
     const int64_t T = (n + C - 1) / C; /* segments; only the last may be short */
-    *loss_sum = 0, *n_losses = 0;
+    *st = (uio_doc_stats){0};
     if (n < 2) return fail(err, errlen, "a document of %lld tokens (at least 2)", (long long)n);
     if (T > uio_grad_max_segments(ws))
         return fail(err, errlen, "a document of %lld tokens: the workspace holds %d segments of %d", (long long)n,
@@ -59,12 +59,13 @@ int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights
             for (int64_t s = 0; s < t; s++) factor[s] = alive[s] ? f : 0.0f;
             float loss = 0;
             /* segment 0 reads no memory: nothing trained is in its graph, its loss is only reported */
-            rc = uio_grad_decoder(ws, m, w, seg, tgt, len, (int32_t)t, t ? dscale : 0.0f, factor, &loss, err, errlen);
-            *loss_sum += loss, *n_losses += 1;
+            float dl = t && !o->forward_only ? dscale : 0.0f;
+            rc = uio_grad_decoder(ws, m, w, seg, tgt, len, (int32_t)t, dl, factor, &loss, err, errlen);
+            st->loss_sum += loss, st->n_losses += 1, st->token_loss += (double)loss * counted, st->tokens += counted;
         }
         if (rc || t + 1 == T) break; /* the last segment's memory would have no reader */
         /* 2. compress; 3. the reservoir decides whose graph stays */
-        if ((rc = uio_grad_compress(ws, m, w, seg, (int32_t)t, err, errlen))) break;
+        if ((rc = uio_grad_compress(ws, m, w, seg, (int32_t)t, err, errlen)) || o->forward_only) continue;
         if (S == 0 || t < S) {
             reservoir[in_res++] = (int32_t)t, alive[t] = true;
             continue;

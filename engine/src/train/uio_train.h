@@ -85,14 +85,22 @@ size_t uio_train_ws_bytes(const uio_train_ws *ws);
 typedef struct {
     int32_t slots;     /* S: reservoir slots; 0 = full BPTT */
     bool compensate;   /* multiply memory gradients by max(1, t/S) (default on; ignored with S = 0) */
+    bool forward_only; /* the losses alone (evaluation): segments compressed, nothing backpropagated, no draws */
 } uio_tbptt_opts;
 
+typedef struct {
+    double loss_sum;   /* the segments' mean losses, summed */
+    int32_t n_losses;  /* segments that had a loss */
+    double token_loss; /* cross-entropy summed over every counted token */
+    int64_t tokens;    /* counted tokens */
+} uio_doc_stats;
+
 /* Adds to w's gradients dscale times the gradient of the document's segment losses (see above) over ids[0..n-1]
- * (mask NULL: every token predicted; else mask[i] = 1: ids[i + 1] counts). *rng: the draw state, advanced.
- * *loss_sum receives the sum of the segment losses, *n_losses how many segments had one. 0, or -1. */
+ * (mask NULL: every token predicted; else mask[i] = 1: ids[i + 1] counts). *rng: the draw state, advanced. *st
+ * receives the losses. 0, or -1. */
 int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights *w, const int32_t *ids,
                        const uint8_t *mask, int64_t n, float dscale, const uio_tbptt_opts *o, uint64_t *rng,
-                       double *loss_sum, int32_t *n_losses, char *err, size_t errlen);
+                       uio_doc_stats *st, char *err, size_t errlen);
 
 /* One splitmix64 draw (the reservoir's). */
 uint64_t uio_splitmix64(uint64_t *state);

@@ -150,7 +150,8 @@ int uio_train_weights_write(const uio_train_weights *w, const char *dir, char *e
     if (!f) return fail(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     fprintf(f, "{\n  \"num_memory\": %d,\n  \"lora_rank\": %d,\n  \"lora_alpha\": %.17g,\n  \"lora_dropout\": 0.0,\n"
                "  \"chunk_size\": %d\n}\n", w->M, w->r, w->alpha, w->C);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) return fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
     st_tensor *ts = calloc(w->count, sizeof *ts);
     int64_t(*shapes)[3] = calloc(w->count, sizeof *shapes);
     if (!ts || !shapes) {

@@ -3,6 +3,7 @@
  */
 #include "uio_trainer.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,14 +65,32 @@ int uio_run_rows(uio_run *u, const mnemo_model *m, const mnemo_token *rows, cons
     int64_t count = 0;
     for (int32_t r = 0; r < n_rows; r++) {
         uint64_t state = u->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(step + 1)) ^ ((uint64_t)r << 40);
-        double ls = 0;
-        int32_t nl = 0;
+        uio_doc_stats st;
         if (uio_document_grads(u->ws, m, &u->w, rows + (size_t)r * (size_t)(L + 1), masks + (size_t)r * (size_t)L, L,
-                               1.0f / (float)n_rows, &u->o, &state, &ls, &nl, err, errlen))
+                               1.0f / (float)n_rows, &u->o, &state, &st, err, errlen))
             return -1;
-        sum += ls, count += nl;
+        sum += st.loss_sum, count += st.n_losses;
     }
     *loss = count ? sum / (double)count : 0;
+    return 0;
+}
+
+int uio_run_evaluate(uio_run *u, const mnemo_model *m, const train_data *d, mnemo_token *row, uint8_t *mask,
+                     int32_t L, double *loss, int64_t *tokens, char *err, size_t errlen) {
+    const int64_t n = train_data_examples(d);
+    uio_tbptt_opts o = u->o;
+    o.forward_only = true;
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t ex = 0; ex < n; ex++) {
+        train_data_row(d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)(ex % INT32_MAX), row, mask);
+        uint64_t state = 0;
+        uio_doc_stats st;
+        if (uio_document_grads(u->ws, m, &u->w, row, mask, L, 0.0f, &o, &state, &st, err, errlen)) return -1;
+        sum += st.token_loss, count += st.tokens;
+    }
+    *loss = count ? sum / (double)count : 0;
+    if (tokens) *tokens = count;
     return 0;
 }
 
