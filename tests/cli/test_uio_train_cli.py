@@ -77,6 +77,12 @@ with tempfile.TemporaryDirectory() as td:
         COMMON[COMMON.index("--seed"):]
     rc, so, se = run(*plain, "--uio", out + "3", "--uio-init", os.path.join(td, "nothing"))
     check(rc in (1, 2) and "nothing/uio_config.json" in se, f"missing --uio-init: exit {rc}, {se!r}")
+    rc, so, se = run(*COMMON[:COMMON.index("--seq-len")], "--seq-len", "12", *COMMON[COMMON.index("--batch"):],
+                     "--uio", out + "4")
+    check(rc == 2 and "one segment" in se, f"documents of one segment: exit {rc}, {se!r}")
+    rc, so, se = run(*plain, "--steps", "2", "--uio", os.path.join(td, "from_pth"), "--uio-init",
+                     os.path.join(FIX, "uio", "gqa_c12_m3", "uio_pth"))
+    check(rc == 0, f"--uio-init from the reference's uio.pth: exit {rc}, {se!r}")
     rc, so, se = run(*COMMON, "--steps", "2", "--uio", out)
     check(rc == 2 and "--resume" in se, f"an existing run not overwritten: exit {rc}, {se!r}")
     rc, so, se = run(*COMMON, "--steps", "8", "--uio", out, "--resume")

@@ -37,6 +37,12 @@ int uio_run_init(uio_run **out, trainable *tr, const mnemo_model *m, const mnemo
         uio_run_free(u);
         return -1;
     }
+    if (p->seq_len <= u->w.C) { /* one segment: no memory is read, nothing trained gets a gradient */
+        snprintf(err, errlen, "documents of %d tokens hold one segment of %d: nothing to train (seq_len must exceed "
+                 "the chunk size)", p->seq_len, u->w.C);
+        uio_run_free(u);
+        return -1;
+    }
     if (!(tr->items = calloc(u->w.count, sizeof *tr->items))) {
         uio_run_free(u);
         snprintf(err, errlen, "out of memory");
