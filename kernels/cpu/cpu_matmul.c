@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "cpu_ops.h"
+#include "quant.h"
 
 #define GEMV_MAX_ROWS 8
 #define PANEL_FLOATS (32u << 20) /* 128 MB of widened weights per sgemm call: fewer calls = fewer repacks of x */
@@ -258,6 +259,7 @@ static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, ke
 
 int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
                     int64_t k, float beta) {
+    if (kern_dtype_is_quant(wdt)) return kern_cpu_matmul_quant(kc, y, x, w, wdt, m, n, k, beta); /* quant_matmul.c */
     if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
@@ -270,7 +272,7 @@ int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_
 
 int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m,
                                int64_t n, int64_t k, float beta) {
-    if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f) || kern_dtype_is_quant(wdt)) return KERN_ESHAPE;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
     if (wdt == KERN_F32) {
