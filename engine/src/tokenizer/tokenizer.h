@@ -14,6 +14,8 @@ typedef struct tokenizer tokenizer;
 
 /* 0 on success; -1 with a message naming the file (missing, not a SentencePiece model). */
 int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t errlen);
+/* The same from a serialized ModelProto in memory (a GGUF file's tokenizer); what names it in messages. */
+int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokenizer **out, char *err, size_t errlen);
 void tokenizer_free(tokenizer *tok);                              /* NULL is a no-op */
 
 int32_t tokenizer_vocab_size(const tokenizer *tok);

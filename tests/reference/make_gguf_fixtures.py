@@ -1,0 +1,134 @@
+"""Writes tests/fixtures/gguf/: GGUF files made with the upstream gguf-py writer (pip package `gguf`, the one
+llama.cpp's convert_hf_to_gguf.py uses), so mnemo's GGUF reader is checked against bytes it did not write.
+
+    /work/main/build/train-venv/bin/python tests/reference/make_gguf_fixtures.py
+
+- gqa_q8_0.gguf: tests/fixtures/models/gqa (8/2 heads) as convert_hf_to_gguf.py --outtype q8_0 writes it: llama.*
+  metadata, the SentencePiece vocabulary as tokenizer.ggml.* (tokens, scores, types, as convert's
+  _create_vocab_sentencepiece reads them), Q/K rows permuted with convert's LlamaModel.permute, norms f32, matrices
+  q8_0, ffn_down (rows of 72: no whole blocks) f16 as convert falls back.
+- rope_q4_0/model.gguf: tests/fixtures/models/rope_scaled (linear RoPE x2) in q4_0 with no tokenizer in the file:
+  tokenizer.model beside it, which mnemo then reads.
+gguf-py's quantizers are numpy ports of ggml's reference ones. Deterministic: same input, same bytes.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import sentencepiece as spm
+from safetensors.numpy import load_file
+
+import gguf
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+OUT = os.path.join(ROOT, "gguf")
+
+
+def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+         "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def gguf_name(hf):
+    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+           "lm_head.weight": "output.weight"}
+    if hf in top:
+        return top[hf]
+    parts = hf.split(".")
+    assert parts[0] == "model" and parts[1] == "layers", hf
+    return "blk.%s.%s.weight" % (parts[2], NAMES[".".join(parts[3:-1])])
+
+
+def add_vocab(w, tok_path):
+    sp = spm.SentencePieceProcessor(model_file=tok_path)
+    tokens, scores, types = [], [], []
+    for i in range(sp.vocab_size()):
+        tokens.append(sp.id_to_piece(i).encode("utf-8"))
+        scores.append(sp.get_score(i))
+        t = gguf.TokenType.NORMAL
+        if sp.is_unknown(i):
+            t = gguf.TokenType.UNKNOWN
+        elif sp.is_control(i):
+            t = gguf.TokenType.CONTROL
+        elif sp.is_unused(i):
+            t = gguf.TokenType.UNUSED
+        elif sp.is_byte(i):
+            t = gguf.TokenType.BYTE
+        types.append(t)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+
+def convert(model_dir, path, qtype, with_vocab):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    tensors = load_file(os.path.join(model_dir, "model.safetensors"))
+    w = gguf.GGUFWriter(path, "llama")
+    n_head, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    w.add_name(os.path.basename(model_dir))
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_rope_dimension_count(cfg["hidden_size"] // n_head)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_vocab_size(cfg["vocab_size"])
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("type", rs.get("rope_type")) == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rs["factor"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == gguf.GGMLQuantizationType.Q8_0
+                    else gguf.LlamaFileType.MOSTLY_Q4_0)
+    if with_vocab:
+        add_vocab(w, os.path.join(model_dir, "tokenizer.model"))
+    for hf in sorted(tensors):
+        data = tensors[hf].astype(np.float32)
+        if hf.endswith("q_proj.weight"):
+            data = permute(data, n_head, n_head)
+        elif hf.endswith("k_proj.weight"):
+            data = permute(data, n_head, n_kv)
+        name = gguf_name(hf)
+        if data.ndim == 1:
+            w.add_tensor(name, data)  # norms stay f32, as in convert
+            continue
+        try:
+            q = gguf.quants.quantize(data, qtype)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+        except gguf.QuantError:  # rows without whole blocks: convert's fallback
+            w.add_tensor(name, data.astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(path, os.path.getsize(path), "bytes")
+
+
+def main():
+    os.makedirs(os.path.join(OUT, "rope_q4_0"), exist_ok=True)
+    convert(os.path.join(ROOT, "models", "gqa"), os.path.join(OUT, "gqa_q8_0.gguf"), gguf.GGMLQuantizationType.Q8_0,
+            True)
+    convert(os.path.join(ROOT, "models", "rope_scaled"), os.path.join(OUT, "rope_q4_0", "model.gguf"),
+            gguf.GGMLQuantizationType.Q4_0, False)
+    shutil.copy(os.path.join(ROOT, "models", "rope_scaled", "tokenizer.model"), os.path.join(OUT, "rope_q4_0"))
+    print("gguf-py", gguf.__version__ if hasattr(gguf, "__version__") else "?", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
