@@ -149,6 +149,18 @@ int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokeni
     return -1;
 }
 
+int tokenizer_piece_info(const tokenizer *tok, int32_t id, float *score, int *type) {
+    if (!tok || id < 0 || id >= tok->vocab) return -1;
+    try {
+        *score = tok->sp.GetScore(id);
+        *type = tok->sp.IsUnknown(id) ? 2 : tok->sp.IsControl(id) ? 3 : tok->sp.IsUnused(id) ? 5
+              : tok->sp.IsByte(id) ? 6 : 1;
+        return 0;
+    } catch (...) {
+        return -1;
+    }
+}
+
 void tokenizer_free(tokenizer *tok) {
     try {
         delete tok;
