@@ -120,7 +120,57 @@ def convert(model_dir, path, qtype, with_vocab):
     print(path, os.path.getsize(path), "bytes")
 
 
+def seeds():
+    """Small GGUF files for tests/fuzz/corpus/fuzz_gguf: every value type, a tokenizer, quantized tensors."""
+    d = os.path.join(ROOT, "..", "fuzz", "corpus", "fuzz_gguf")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "seed_tiny_llama")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(32)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(2.0)
+    w.add_string("mnemo.architecture", "LongLlamaForCausalLM")
+    w.add_array("mnemo.longllama.mem_layers", [0])
+    w.add_bool("mnemo.longllama.mem_positionals", True)
+    w.add_uint64("test.u64", 7)
+    w.add_int8("test.i8", -3)
+    w.add_float64("test.f64", 0.5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list([b"<unk>", b"<s>", b"</s>", b"<0x00>", b"\xe2\x96\x81a"])
+    w.add_token_scores([0.0, 0.0, 0.0, 0.0, -1.0])
+    w.add_token_types([2, 3, 3, 6, 1])
+    rng = np.random.default_rng(5)
+    for name, shape in [("token_embd.weight", (5, 64)), ("blk.0.attn_q.weight", (64, 64)),
+                        ("blk.0.attn_k.weight", (32, 64))]:
+        q = gguf.quants.quantize(rng.standard_normal(shape).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    q = gguf.quants.quantize(rng.standard_normal((4, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q4_0)
+    w.add_tensor("output.weight", q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    w.add_tensor("output_norm.weight", np.ones(64, np.float32))
+    w.add_tensor("blk.0.ffn_down.weight", np.ones((64, 32), np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    b = open(path, "rb").read()
+    v2 = bytearray(b)
+    v2[4] = 2
+    open(os.path.join(d, "seed_v2"), "wb").write(bytes(v2))
+    open(os.path.join(d, "seed_truncated_kv"), "wb").write(b[:200])
+    open(os.path.join(d, "seed_header_only"), "wb").write(b[:24])
+
+
 def main():
+    if "--seeds" in sys.argv:
+        seeds()
+        return
     os.makedirs(os.path.join(OUT, "rope_q4_0"), exist_ok=True)
     convert(os.path.join(ROOT, "models", "gqa"), os.path.join(OUT, "gqa_q8_0.gguf"), gguf.GGMLQuantizationType.Q8_0,
             True)
