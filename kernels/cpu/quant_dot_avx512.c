@@ -78,8 +78,8 @@ __attribute__((target(Z_TARGET))) static void tile(float *out, int64_t ldo, cons
         tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, KQ_TILE);
         return;
     }
-    if (nx == 1) { /* decode: one activation row, up to four weight rows */
-        for (int i = 0; i < nw; i++) tile_fixed(out + i, ldo, (const char *)w + (size_t)i * wrb, wrb, a, x0, nb, dt, 1, 1);
+    if (nw == KQ_TILE && nx == 1) { /* decode: four weight rows share each activation load */
+        tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, 1);
         return;
     }
     for (int i = 0; i < nw; i++)
