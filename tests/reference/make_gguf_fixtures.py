@@ -167,7 +167,33 @@ def seeds():
     open(os.path.join(d, "seed_header_only"), "wb").write(b[:24])
 
 
+def kquants():
+    """kquants.gguf: q4_K and q6_K tensors of random blocks (sane f16 scales) with gguf-py's dequantization of each
+    beside them as f32 (name + "_ref"), to check mnemo's k-quant dequantizers against an independent port."""
+    rng = np.random.default_rng(7)
+    path = os.path.join(OUT, "kquants.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    for name, qt, bsz, scale_at in [("q4_K", gguf.GGMLQuantizationType.Q4_K, 144, (0, 2)),
+                                    ("q6_K", gguf.GGMLQuantizationType.Q6_K, 210, (208,))]:
+        raw = rng.integers(0, 256, size=(3, 2 * bsz), dtype=np.uint8)  # 3 rows of 512 weights
+        for r in range(3):
+            for b in range(2):
+                for off in scale_at:
+                    h = np.array([rng.uniform(0.001, 0.05)], np.float16).view(np.uint8)
+                    raw[r, b * bsz + off:b * bsz + off + 2] = h
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qt)
+        w.add_tensor(name + "_ref", gguf.quants.dequantize(raw, qt).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(path, os.path.getsize(path), "bytes")
+
+
 def main():
+    if "--kquants" in sys.argv:
+        kquants()
+        return
     if "--seeds" in sys.argv:
         seeds()
         return

@@ -94,10 +94,16 @@ static void test_parse_fixture(void) {
     free(b);
 }
 
-/* Tensor bytes for crafted files: zeros (the tensor size was declared with gguf_w_tensor). */
-static int zero_fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
-    (void)user; (void)i; (void)err; (void)errlen;
-    memset(dst, 0, 4 * 34);
+/* Tensor bytes for crafted files: user is a bytes_src (NULL p: zeros), n exactly the size declared. */
+typedef struct {
+    const void *p;
+    size_t n;
+} bytes_src;
+static int copy_fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
+    (void)i; (void)err; (void)errlen;
+    const bytes_src *b = user;
+    if (b->p) memcpy(dst, b->p, b->n);
+    else memset(dst, 0, b->n);
     return 0;
 }
 
@@ -162,7 +168,8 @@ static void test_malformed(void) {
         int64_t ne[2] = {cases[k].kind == 2 ? 48 : 64, 2};
         gguf_w_tensor(w, "t", cases[k].kind == 1 ? 99 : GGML_Q8_0, 2, ne, 4 * 34);
         char werr[256];
-        CHECK(gguf_writer_write(w, p2, zero_fill, NULL, werr, sizeof werr) == 0, "%s: write: %s", cases[k].what, werr);
+        bytes_src z = {NULL, 4 * 34};
+        CHECK(gguf_writer_write(w, p2, copy_fill, &z, werr, sizeof werr) == 0, "%s: write: %s", cases[k].what, werr);
         gguf_writer_free(w);
         size_t bl;
         uint8_t *bb = read_all(p2, &bl);
@@ -371,6 +378,77 @@ static void test_longllama(void) {
     CHECK(rel <= REL_Q8, "longllama q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
 }
 
+/* ---- k-quants: mnemo's dequantizers against gguf-py's numpy port (random blocks, tests/fixtures/gguf/kquants.gguf) */
+static void test_kquants(void) {
+    char path[4096], err[512];
+    fixture(path, sizeof path, "gguf/kquants.gguf");
+    size_t len;
+    uint8_t *b = read_all(path, &len);
+    gguf_file g;
+    if (!b || gguf_parse(b, len, path, &g, err, sizeof err)) {
+        CHECK(0, "%s parses: %s", path, err);
+        free(b);
+        return;
+    }
+    const char *names[2] = {"q4_K", "q6_K"};
+    for (int k = 0; k < 2; k++) {
+        char rn[16];
+        snprintf(rn, sizeof rn, "%s_ref", names[k]);
+        const gguf_tensor *t = gguf_find_tensor(&g, names[k]), *r = gguf_find_tensor(&g, rn);
+        if (!t || !r || t->ne[0] != 512 || r->ne[0] != 512) {
+            CHECK(0, "%s and its reference present", names[k]);
+            continue;
+        }
+        float got[512], want[512];
+        double worst = 0;
+        size_t row = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+        for (int64_t i = 0; i < t->ne[1]; i++) {
+            CHECK(gguf_dequantize_row(t->type, t->data + i * row, got, 512) == 0, "%s dequantizes", names[k]);
+            memcpy(want, r->data + i * 512 * 4, sizeof want);
+            for (int j = 0; j < 512; j++) {
+                double e = fabs((double)got[j] - want[j]) / (fabs(want[j]) + 1e-3);
+                worst = e > worst ? e : worst;
+            }
+        }
+        CHECK(worst < 1e-6, "%s: mnemo's dequantization vs gguf-py's: worst rel err %.2e", names[k], worst);
+    }
+    /* as a model tensor: converted to q8_0 (within q8_0's rounding of the dequantized values) */
+    char p[300];
+    snprintf(p, sizeof p, "%s/kq.gguf", tmpdir);
+    const gguf_tensor *t = gguf_find_tensor(&g, "q6_K"), *r = gguf_find_tensor(&g, "q6_K_ref");
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_u32(w, "llama.attention.head_count", 1);
+    int64_t ne[2] = {512, 3};
+    gguf_w_tensor(w, "output.weight", GGML_Q6_K, 2, ne, t ? t->nbytes : 0);
+    bytes_src src = {t ? t->data : NULL, t ? (size_t)t->nbytes : 0};
+    gguf_writer_write(w, p, copy_fill, &src, err, sizeof err);
+    gguf_writer_free(w);
+    size_t l2;
+    uint8_t *b2 = read_all(p, &l2);
+    tensor_list tl = {0};
+    int rc = b2 ? gguf_weights_parse(b2, l2, p, &tl, err, sizeof err) : -1;
+    CHECK(rc == 0 && tl.count == 1 && tl.items[0].dtype == TENSOR_Q8_0, "q6_K output.weight loads as q8_0: %s", err);
+    if (rc == 0 && tl.count == 1 && r) {
+        float got[512];
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            kern_dequantize_row(got, (const char *)tl.items[0].data + i * 16 * 34, KERN_Q8_0, 512);
+            const float *want = (const float *)(r->data + i * 512 * 4);
+            for (int bk = 0; bk < 16; bk++) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(want[bk * 32 + j]));
+                for (int j = 0; j < 32; j++) ok = ok && fabsf(got[bk * 32 + j] - want[bk * 32 + j]) <= amax * (0.5f / 127 + 0x1p-11f) * 1.01f;
+            }
+        }
+        CHECK(ok, "q6_K -> q8_0 within q8_0's rounding");
+    }
+    tensor_list_free(&tl);
+    free(b2);
+    gguf_free(&g);
+    free(b);
+}
+
 static void test_errors(void) {
     char dir[4096], err[1024] = "";
     fixture(dir, sizeof dir, "models/gqa");
@@ -384,14 +462,15 @@ static void test_errors(void) {
     gguf_w_str(w, "general.architecture", "llama");
     gguf_w_u32(w, "llama.attention.head_count", 2);
     int64_t ne[2] = {256, 2};
-    gguf_w_tensor(w, "blk.0.attn_v.weight", GGML_Q4_K, 2, ne, 2 * 144);
-    gguf_writer_write(w, p, zero_fill, NULL, err, sizeof err);
+    gguf_w_tensor(w, "blk.0.attn_v.weight", GGML_Q5_K, 2, ne, 2 * 176);
+    bytes_src z = {NULL, 2 * 176};
+    gguf_writer_write(w, p, copy_fill, &z, err, sizeof err);
     gguf_writer_free(w);
     size_t len;
     uint8_t *b = read_all(p, &len);
     tensor_list tl = {0};
     int rc = b ? gguf_weights_parse(b, len, p, &tl, err, sizeof err) : 0;
-    CHECK(rc == -1 && strstr(err, "q4_K") && strstr(err, "blk.0.attn_v.weight"), "q4_K refused by name: %s", err);
+    CHECK(rc == -1 && strstr(err, "q5_K") && strstr(err, "blk.0.attn_v.weight"), "q5_K refused by name: %s", err);
     tensor_list_free(&tl);
     free(b);
 }
@@ -405,6 +484,7 @@ int main(void) {
     test_tokenizer();
     test_logits();
     test_longllama();
+    test_kquants();
     test_errors();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -239,35 +239,68 @@ static int tfail(char *err, size_t errlen, const char *file, const char *name, c
     return -1;
 }
 
-/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy. */
-static int add_tensor(const gguf_file *g, const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, const char *file,
-                      tensor_list *out, char *err, size_t errlen) {
+/* q4_K / q6_K matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize + requantize per row. The
+ * added error is q8_0's rounding of the already-rounded values (under 0.4% of a block's largest weight). NULL when
+ * out of memory. */
+static void *kquant_to_q8_0(const gguf_tensor *t, uint64_t *nbytes) {
+    int64_t cols = t->ne[0], rows = t->ne[1];
+    size_t rb = kern_dtype_bytes(KERN_Q8_0, cols), sb = (size_t)(t->nbytes / (uint64_t)rows);
+    size_t total = rb * (size_t)rows;
+    uint8_t *q = malloc(total ? total : 1);
+    float *f = malloc((size_t)cols * sizeof(float));
+    if (!q || !f) {
+        free(q);
+        free(f);
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        gguf_dequantize_row(t->type, t->data + (size_t)r * sb, f, cols);
+        kern_quantize_row(q + (size_t)r * rb, f, KERN_Q8_0, cols);
+    }
+    free(f);
+    *nbytes = rb * (uint64_t)rows;
+    return q;
+}
+
+/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy, k-quants a q8_0 one. */
+static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, const char *file, tensor_list *out,
+                      char *err, size_t errlen) {
     char hf[160];
     if (gguf_llama_hf_name(t->name, hf, sizeof hf))
         return tfail(err, errlen, file, t->name, "is not part of a llama model (mnemo reads token_embd, output_norm, "
                                                  "output and blk.N.attn_*/ffn_*)");
+    if (t->ndim > 2 || (t->ndim == 2 && t->ne[1] == 0)) return tfail(err, errlen, file, t->name, "is not 1-D or 2-D");
     tensor_dtype dt;
-    if (tensor_dtype_of(t->type, &dt)) {
-        char what[160];
-        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0 and q4_0 (re-quantize with "
-                 "mnemo quantize or llama-quantize --pure)", gguf_type_name(t->type));
+    const void *data = t->data;
+    uint64_t nbytes = t->nbytes;
+    void *owned = NULL;
+    if ((t->type == GGML_Q4_K || t->type == GGML_Q6_K) && t->ndim == 2) {
+        if (!(owned = kquant_to_q8_0(t, &nbytes))) return tfail(err, errlen, file, t->name, "cannot be converted: out of memory");
+        data = owned;
+        dt = TENSOR_Q8_0;
+    } else if (tensor_dtype_of(t->type, &dt)) {
+        char what[200];
+        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0 (and q4_K, q6_K matrices, "
+                 "converted to q8_0): re-quantize with mnemo quantize or llama-quantize", gguf_type_name(t->type));
         return tfail(err, errlen, file, t->name, what);
     }
-    if (t->ndim > 2 || (t->ndim == 2 && t->ne[1] == 0)) return tfail(err, errlen, file, t->name, "is not 1-D or 2-D");
     int64_t shape[2] = {t->ndim == 2 ? t->ne[1] : t->ne[0], t->ne[0]};
-    (void)g;
-    if (ld_list_push(out, hf, strlen(hf), dt, t->ndim, shape, t->data, t->nbytes, file))
+    if (ld_list_push(out, hf, strlen(hf), dt, t->ndim, shape, data, nbytes, file)) {
+        free(owned);
         return tfail(err, errlen, file, t->name, "cannot be listed: out of memory");
+    }
+    tensor_entry *e = &out->items[out->count - 1];
+    e->owned = owned;
     int is_q = strstr(t->name, ".attn_q.") != NULL, is_k = strstr(t->name, ".attn_k.") != NULL;
     if (t->ndim != 2 || !(is_q || is_k)) return 0;
     int64_t heads = is_q ? n_head : n_head_kv;
-    void *copy = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    void *copy = malloc(nbytes ? (size_t)nbytes : 1);
     if (!copy) return tfail(err, errlen, file, t->name, "cannot be reordered: out of memory");
-    tensor_entry *e = &out->items[out->count - 1];
+    int bad = gguf_llama_permute_rows(copy, data, t->ne[1], (size_t)(nbytes / (uint64_t)t->ne[1]), heads, 0);
+    free(e->owned);
     e->owned = copy;
     e->data = copy;
-    if (gguf_llama_permute_rows(copy, t->data, t->ne[1], (size_t)(t->nbytes / (uint64_t)t->ne[1]), heads, 0))
-        return tfail(err, errlen, file, t->name, "has a row count that is not 2 x its head count (RoPE pairs)");
+    if (bad) return tfail(err, errlen, file, t->name, "has a row count that is not 2 x its head count (RoPE pairs)");
     return 0;
 }
 
@@ -282,7 +315,7 @@ int gguf_weights_parse(const uint8_t *buf, uint64_t len, const char *file, tenso
         rc = -1, snprintf(err, errlen, "%s: metadata 'llama.attention.head_count' is missing or not positive", file);
     if (!rc && (!gguf_get_i64(&g, "llama.attention.head_count_kv", &n_head_kv) || n_head_kv <= 0)) n_head_kv = n_head;
     size_t start = out->count;
-    for (size_t i = 0; i < g.n_tensors && !rc; i++) rc = add_tensor(&g, &g.tensors[i], n_head, n_head_kv, file, out, err, errlen);
+    for (size_t i = 0; i < g.n_tensors && !rc; i++) rc = add_tensor(&g.tensors[i], n_head, n_head_kv, file, out, err, errlen);
     if (rc) ld_list_truncate(out, start);
     gguf_free(&g);
     return rc;
