@@ -168,16 +168,18 @@ def seeds():
 
 
 def kquants():
-    """kquants.gguf: q4_K and q6_K tensors of random blocks (sane f16 scales) with gguf-py's dequantization of each
+    """kquants.gguf: q4_K, q6_K, q4_1, q5_0, q5_1 tensors of random blocks (sane f16 scales) with gguf-py's dequantization of each
     beside them as f32 (name + "_ref"), to check mnemo's k-quant dequantizers against an independent port."""
     rng = np.random.default_rng(7)
     path = os.path.join(OUT, "kquants.gguf")
     w = gguf.GGUFWriter(path, "llama")
-    for name, qt, bsz, scale_at in [("q4_K", gguf.GGMLQuantizationType.Q4_K, 144, (0, 2)),
-                                    ("q6_K", gguf.GGMLQuantizationType.Q6_K, 210, (208,))]:
-        raw = rng.integers(0, 256, size=(3, 2 * bsz), dtype=np.uint8)  # 3 rows of 512 weights
+    Q = gguf.GGMLQuantizationType
+    for name, qt, bsz, scale_at, nblk in [("q4_K", Q.Q4_K, 144, (0, 2), 2), ("q6_K", Q.Q6_K, 210, (208,), 2),
+                                          ("q4_1", Q.Q4_1, 20, (0, 2), 16), ("q5_0", Q.Q5_0, 22, (0,), 16),
+                                          ("q5_1", Q.Q5_1, 24, (0, 2), 16)]:
+        raw = rng.integers(0, 256, size=(3, nblk * bsz), dtype=np.uint8)  # 3 rows of 512 weights
         for r in range(3):
-            for b in range(2):
+            for b in range(nblk):
                 for off in scale_at:
                     h = np.array([rng.uniform(0.001, 0.05)], np.float16).view(np.uint8)
                     raw[r, b * bsz + off:b * bsz + off + 2] = h

@@ -378,7 +378,8 @@ static void test_longllama(void) {
     CHECK(rel <= REL_Q8, "longllama q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
 }
 
-/* ---- k-quants: mnemo's dequantizers against gguf-py's numpy port (random blocks, tests/fixtures/gguf/kquants.gguf) */
+/* ---- q4_K, q6_K, q4_1, q5_0, q5_1: mnemo's dequantizers against gguf-py's numpy port (random blocks,
+ * tests/fixtures/gguf/kquants.gguf) */
 static void test_kquants(void) {
     char path[4096], err[512];
     fixture(path, sizeof path, "gguf/kquants.gguf");
@@ -390,8 +391,8 @@ static void test_kquants(void) {
         free(b);
         return;
     }
-    const char *names[2] = {"q4_K", "q6_K"};
-    for (int k = 0; k < 2; k++) {
+    const char *names[5] = {"q4_K", "q6_K", "q4_1", "q5_0", "q5_1"};
+    for (int k = 0; k < 5; k++) {
         char rn[16];
         snprintf(rn, sizeof rn, "%s_ref", names[k]);
         const gguf_tensor *t = gguf_find_tensor(&g, names[k]), *r = gguf_find_tensor(&g, rn);

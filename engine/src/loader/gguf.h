@@ -85,7 +85,8 @@ bool gguf_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
 void gguf_arr_next_str(const uint8_t **pos, const char **s, uint64_t *len);
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
 
-/* n weights (a multiple of 256) of a q4_K or q6_K tensor to fp32 (gguf_kquants.c); -1 for other types. */
+/* n weights of a q4_K or q6_K (n a multiple of 256) or q4_1, q5_0, q5_1 (a multiple of 32) tensor to fp32
+ * (gguf_kquants.c); -1 for other types or sizes. */
 int gguf_dequantize_row(uint32_t ggml_type, const void *src, float *dst, int64_t n);
 
 #endif

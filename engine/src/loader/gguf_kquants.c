@@ -1,8 +1,9 @@
 /*
- * gguf_kquants.c — dequantization of GGML's k-quant blocks (256 weights per super-block) that mnemo has no matmul
- * kernels for: q4_K and q6_K, the types llama.cpp's own quantizer picks for a q4_0 model's output matrix and for its
- * Q4_K_M files. The loader converts such tensors to q8_0 once at load (gguf_llama.c); this is the arithmetic of
- * ggml-quants.c's dequantize_row_q4_K / _q6_K, checked against gguf-py's numpy port in test_gguf.
+ * gguf_kquants.c — dequantization of the GGML block types mnemo has no matmul kernels for: q4_K and q6_K (256
+ * weights per super-block: what llama.cpp's quantizer picks for a q4_0 model's output matrix and in its Q4_K_M
+ * files) and q4_1, q5_0, q5_1 (32-blocks: its fallbacks for rows that are not whole 256-blocks, e.g. LongLLaMA-3B's
+ * 3200). The loader converts such tensors to q8_0 once at load (gguf_llama.c); this is the arithmetic of
+ * ggml-quants.c's dequantize_row_*, checked against gguf-py's numpy port in test_gguf.
  */
 #include <string.h>
 
@@ -64,10 +65,38 @@ static void dequant_q6_K(const uint8_t *b, float *y, int64_t nb) {
     }
 }
 
+/* q4_1 (f16 d, f16 m, 16 nibble bytes), q5_0 (f16 d, 32 high bits, 16 nibble bytes: value - 16), q5_1 (d, m, high
+ * bits, nibbles): element j in the low nibble of byte j, element j + 16 in the high one. */
+static void dequant_q4_1_q5(uint32_t type, const uint8_t *b, float *y, int64_t nb) {
+    const size_t bs = type == GGML_Q4_1 ? 20 : type == GGML_Q5_0 ? 22 : 24;
+    for (int64_t i = 0; i < nb; i++, b += bs, y += 32) {
+        uint16_t hd, hm = 0;
+        uint32_t qh = 0;
+        memcpy(&hd, b, 2);
+        if (type != GGML_Q5_0) memcpy(&hm, b + 2, 2);
+        const uint8_t *qs = b + (type == GGML_Q4_1 ? 4 : type == GGML_Q5_0 ? 6 : 8);
+        if (type != GGML_Q4_1) memcpy(&qh, b + (type == GGML_Q5_0 ? 2 : 4), 4);
+        const float d = kern_f16_to_f32(hd), m = type == GGML_Q5_0 ? 0.f : kern_f16_to_f32(hm);
+        const int off = type == GGML_Q5_0 ? 16 : 0;
+        for (int j = 0; j < 16; j++) {
+            int h0 = type == GGML_Q4_1 ? 0 : (int)(((qh >> j) << 4) & 0x10);
+            int h1 = type == GGML_Q4_1 ? 0 : (int)((qh >> (j + 12)) & 0x10);
+            y[j] = (float)(((qs[j] & 0x0F) | h0) - off) * d + m;
+            y[j + 16] = (float)(((qs[j] >> 4) | h1) - off) * d + m;
+        }
+    }
+}
+
 int gguf_dequantize_row(uint32_t ggml_type, const void *src, float *dst, int64_t n) {
-    if (n % QK_K) return -1;
-    if (ggml_type == GGML_Q4_K) dequant_q4_K(src, dst, n / QK_K);
-    else if (ggml_type == GGML_Q6_K) dequant_q6_K(src, dst, n / QK_K);
-    else return -1;
-    return 0;
+    if (ggml_type == GGML_Q4_K || ggml_type == GGML_Q6_K) {
+        if (n % QK_K) return -1;
+        if (ggml_type == GGML_Q4_K) dequant_q4_K(src, dst, n / QK_K);
+        else dequant_q6_K(src, dst, n / QK_K);
+        return 0;
+    }
+    if ((ggml_type == GGML_Q4_1 || ggml_type == GGML_Q5_0 || ggml_type == GGML_Q5_1) && n % 32 == 0) {
+        dequant_q4_1_q5(ggml_type, src, dst, n / 32);
+        return 0;
+    }
+    return -1;
 }
