@@ -20,13 +20,19 @@ size_t kern_dtype_bytes(kern_dtype dt, int64_t n) {
     return 0;
 }
 
+/* v rounded and clamped to [lo, hi]; NaN (from NaN or infinite weights) gives 0 instead of undefined behaviour. */
+static inline int clamp_round(float v, int lo, int hi) {
+    if (!(v == v)) return 0;
+    return v <= (float)lo ? lo : v >= (float)hi ? hi : (int)roundf(v);
+}
+
 static void quantize_q8_0(kq_block_q8_0 *b, const float *x, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += KERN_QBLOCK) {
         float amax = 0.f;
         for (int j = 0; j < KERN_QBLOCK; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         b[i].d = kern_f32_to_f16(d);
-        for (int j = 0; j < KERN_QBLOCK; j++) b[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < KERN_QBLOCK; j++) b[i].qs[j] = (int8_t)clamp_round(x[j] * id, -127, 127);
     }
 }
 
@@ -42,9 +48,10 @@ static void quantize_q4_0(kq_block_q4_0 *b, const float *x, int64_t nb) {
         float d = max / -8.f, id = d ? 1.f / d : 0.f;
         b[i].d = kern_f32_to_f16(d);
         for (int j = 0; j < KERN_QBLOCK / 2; j++) {
-            int q0 = (int)(x[j] * id + 8.5f), q1 = (int)(x[j + KERN_QBLOCK / 2] * id + 8.5f);
-            q0 = q0 < 15 ? q0 : 15;
-            q1 = q1 < 15 ? q1 : 15;
+            /* ggml: (int)(x * id + 8.5) truncated, at most 15; the clamp at 0 only matters for non-finite input */
+            float v0 = x[j] * id + 8.5f, v1 = x[j + KERN_QBLOCK / 2] * id + 8.5f;
+            int q0 = v0 == v0 ? (v0 >= 15.f ? 15 : v0 <= 0.f ? 0 : (int)v0) : 0;
+            int q1 = v1 == v1 ? (v1 >= 15.f ? 15 : v1 <= 0.f ? 0 : (int)v1) : 0;
             b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -87,7 +94,8 @@ void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k) {
             int8_t *q = a->qs + (r * nb + b) * KERN_QBLOCK;
             int32_t s = 0;
             for (int j = 0; j < KERN_QBLOCK; j++) {
-                q[j] = (int8_t)lrintf(xb[j] * id);
+                float v = xb[j] * id;
+                q[j] = (int8_t)(v == v ? (v >= 127.f ? 127 : v <= -127.f ? -127 : lrintf(v)) : 0);
                 s += q[j];
             }
             a->d[r * nb + b] = d;
