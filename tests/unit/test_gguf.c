@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "kernels.h"
 #include "gguf.h"
 #include "gguf_llama.h"
 #include "gguf_write.h"
@@ -223,9 +224,11 @@ static void test_same_bytes_as_gguf_py(void) {
 }
 
 /* ---- logits */
-static mnemo_model *load(const char *path) {
+static mnemo_device g_device = MNEMO_DEVICE_CPU; /* where the GGUF side of compare() runs */
+
+static mnemo_model *load_on(const char *path, mnemo_device dev) {
     mnemo_model_params mp = mnemo_model_default_params();
-    mp.device = MNEMO_DEVICE_CPU;
+    mp.device = dev;
     mnemo_model *m = NULL;
     if (mnemo_model_load(path, &mp, &m) != MNEMO_OK) {
         CHECK(0, "load %s: %s", path, mnemo_model_error(m));
@@ -234,6 +237,7 @@ static mnemo_model *load(const char *path) {
     }
     return m;
 }
+static mnemo_model *load(const char *path) { return load_on(path, MNEMO_DEVICE_CPU); }
 
 /* Logits of every position of ids (n tokens), one decode call; malloc'ed [n, vocab] or NULL. */
 static float *all_logits(mnemo_model *m, const int32_t *ids, int n) {
@@ -264,7 +268,7 @@ fail:
 
 /* ||a - b|| / ||b|| over everything, or INFINITY. */
 static double compare(const char *ref_path, const char *path, const int32_t *ids, int n) {
-    mnemo_model *a = load(ref_path), *b = load(path);
+    mnemo_model *a = load(ref_path), *b = load_on(path, g_device);
     double rel = INFINITY;
     if (a && b && mnemo_model_n_vocab(a) == mnemo_model_n_vocab(b)) {
         float *la = all_logits(a, ids, n), *lb = all_logits(b, ids, n);
@@ -312,6 +316,15 @@ static void test_logits(void) {
     double rel = compare(gqa, fx, ids, 45);
     printf("gqa q8_0  (gguf-py file)     vs f32 safetensors: rel logits error %.2e (bound %.0e)\n", rel, REL_Q8);
     CHECK(rel <= REL_Q8, "gguf-py q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
+    if (kern_cuda_available(NULL, 0)) { /* CUDA: the q8_0 weights go up dequantized to bf16 */
+        g_device = MNEMO_DEVICE_CUDA;
+        rel = compare(gqa, fx, ids, 45);
+        g_device = MNEMO_DEVICE_CPU;
+        printf("gqa q8_0 on CUDA (bf16 at upload) vs f32 CPU: rel logits error %.2e (bound %.0e)\n", rel, REL_Q8);
+        CHECK(rel <= REL_Q8, "q8_0 on CUDA: rel logits error %.3e > %.1e", rel, REL_Q8);
+    } else {
+        printf("no CUDA device: the dequantize-at-upload path is not run\n");
+    }
     fixture(fx, sizeof fx, "gguf/rope_q4_0/model.gguf");
     rel = compare(rope, fx, ids, 45);
     printf("rope_scaled q4_0 (gguf-py, tokenizer.model beside) vs f32: rel logits error %.2e (bound %.0e)\n", rel, REL_Q4);
