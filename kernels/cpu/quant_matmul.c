@@ -8,6 +8,7 @@
  * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
  * bytes per weight.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -15,7 +16,7 @@
 
 #define ACT_CHUNK 64 /* activation rows per sweep over the weights: 64 x k bytes of int8 blocks */
 
-static int g_path = -1; /* kern_qpath in force; -1 until first asked */
+static atomic_int g_path = -1; /* kern_qpath in force; -1 until first asked (contexts may ask at once) */
 
 static kern_qpath best_path(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -29,9 +30,9 @@ static kern_qpath best_path(void) {
 }
 
 kern_qpath kern_cpu_quant_path(kern_qpath want) {
-    kern_qpath best = best_path();
-    g_path = (int)(want > best ? best : want);
-    return (kern_qpath)g_path;
+    kern_qpath best = best_path(), p = want > best ? best : want;
+    atomic_store(&g_path, (int)p);
+    return p;
 }
 
 const char *kern_qpath_name(kern_qpath p) {
@@ -45,10 +46,11 @@ const char *kern_qpath_name(kern_qpath p) {
 }
 
 static kq_tile_fn tile_for(kern_dtype dt) {
-    if (g_path < 0) kern_cpu_quant_path(KERN_QPATH_BEST);
+    int path = atomic_load(&g_path);
+    if (path < 0) path = (int)kern_cpu_quant_path(KERN_QPATH_BEST);
     kq_tile_fn f = NULL;
-    if (g_path >= KERN_QPATH_AVX512_VNNI) f = kq_tile_avx512vnni(dt);
-    if (!f && g_path >= KERN_QPATH_AVX2) f = kq_tile_avx2(dt);
+    if (path >= KERN_QPATH_AVX512_VNNI) f = kq_tile_avx512vnni(dt);
+    if (!f && path >= KERN_QPATH_AVX2) f = kq_tile_avx2(dt);
     return f ? f : kq_tile_scalar(dt);
 }
 
