@@ -7,7 +7,8 @@
  *   - matmul against plain dequantized-f32 math (weights dequantized, x in fp32) within the bound the activation
  *     rounding allows: |err| <= sum_i |w_i| * d_x(block of i) / 2, per output;
  *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 refused;
- * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding) and embed gathering dequantized rows.
+ * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding), embed gathering
+ * dequantized rows, and matmul_backward_x equal to the dequantized matrix's.
  * Uses frand, guarded, guards_ok from test_kernels_cpu.c.
  */
 #ifndef MNEMO_KERNELS_QUANT_CASES_H
@@ -101,7 +102,8 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
             }
     float b[64] = {0};
     CHECK(be->matmul(kc, b, b, b, KERN_Q8_0, 1, 1, 48, 0.f) == KERN_ESHAPE, "q8_0 matmul k=48 (not whole blocks) refused");
-    CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q4_0, 1, 1, 32, 0.f) == KERN_ESHAPE, "matmul_backward_x q4_0 refused");
+    CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q4_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
+          "matmul_backward_x q4_0 with k=48 (not whole blocks) refused");
     CHECK(be->rmsnorm(kc, b, NULL, b, b, KERN_Q8_0, 1, 32, 1e-6f) == KERN_ESHAPE, "rmsnorm q8_0 weight refused");
 }
 
@@ -122,10 +124,44 @@ static void test_quant_embed(const kern_backend *be, kern_ctx *kc) {
     guarded_free(out);
 }
 
+/* matmul_backward_x on quantized weights (LoRA over a quantized base): dx = dy . dequant(w) (+ dx), exactly as with
+ * the dequantized f32 matrix (the weights are widened panel by panel; nothing is rounded). */
+static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
+    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    for (int t = 0; t < 2; t++)
+        for (int bi = 0; bi < 2; bi++) {
+            int64_t m = 13, n = 37, k = 96;
+            float wf[37 * 96], dy[13 * 37];
+            uint8_t wq[37 * 3 * 34];
+            for (int i = 0; i < n * k; i++) wf[i] = frand();
+            for (int i = 0; i < m * n; i++) dy[i] = frand();
+            size_t rb = kern_dtype_bytes(dts[t], k);
+            for (int64_t j = 0; j < n; j++) {
+                kern_quantize_row(wq + j * rb, wf + j * k, dts[t], k);
+                kern_dequantize_row(wf + j * k, wq + j * rb, dts[t], k);
+            }
+            float *dx = guarded((size_t)(m * k));
+            double want[13 * 96];
+            for (int64_t i = 0; i < m * k; i++) dx[i] = frand();
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++) {
+                    double s = bi ? dx[r * k + c] : 0.0;
+                    for (int64_t j = 0; j < n; j++) s += (double)dy[r * n + j] * wf[j * k + c];
+                    want[r * k + c] = s;
+                }
+            int rc = be->matmul_backward_x(kc, dx, dy, wq, dts[t], m, n, k, (float)bi);
+            double e = rel_err(dx, want, (size_t)(m * k));
+            CHECK(rc == KERN_OK && e < 1e-6 && guards_ok(dx, (size_t)(m * k)), "matmul_backward_x %s beta %d: rc %d rel err %.2e",
+                  kern_dtype_name(dts[t]), bi, rc, e);
+            guarded_free(dx);
+        }
+}
+
 /* Every path this CPU has, then back to the best. */
 static void test_quant(const kern_backend *be, kern_ctx *kc) {
     test_quant_roundtrip();
     test_quant_embed(be, kc);
+    test_quant_backward_x(be, kc);
     for (int p = KERN_QPATH_SCALAR; p <= KERN_QPATH_AVX512_VNNI; p++) {
         if (kern_cpu_quant_path((kern_qpath)p) != (kern_qpath)p) {
             printf("quantized matmul: path %s not on this CPU, skipped\n", kern_qpath_name((kern_qpath)p));

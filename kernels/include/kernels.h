@@ -36,9 +36,10 @@ extern "C" {
 #endif
 
 /* Weight dtypes. Q8_0 and Q4_0 are GGML's block-quantized types (32 weights per block, one f16 scale each; see
- * "block-quantized weights" below): only the CPU backend's matmul and embed take them (the engine dequantizes them
- * to bf16 when it uploads weights to CUDA). matmul with them rounds each 32-block of x to int8 with its own fp32
- * scale and sums integer products, as llama.cpp does; every other op refuses them with KERN_ESHAPE. */
+ * "block-quantized weights" below): only the CPU backend's matmul, matmul_backward_x and embed take them (the engine
+ * dequantizes them to bf16 when it uploads weights to CUDA). matmul with them rounds each 32-block of x to int8 with
+ * its own fp32 scale and sums integer products, as llama.cpp does; matmul_backward_x and embed use the dequantized
+ * values exactly; every other op refuses them with KERN_ESHAPE. */
 typedef enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4 } kern_dtype;
 
 enum {

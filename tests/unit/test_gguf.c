@@ -463,6 +463,43 @@ static void test_kquants(void) {
     free(b);
 }
 
+/* ---- LoRA over a quantized base (the frozen weights' input gradients go through the dequantized matrices): the
+ * first step's loss matches the f32 model's within the quantization's effect; full fine-tuning is refused. */
+static double lora_first_loss(const char *model, const char *out, mnemo_train_method method, mnemo_status *st) {
+    char data[4096];
+    fixture(data, sizeof data, "train/data/train.txt");
+    mnemo_train_params p = mnemo_train_default_params();
+    p.data = data, p.out_dir = out, p.steps = 2, p.batch = 1, p.seq_len = 32, p.method = method;
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_trainer *t = NULL;
+    mnemo_train_progress pr = {0};
+    double loss = NAN;
+    *st = mnemo_trainer_new(model, &mp, &p, &t);
+    if (*st == MNEMO_OK && (*st = mnemo_trainer_step(t, &pr)) == MNEMO_OK) loss = pr.loss;
+    if (*st == MNEMO_OK) *st = mnemo_trainer_step(t, &pr);
+    if (*st == MNEMO_OK) *st = mnemo_trainer_save(t);
+    if (*st != MNEMO_OK) printf("trainer on %s: %s\n", model, mnemo_trainer_error(t));
+    mnemo_trainer_free(t);
+    return loss;
+}
+
+static void test_lora_over_gguf(void) {
+    char dir[4096], fx[4096], o1[300], o2[300], o3[300];
+    fixture(dir, sizeof dir, "models/gqa");
+    fixture(fx, sizeof fx, "gguf/gqa_q8_0.gguf");
+    snprintf(o1, sizeof o1, "%s/lora_f32", tmpdir);
+    snprintf(o2, sizeof o2, "%s/lora_q8", tmpdir);
+    snprintf(o3, sizeof o3, "%s/full_q8", tmpdir);
+    mnemo_status s1, s2, s3;
+    double l1 = lora_first_loss(dir, o1, MNEMO_TRAIN_LORA, &s1), l2 = lora_first_loss(fx, o2, MNEMO_TRAIN_LORA, &s2);
+    printf("LoRA first-step loss: f32 model %.4f, q8_0 GGUF %.4f\n", l1, l2);
+    CHECK(s1 == MNEMO_OK && s2 == MNEMO_OK && fabs(l1 - l2) < 0.05 * fabs(l1), "LoRA over q8_0: loss %.4f vs f32 %.4f",
+          l2, l1);
+    lora_first_loss(fx, o3, MNEMO_TRAIN_FULL, &s3);
+    CHECK(s3 == MNEMO_ERR_UNSUPPORTED, "full fine-tuning of a GGUF file refused (status %d)", (int)s3);
+}
+
 static void test_errors(void) {
     char dir[4096], err[1024] = "";
     fixture(dir, sizeof dir, "models/gqa");
@@ -499,6 +536,7 @@ int main(void) {
     test_logits();
     test_longllama();
     test_kquants();
+    test_lora_over_gguf();
     test_errors();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
