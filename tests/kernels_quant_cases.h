@@ -95,13 +95,14 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
                     }
                 }
                 CHECK(rc == KERN_OK && worst < 1e-6 && within && guards_ok(y, (size_t)(m * n)),
-                      "matmul %s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) %.2e, within the "
-                      "rounding bound of f32 x: %d",
+                      "matmul %s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) "
+                      "%.2e, within the rounding bound of f32 x: %d",
                       kern_qpath_name(path), kern_dtype_name(dt), (long)m, (long)n, (long)k, beta, rc, worst, within);
                 free(wf); free(x); free(wq); guarded_free(y); free(y0); free(want); free(xr); free(dx);
             }
     float b[64] = {0};
-    CHECK(be->matmul(kc, b, b, b, KERN_Q8_0, 1, 1, 48, 0.f) == KERN_ESHAPE, "q8_0 matmul k=48 (not whole blocks) refused");
+    CHECK(be->matmul(kc, b, b, b, KERN_Q8_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
+          "q8_0 matmul k=48 (not whole blocks) refused");
     CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q4_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
           "matmul_backward_x q4_0 with k=48 (not whole blocks) refused");
     CHECK(be->rmsnorm(kc, b, NULL, b, b, KERN_Q8_0, 1, 32, 1e-6f) == KERN_ESHAPE, "rmsnorm q8_0 weight refused");
@@ -151,8 +152,8 @@ static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
                 }
             int rc = be->matmul_backward_x(kc, dx, dy, wq, dts[t], m, n, k, (float)bi);
             double e = rel_err(dx, want, (size_t)(m * k));
-            CHECK(rc == KERN_OK && e < 1e-6 && guards_ok(dx, (size_t)(m * k)), "matmul_backward_x %s beta %d: rc %d rel err %.2e",
-                  kern_dtype_name(dts[t]), bi, rc, e);
+            CHECK(rc == KERN_OK && e < 1e-6 && guards_ok(dx, (size_t)(m * k)),
+                  "matmul_backward_x %s beta %d: rc %d rel err %.2e", kern_dtype_name(dts[t]), bi, rc, e);
             guarded_free(dx);
         }
 }

@@ -107,7 +107,8 @@ static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, 
         const tensor_entry *e = weight_store_find(ws, hf);
         if (!e && k == cap - 1 && c->tie_word_embeddings) continue; /* tied: no output.weight, as convert writes */
         if (!e) return fail(err, errlen, MNEMO_ERR_FORMAT, "the checkpoint has no tensor '%s'%s", hf, "");
-        if (e->ndim < 1 || e->ndim > 2) return fail(err, errlen, MNEMO_ERR_FORMAT, "tensor '%s' is not 1-D or 2-D%s", hf, "");
+        if (e->ndim < 1 || e->ndim > 2)
+            return fail(err, errlen, MNEMO_ERR_FORMAT, "tensor '%s' is not 1-D or 2-D%s", hf, "");
         out_tensor *o = &job->t[job->n++];
         o->src = e;
         o->rows = e->ndim == 2 ? e->shape[0] : 1;
@@ -202,7 +203,8 @@ static mnemo_status put_tokenizer(gguf_writer *w, const model_config *c, const c
         gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
         gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
         gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
-        if (tokenizer_unk_id(tok) >= 0) gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)tokenizer_unk_id(tok));
+        if (tokenizer_unk_id(tok) >= 0)
+            gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)tokenizer_unk_id(tok));
         if (c->pad_token_id >= 0) gguf_w_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)c->pad_token_id);
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
         gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
@@ -226,7 +228,8 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     for (int i = 0; i < (int)(sizeof out_types / sizeof *out_types); i++)
         if (!strcmp(type, out_types[i].name)) ti = i;
     if (ti < 0)
-        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, f16, bf16, f32%s", type, "");
+        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, f16, bf16, f32%s", type,
+                    "");
     struct stat st_dir;
     if (stat(model_dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
         return fail(err, errlen, MNEMO_ERR_IO, "%s: not a directory (mnemo quantize reads a Hugging Face checkpoint%s)",

@@ -155,7 +155,8 @@ static int parse_tensor_info(cursor *c, gguf_tensor *t) {
     if (rd_name(c, &t->name, "a tensor name")) return -1;
     uint32_t nd = 0;
     if (rd_u32(c, &nd, "a tensor's dimension count")) return -1;
-    if (nd == 0 || nd > GGUF_MAX_DIMS) return fail(c, "tensor '%s' has %u dimensions (1 to %d)", t->name, nd, GGUF_MAX_DIMS);
+    if (nd == 0 || nd > GGUF_MAX_DIMS)
+        return fail(c, "tensor '%s' has %u dimensions (1 to %d)", t->name, nd, GGUF_MAX_DIMS);
     t->ndim = (int32_t)nd;
     uint64_t numel = 1;
     for (uint32_t i = 0; i < nd; i++) {
@@ -208,7 +209,8 @@ static int read_alignment(cursor *c, gguf_file *g) {
     if (!kv) return 0;
     if (kv->type != GGUF_U32) return fail(c, "general.alignment must be a u32 (type %u given)", kv->type);
     uint32_t a = ld_le32(kv->p);
-    if (a == 0 || (a & (a - 1)) || a > (1u << 20)) return fail(c, "general.alignment %u is not a power of two up to 2^20", a);
+    if (a == 0 || (a & (a - 1)) || a > (1u << 20))
+        return fail(c, "general.alignment %u is not a power of two up to 2^20", a);
     g->alignment = a;
     return 0;
 }

@@ -239,9 +239,9 @@ static int tfail(char *err, size_t errlen, const char *file, const char *name, c
     return -1;
 }
 
-/* q4_K, q6_K, q4_1, q5_0, q5_1 matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize + requantize per row. The
- * added error is q8_0's rounding of the already-rounded values (under 0.4% of a block's largest weight). NULL when
- * out of memory. */
+/* q4_K, q6_K, q4_1, q5_0, q5_1 matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize +
+ * requantize per row. The added error is q8_0's rounding of the already-rounded values (under 0.4% of a block's
+ * largest weight). NULL when out of memory. */
 static void *kquant_to_q8_0(const gguf_tensor *t, uint64_t *nbytes) {
     int64_t cols = t->ne[0], rows = t->ne[1];
     size_t rb = kern_dtype_bytes(KERN_Q8_0, cols), sb = (size_t)(t->nbytes / (uint64_t)rows);
@@ -277,13 +277,15 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
     bool convertible = t->type == GGML_Q4_K || t->type == GGML_Q6_K || t->type == GGML_Q4_1 || t->type == GGML_Q5_0 ||
                        t->type == GGML_Q5_1;
     if (convertible && t->ndim == 2) {
-        if (!(owned = kquant_to_q8_0(t, &nbytes))) return tfail(err, errlen, file, t->name, "cannot be converted: out of memory");
+        if (!(owned = kquant_to_q8_0(t, &nbytes)))
+            return tfail(err, errlen, file, t->name, "cannot be converted: out of memory");
         data = owned;
         dt = TENSOR_Q8_0;
     } else if (tensor_dtype_of(t->type, &dt)) {
         char what[200];
         snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0 (and q4_1, q5_0, q5_1, "
-                 "q4_K, q6_K matrices, converted to q8_0): re-quantize with mnemo quantize or llama-quantize", gguf_type_name(t->type));
+                 "q4_K, q6_K matrices, converted to q8_0): re-quantize with mnemo quantize or llama-quantize",
+                 gguf_type_name(t->type));
         return tfail(err, errlen, file, t->name, what);
     }
     int64_t shape[2] = {t->ndim == 2 ? t->ne[1] : t->ne[0], t->ne[0]};
@@ -317,7 +319,8 @@ int gguf_weights_parse(const uint8_t *buf, uint64_t len, const char *file, tenso
         rc = -1, snprintf(err, errlen, "%s: metadata 'llama.attention.head_count' is missing or not positive", file);
     if (!rc && (!gguf_get_i64(&g, "llama.attention.head_count_kv", &n_head_kv) || n_head_kv <= 0)) n_head_kv = n_head;
     size_t start = out->count;
-    for (size_t i = 0; i < g.n_tensors && !rc; i++) rc = add_tensor(&g.tensors[i], n_head, n_head_kv, file, out, err, errlen);
+    for (size_t i = 0; i < g.n_tensors && !rc; i++)
+        rc = add_tensor(&g.tensors[i], n_head, n_head_kv, file, out, err, errlen);
     if (rc) ld_list_truncate(out, start);
     gguf_free(&g);
     return rc;

@@ -152,7 +152,8 @@ int gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, void 
     for (size_t i = 0; !rc && i < w->n_t; i++) {
         free(buf);
         if (!(buf = malloc(w->t[i].nbytes ? (size_t)w->t[i].nbytes : 1))) {
-            snprintf(err, errlen, "%s: out of memory for a tensor of %llu bytes", path, (unsigned long long)w->t[i].nbytes);
+            snprintf(err, errlen, "%s: out of memory for a tensor of %llu bytes", path,
+                     (unsigned long long)w->t[i].nbytes);
             rc = -2;
             break;
         }
