@@ -63,10 +63,6 @@ __attribute__((target("avx2,fma,f16c"))) static void tile(float *out, int64_t ld
         tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, KQ_TILE);
         return;
     }
-    if (nw == KQ_TILE && nx == 1) { /* decode: four weight rows share each activation load */
-        tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, 1);
-        return;
-    }
     for (int i = 0; i < nw; i++)
         for (int j = 0; j < nx; j++)
             tile_fixed(out + j * ldo + i, ldo, (const char *)w + (size_t)i * wrb, wrb, a, x0 + j, nb, dt, 1, 1);

@@ -78,8 +78,10 @@ __attribute__((target(Z_TARGET))) static void tile(float *out, int64_t ldo, cons
         tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, KQ_TILE);
         return;
     }
-    if (nw == KQ_TILE && nx == 1) { /* decode: four weight rows share each activation load */
-        tile_fixed(out, ldo, w, wrb, a, x0, nb, dt, KQ_TILE, 1);
+    if (nx == 1) { /* decode: one row at a time, so each thread reads one sequential stream (the prefetchers follow
+                    * it; four interleaved rows measured ~20% slower on a 59 MB matrix) */
+        for (int i = 0; i < nw; i++)
+            tile_fixed(out + i, ldo, (const char *)w + (size_t)i * wrb, wrb, a, x0, nb, dt, 1, 1);
         return;
     }
     for (int i = 0; i < nw; i++)
