@@ -373,6 +373,14 @@ MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo
 MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir,
                                            char *err, size_t errlen);
 
+/* Writes the Hugging Face checkpoint in model_dir (LlamaForCausalLM or LongLlamaForCausalLM) as one GGUF file at
+ * out_path, matrices in type: "q8_0", "q4_0" (GGML's block formats), "f16", "bf16" or "f32". The file follows
+ * llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original tokenizer.model ride
+ * along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that are not whole
+ * 32-blocks stay f16 and norms f32, as llama.cpp's converter does. MNEMO_OK, or an error with the reason in err. */
+MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char *out_path, char *err,
+                                      size_t errlen);
+
 /* ---------------------------------------------------------------- training
  * Fine-tuning a plain LLaMA checkpoint on the CPU: LoRA (peft's arithmetic and file format), LoRA+ (LongLoRA: the
  * adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that resume bit for bit.

@@ -237,6 +237,11 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
                    "built yet", model_dir);
         goto out;
     }
+    if (!strcmp(weight_store_format(t->model->ws), "gguf") && t->p.method != MNEMO_TRAIN_LORA) {
+        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a GGUF file: only LoRA trains over it (its weights stay frozen as "
+                   "they are); %s needs the Hugging Face checkpoint directory", model_dir, method_name(t->p.method));
+        goto out;
+    }
     if (!(t->data = train_data_open(t->model, t->data_path, t->p.seq_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
         st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
         goto out;
