@@ -432,7 +432,7 @@ typedef struct {
                                  * contexts of the same document, contexts of other documents) its memory layers see.
                                  * batch then counts documents of K rows of seq_len (K: the fractions' denominator),
                                  * each cut from K * seq_len + 1 tokens of the data (a .txt stream runs on into the
-                                 * next document when one is shorter) */
+                                 * next document when one is shorter; a .jsonl line is one document, padded) */
     mnemo_train_progress_fn progress;
     void *progress_user;
 } mnemo_train_params;
