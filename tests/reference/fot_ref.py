@@ -73,8 +73,20 @@ def rows_of(docs, K, T):
     return torch.tensor(inp, dtype=torch.long), torch.tensor(tgt, dtype=torch.long)
 
 
-def loss_fn(cfg, w, inp, tgt, vis, dtype=torch.float32):
-    """w: dict of HF-named leaf tensors (requires_grad). Returns the mean cross-entropy."""
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def loss_fn(cfg, w, inp, tgt, vis, dtype=torch.float32, lora=None, lora_scale=1.0):
+    """w: dict of HF-named tensors. lora: None, or {"model.layers.{i}.{self_attn|mlp}.{target}": (A [r, in], B [out, r])}
+    adding lora_scale * (x A^T) B^T to that projection (peft's arithmetic). Returns the mean cross-entropy."""
+
+    def lin(h, name):
+        y = F.linear(h, w[name + ".weight"])
+        if lora is not None and name in lora:
+            a, b = lora[name]
+            y = y + lora_scale * F.linear(F.linear(h, a), b)
+        return y
+
     R, T = inp.shape
     H, d = cfg.num_attention_heads, cfg.head_dim
     rope = longllama_ref.LongLlamaRef.__new__(longllama_ref.LongLlamaRef)  # only its RoPE tables
@@ -88,9 +100,9 @@ def loss_fn(cfg, w, inp, tgt, vis, dtype=torch.float32):
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
         h = longllama_ref.rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_norm_eps)
-        q = F.linear(h, w[p + "self_attn.q_proj.weight"]).view(R, T, H, d).transpose(1, 2)  # [R, H, T, d]
-        k = F.linear(h, w[p + "self_attn.k_proj.weight"]).view(R, T, H, d).transpose(1, 2)
-        v = F.linear(h, w[p + "self_attn.v_proj.weight"]).view(R, T, H, d).transpose(1, 2)
+        q = lin(h, p + "self_attn.q_proj").view(R, T, H, d).transpose(1, 2)  # [R, H, T, d]
+        k = lin(h, p + "self_attn.k_proj").view(R, T, H, d).transpose(1, 2)
+        v = lin(h, p + "self_attn.v_proj").view(R, T, H, d).transpose(1, 2)
         is_mem = i in cfg.mem_layers
         if not is_mem or cfg.mem_positionals:
             qr, kr = rope.rope(q, pos), rope.rope(k, pos)
@@ -110,21 +122,30 @@ def loss_fn(cfg, w, inp, tgt, vis, dtype=torch.float32):
         else:
             o = torch.softmax(s_loc, dim=-1) @ v
         o = o.transpose(1, 2).reshape(R, T, H * d)
-        x = x + F.linear(o, w[p + "self_attn.o_proj.weight"])
+        x = x + lin(o, p + "self_attn.o_proj")
         h = longllama_ref.rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_norm_eps)
-        g = F.silu(F.linear(h, w[p + "mlp.gate_proj.weight"]))
-        x = x + F.linear(g * F.linear(h, w[p + "mlp.up_proj.weight"]), w[p + "mlp.down_proj.weight"])
+        g = F.silu(lin(h, p + "mlp.gate_proj"))
+        x = x + lin(g * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
     x = longllama_ref.rms_norm(x, w["model.norm.weight"], cfg.rms_norm_eps)
     logits = F.linear(x, w["lm_head.weight"])
     return F.cross_entropy(logits.reshape(R * T, -1), tgt.reshape(-1))
 
 
-def step(cfg, weights, docs, schedule, T, dtype=torch.float32):
-    """(loss, {name: grad}) of one cross-batch step; weights: dict of HF-named tensors."""
+def step(cfg, weights, docs, schedule, T, dtype=torch.float32, lora=None, lora_scale=1.0):
+    """(loss, {name: grad}) of one cross-batch step; weights: dict of HF-named tensors. Without lora: every
+    weight's gradient; with lora ({module: (A, B)}): the base frozen, the gradients of "<module>.lora_A" / "_B"."""
     K, rows = parse_schedule(schedule)
     inp, tgt = rows_of(docs, K, T)
     vis = visibility(K, rows, len(docs))
-    w = {n: t.detach().to(dtype).clone().requires_grad_(True) for n, t in weights.items()}
-    loss = loss_fn(cfg, w, inp, tgt, vis, dtype)
+    train = lora is None
+    w = {n: t.detach().to(dtype).clone().requires_grad_(train) for n, t in weights.items()}
+    ad = None if train else {n: tuple(x.detach().to(dtype).clone().requires_grad_(True) for x in ab)
+                             for n, ab in lora.items()}
+    loss = loss_fn(cfg, w, inp, tgt, vis, dtype, ad, lora_scale)
     loss.backward()
-    return loss.detach(), {n: t.grad.detach() for n, t in w.items()}
+    if train:
+        return loss.detach(), {n: t.grad.detach() for n, t in w.items()}
+    grads = {}
+    for n, (a, b) in ad.items():
+        grads[n + ".lora_A"], grads[n + ".lora_B"] = a.grad.detach(), b.grad.detach()
+    return loss.detach(), grads

@@ -2,8 +2,9 @@
  * test_fot.c — FoT cross-batch training (engine/src/train/fot_*.c through model_grad.c) against PyTorch: one step of
  * tests/fixtures/fot/<case> (tests/reference/fot_ref.py, a statement written from the paper and the spec) — the loss
  * and every parameter's gradient within 1e-4 relative (gradients: to the tensor's max |grad|) for d = 0, 1, 2, the
- * paper's LongLLaMA-3B schedule over 3 documents, and the same on a model whose memory layers have no RoPE. With
- * --recompute the gradients are bit-identical. The schedule parser: the paper's schedules, the rows each row sees,
+ * paper's LongLLaMA-3B schedule over 3 documents, the same on a model whose memory layers have no RoPE, and a LoRA
+ * adapter (all seven targets) trained over the frozen model with that schedule. With --recompute the gradients are
+ * bit-identical. The schedule parser: the paper's schedules, the rows each row sees,
  * and malformed schedules refused with a message. The trainer (mnemo train --fot) cuts train.txt into documents of
  * K contexts and its step loss is the same step's.
  * Each fixture case fails when the method is broken (checked by hand, 2026-11-24): extra contexts' keys rotated
@@ -150,6 +151,103 @@ out:
     json_decref(c);
 }
 
+/* The lora case: an adapter (r 2, scale 2, all seven targets) over the frozen model, the paper's schedule; the
+ * adapter's gradients against torch's, with and without recompute. */
+static void check_lora_case(void) {
+    static const char *const TARGETS[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    char path[4600], dir[4600], err[512] = "";
+    snprintf(path, sizeof path, "%s/fot/lora/case.json", test_fixtures());
+    json_t *c = json_load_file(path, 0, NULL), *docs = json_object_get(c, "docs");
+    const double want = c ? atof(json_string_value(json_object_get(c, "loss"))) : 0;
+    const int32_t T = 8, D = (int32_t)json_array_size(docs), K = 4, rows = D * K;
+    snprintf(dir, sizeof dir, "%s/fot/model", test_fixtures());
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_model *m = NULL;
+    fot_schedule s;
+    lora_train lt[2];
+    memset(lt, 0, sizeof lt);
+    size_t alen = 0, glen = 0;
+    snprintf(path, sizeof path, "%s/fot/lora/adapter.safetensors", test_fixtures());
+    uint8_t *aimg = slurp(path, &alen);
+    snprintf(path, sizeof path, "%s/fot/lora/grads.safetensors", test_fixtures());
+    uint8_t *gimg = slurp(path, &glen);
+    tensor_list at = {0}, gt = {0};
+    int32_t *tokens = malloc((size_t)rows * (T + 1) * sizeof *tokens);
+    if (!c || D != 3 || !aimg || !gimg || !tokens || safetensors_parse(aimg, alen, "adapter", &at, err, sizeof err) ||
+        safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) ||
+        fot_schedule_parse(&s, json_string_value(json_object_get(c, "schedule")), err, sizeof err) ||
+        mnemo_model_load(dir, &mp, &m) != MNEMO_OK) {
+        CHECK(0, "lora: setup %s", err);
+        goto out;
+    }
+    for (int32_t d = 0; d < D; d++)
+        for (int32_t j = 0; j < K; j++)
+            for (int32_t t = 0; t <= T; t++)
+                tokens[((size_t)d * K + j) * (T + 1) + t] =
+                    (int32_t)json_integer_value(json_array_get(json_array_get(docs, (size_t)d), (size_t)(j * T + t)));
+    for (int rc = 0; rc < 2; rc++) {
+        lt[rc].r = 2, lt[rc].scale = 2.0f;
+        for (size_t i = 0; i < at.count; i++) {
+            int l, t = -1;
+            char mod[32], ab;
+            if (sscanf(at.items[i].name, "model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) != 3) continue;
+            for (int k = 0; k < 7; k++)
+                if (!strcmp(mod, TARGETS[k])) t = k;
+            if (t < 0 || l >= LORA_TRAIN_MAX_LAYERS) continue;
+            size_t n = (size_t)at.items[i].nbytes;
+            float *v = malloc(n), *gv = calloc(1, n);
+            memcpy(v, at.items[i].data, n);
+            if (ab == 'A') lt[rc].a[l][t] = v, lt[rc].ga[l][t] = gv;
+            else lt[rc].b[l][t] = v, lt[rc].gb[l][t] = gv;
+        }
+        model_train_ws *w = model_train_ws_new(m, rows, T, 2, rc == 1, err, sizeof err);
+        fot_ws *f = w ? fot_ws_new(&m->cfg, &s, D, T, rc == 1, err, sizeof err) : NULL;
+        float loss = 0;
+        CHECK(f && !model_train_ws_set_fot(w, f, err, sizeof err) &&
+              !model_loss_and_grads_ws(w, m, tokens, NULL, 1.0f, NULL, 0, &lt[rc], &loss, err, sizeof err),
+              "lora (recompute %d): %s", rc, err);
+        CHECK(fabs(loss - want) <= TOL * fabs(want), "lora: loss %.8f, torch %.8f", loss, want);
+        model_train_ws_free(w), fot_ws_free(f);
+        if (rc == 1) continue;
+        printf("lora   %-38s loss %.7f (torch %.7f)", json_string_value(json_object_get(c, "schedule")), loss, want);
+    }
+    double worst = 0;
+    size_t n_checked = 0;
+    bool same = true;
+    for (size_t i = 0; i < gt.count; i++) {
+        int l, t = -1;
+        char mod[32], ab;
+        if (sscanf(gt.items[i].name, "model.layers.%d.%*[a-z_].%31[a-z_].lora_%c", &l, mod, &ab) == 3)
+            for (int k = 0; k < 7; k++)
+                if (!strcmp(mod, TARGETS[k])) t = k;
+        const float *mine = t >= 0 ? (ab == 'A' ? lt[0].ga[l][t] : lt[0].gb[l][t]) : NULL;
+        const float *again = t >= 0 ? (ab == 'A' ? lt[1].ga[l][t] : lt[1].gb[l][t]) : NULL;
+        if (!mine || !again) {
+            CHECK(0, "lora: no gradient for %s", gt.items[i].name);
+            continue;
+        }
+        size_t n = (size_t)(gt.items[i].nbytes / 4);
+        const float *r = gt.items[i].data;
+        double top = 1e-30, diff = 0;
+        for (size_t k = 0; k < n; k++) top = fmax(top, fabs(r[k])), diff = fmax(diff, fabs(r[k] - mine[k]));
+        CHECK(diff / top <= TOL, "lora: %s relative error %.2e", gt.items[i].name, diff / top);
+        same = same && !memcmp(mine, again, n * sizeof(float));
+        worst = fmax(worst, diff / top), n_checked++;
+    }
+    CHECK(n_checked == 42, "lora: %zu adapter gradients (3 layers x 7 targets x A, B)", n_checked);
+    CHECK(same, "lora: adapter gradients with recompute differ from those without");
+    printf("  %zu adapter gradients, worst relative error %.2e\n", n_checked, worst);
+out:
+    for (int i = 0; i < 2; i++)
+        for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
+            for (int t = 0; t < 7; t++) free(lt[i].a[l][t]), free(lt[i].b[l][t]), free(lt[i].ga[l][t]), free(lt[i].gb[l][t]);
+    tensor_list_free(&at), tensor_list_free(&gt);
+    free(aimg), free(gimg), free(tokens);
+    mnemo_model_free(m);
+    json_decref(c);
+}
+
 /* The trainer's data cut: with shuffle off, step 1 of `mnemo train --fot` takes examples 0 and 1 of train.txt (windows
  * of K*T + 1 ids of the stream BOS + ids, train_ids.json) and its loss is the fixture model's FoT loss on them. */
 static void check_trainer_cut(void) {
@@ -199,6 +297,7 @@ int main(void) {
     check_schedule_parse();
     const char *cases[] = {"d0", "d1", "d2", "paper", "nopos"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(cases[i]);
+    check_lora_case();
     check_trainer_cut();
     return test_summary();
 }
