@@ -128,6 +128,8 @@ with tempfile.TemporaryDirectory() as td:
         (["--model", MODEL, "--out", x, "--fot", "1/4(0,0)"], 2, "FoT schedule"),
         (["--model", MODEL, "--out", x, "--fot", "1/2(1,0),1/2(0,0)"], 2, "FoT schedule"),
         (["--model", MODEL, "--out", x, "--fot", "1/2(0,0),1/2(1,1)", "--batch", "1"], 2, "--batch"),
+        (["--model", MODEL, "--uio", x, "--uio-chunk", "8", "--uio-num-memory", "2", "--fot", "1/2(0,0),1/2(1,1)"], 2,
+         "--uio"),
         (["--init", "zeros", "--config", conf, "--tokenizer", tok, "--out", x], 2, "--init"),
         (["--init", "random", "--tokenizer", tok, "--out", x], 2, "--config"),
         (["--model", MODEL, "--config", conf, "--out", x], 2, "--init random"),
