@@ -374,8 +374,9 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
                                            char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- training
- * Fine-tuning a plain LLaMA checkpoint on the CPU: LoRA (peft's arithmetic and file format), LoRA+ (LongLoRA: the
- * adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that resume bit for bit.
+ * Fine-tuning a LLaMA (or LongLLaMA: fot_schedule) checkpoint on the CPU: LoRA (peft's arithmetic and file format),
+ * LoRA+ (LongLoRA: the adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that
+ * resume bit for bit.
  * A trainer owns its own copy of the model (full fine-tuning rewrites the weights in fp32).
  *
  * Data (.txt: one stream of BOS + ids cut into windows of seq_len + 1 overlapping by one; .jsonl: one
