@@ -27,6 +27,15 @@ static void usage(FILE *f) {
             "  --lora-plus            LoRA + embeddings and every norm trained (LongLoRA)\n"
             "  --full                 every weight trained (writes a whole checkpoint, fp32)\n"
             "  --init-adapter DIR     start LoRA from this peft adapter (its rank, alpha and targets)\n"
+            "long context (issue 21):\n"
+            "  --s2-attn              S2-Attn in training: groups of seq-len/4, half the heads shifted by half a\n"
+            "                         group (LongLoRA); served with full attention\n"
+            "  --rope-scale F         linear position interpolation F; --out gets a config.json with it and\n"
+            "                         max_position_embeddings x F (LongLoRA: --s2-attn --lora-plus --rope-scale F)\n"
+            "  --smt                  sparse memory training on a .txt: each row samples --smt-sampled tokens (default\n"
+            "                         seq-len/2) of the --smt-memory before it (default 4 x seq-len), decaying with\n"
+            "                         distance from --smt-window (default: sampled); --smt-decay K iterations (0: all)\n"
+            "  --smt-beta B           weight of the plain loss on each row's first seq-len tokens (default 1)\n"
             "length and batch:\n"
             "  --steps N | --epochs E optimizer steps, or passes over the data (default 1 epoch)\n"
             "  --batch B              rows per micro-batch (default 1)\n"
@@ -137,6 +146,14 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint-every")) { COUNT(tp.checkpoint_every, 1, (long long)1e12); }
         else if (!strcmp(a, "--resume")) tp.resume = true;
         else if (!strcmp(a, "--recompute")) tp.recompute = true;
+        else if (!strcmp(a, "--s2-attn")) tp.s2_attn = true;
+        else if (!strcmp(a, "--rope-scale")) { NUM(tp.rope_scale, 1, 1024); }
+        else if (!strcmp(a, "--smt")) tp.smt = true;
+        else if (!strcmp(a, "--smt-memory")) { COUNT(tp.smt_memory, 1, 1 << 28); }
+        else if (!strcmp(a, "--smt-sampled")) { COUNT(tp.smt_sampled, 1, 1 << 24); }
+        else if (!strcmp(a, "--smt-window")) { COUNT(tp.smt_window, 1, 1 << 28); }
+        else if (!strcmp(a, "--smt-decay")) { COUNT(tp.smt_decay, 0, 64); }
+        else if (!strcmp(a, "--smt-beta")) { NUM(tp.smt_beta, 0, 1e3); }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &mp.n_threads)) return 2; }
         else if (!strcmp(a, "--device")) {
             VALUE();

@@ -427,6 +427,21 @@ typedef struct {
     int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
     bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
+    /* Long-context training (issue 21). LongLoRA's recipe: s2_attn + LoRA+ + rope_scale. SMT: text data only. */
+    bool s2_attn;               /* false; true: S²-Attn in training (groups of seq_len/4, half the heads shifted by
+                                 * half a group, no wrap-around); inference keeps full attention */
+    double rope_scale;          /* 0: the model's RoPE; F >= 1: linear position interpolation F in training, and
+                                 * out_dir/config.json written with it and max_position_embeddings scaled to match
+                                 * (mnemo_export_merged takes that config) */
+    bool smt;                   /* false; true: sparse memory training: every row is seq_len - smt_sampled target
+                                 * tokens after smt_sampled tokens sampled (with decay) from the smt_memory before
+                                 * them, at their original positions; plus smt_beta x the plain loss of the row's
+                                 * first seq_len + 1 tokens */
+    int64_t smt_memory;         /* 0: 4 x seq_len */
+    int32_t smt_sampled;        /* 0: seq_len / 2 */
+    int32_t smt_window;         /* initial sampling window W; 0: smt_sampled */
+    int32_t smt_decay;          /* decay iterations; 0: no limit */
+    double smt_beta;            /* 1 (mixed training); 0: SMT loss alone */
     mnemo_train_progress_fn progress;
     void *progress_user;
 } mnemo_train_params;

@@ -23,6 +23,8 @@
 #include "lr_schedule.h"
 #include "model_grad.h"
 #include "optimizer.h"
+#include "rope_config.h"
+#include "smt_step.h"
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "trainable.h"
@@ -44,8 +46,10 @@ struct mnemo_trainer {
     uint64_t data_digest;
     uint64_t fingerprint; /* the base model's, taken before training changes its weights */
     char settings[2048];
-    mnemo_token *rows;  /* [batch * grad_accum][seq_len + 1] */
-    uint8_t *masks;     /* [batch * grad_accum][seq_len] */
+    mnemo_token *rows;  /* [batch * grad_accum][data_len + 1] */
+    uint8_t *masks;     /* [batch * grad_accum][data_len] */
+    int32_t data_len;   /* tokens a data row predicts: seq_len, or SMT's whole document (smt_doc_tokens - 1) */
+    smt_settings smt;
     volatile sig_atomic_t cancel;
 };
 
@@ -68,7 +72,7 @@ mnemo_train_params mnemo_train_default_params(void) {
     return (mnemo_train_params){.method = MNEMO_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .lora_targets = "q,v",
                                 .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
                                 .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
-                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true};
+                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .smt_beta = 1.0};
 }
 
 mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
@@ -116,12 +120,14 @@ static void describe_settings(mnemo_trainer *t) {
              "\"data_digest\":\"%016llx\",\"examples\":%lld,\"steps\":%lld,\"batch\":%d,\"seq_len\":%d,"
              "\"grad_accum\":%d,\"lr\":%.17g,\"schedule\":\"%s\",\"warmup\":%lld,\"optimizer\":\"%s\","
              "\"beta1\":%.17g,\"beta2\":%.17g,\"eps\":%.17g,\"weight_decay\":%.17g,\"momentum\":%.17g,"
-             "\"grad_clip\":%.17g,\"seed\":%llu,\"shuffle\":%d}",
+             "\"grad_clip\":%.17g,\"seed\":%llu,\"shuffle\":%d,\"s2_attn\":%d,\"rope_scale\":%.17g,\"smt\":%d,"
+             "\"smt_memory\":%lld,\"smt_sampled\":%d,\"smt_window\":%d,\"smt_decay\":%d,\"smt_beta\":%.17g}",
              method_name(p->method), t->tr.lora.r, t->tr.alpha, t->tr.targets, t->tr.rslora,
              (unsigned long long)t->data_digest, (long long)train_data_examples(t->data), (long long)t->total, p->batch,
              p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
-             p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+             p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle, p->s2_attn, p->rope_scale, p->smt,
+             (long long)t->smt.memory, t->smt.sampled, t->smt.window, t->smt.decay, t->smt.beta);
 }
 
 static char *state_path(const mnemo_trainer *t) {
@@ -129,6 +135,28 @@ static char *state_path(const mnemo_trainer *t) {
     char *s = malloc(len);
     if (s) snprintf(s, len, "%s/train_state.mnemo", t->out_dir);
     return s;
+}
+
+/* Issue 21's settings: S2-Attn's group fits seq_len, the RoPE factor, SMT's shape (its defaults filled in t->smt). */
+static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params *p) {
+    if (p->s2_attn && (p->seq_len % 8))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "S2-Attn splits seq_len into 4 groups shifted by half a group: seq_len "
+                     "%d is not a multiple of 8", p->seq_len);
+    if (p->rope_scale != 0 && !(p->rope_scale >= 1 && p->rope_scale <= 1024))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "rope_scale %g: a factor in [1, 1024] (0: the model's)", p->rope_scale);
+    if (!p->smt) return MNEMO_OK;
+    if (p->s2_attn) return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT and S2-Attn are two methods: choose one");
+    smt_settings *s = &t->smt;
+    *s = (smt_settings){.memory = p->smt_memory ? p->smt_memory : 4 * (int64_t)p->seq_len,
+                        .sampled = p->smt_sampled ? p->smt_sampled : p->seq_len / 2, .decay = p->smt_decay,
+                        .beta = p->smt_beta};
+    s->window = p->smt_window ? p->smt_window : s->sampled;
+    if (s->sampled < 1 || s->sampled >= p->seq_len || s->memory < s->sampled || s->memory > (1 << 28) ||
+        s->window < 1 || s->decay < 0 || !(s->beta >= 0 && s->beta <= 1e3))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT: %d sampled of %lld memory tokens (window %d, %d decay iterations, "
+                     "beta %g) with seq_len %d: need 1 <= sampled < seq_len, sampled <= memory, window >= 1, beta >= 0",
+                     s->sampled, (long long)s->memory, s->window, s->decay, s->beta, p->seq_len);
+    return MNEMO_OK;
 }
 
 /* Every setting in range, or a message naming the first that is not. */
@@ -149,7 +177,7 @@ static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) 
         return tfail(t, MNEMO_ERR_INVALID_ARG, "optimizer settings out of range (betas and momentum in [0, 1), eps > 0, "
                      "weight decay and clipping >= 0)");
     if (p->checkpoint_every < 0) return tfail(t, MNEMO_ERR_INVALID_ARG, "checkpoint_every %lld < 0", (long long)p->checkpoint_every);
-    return MNEMO_OK;
+    return check_long_params(t, p);
 }
 
 static mnemo_status load_checkpoint(mnemo_trainer *t, const char *path) {
@@ -216,6 +244,13 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         goto out;
     }
     t->fingerprint = model_fingerprint(t->model);
+    if (t->p.rope_scale > 0) { /* position interpolation: the window grows by the factor over the model's own */
+        model_config *c = &t->model->cfg;
+        double longer = (double)c->max_position_embeddings * t->p.rope_scale / (double)c->rope_scaling_factor;
+        c->max_position_embeddings = longer < (double)(1 << 30) ? (int32_t)longer : (1 << 30);
+        c->rope_scaling_factor = (float)t->p.rope_scale;
+        c->rope_scaling = ROPE_SCALING_LINEAR;
+    }
     if (t->p.seq_len > t->model->cfg.max_position_embeddings) {
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
                    t->model->cfg.max_position_embeddings);
@@ -226,8 +261,14 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
                    "built yet", model_dir);
         goto out;
     }
-    if (!(t->data = train_data_open(t->model, t->data_path, t->p.seq_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
+    t->data_len = t->p.smt ? (int32_t)(smt_doc_tokens(&t->smt, t->p.seq_len) - 1) : t->p.seq_len;
+    if (!(t->data = train_data_open(t->model, t->data_path, t->data_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
         st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+        goto out;
+    }
+    if (t->p.smt && !train_data_is_text(t->data)) {
+        st = tfail(t, MNEMO_ERR_INVALID_ARG, "SMT samples the memory of long documents: give a text file, not %s",
+                   t->data_path);
         goto out;
     }
     int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
@@ -237,19 +278,20 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         st = tfail(t, strstr(err, "out of memory") ? MNEMO_ERR_NOMEM : MNEMO_ERR_INVALID_ARG, "%s", err);
         goto out;
     }
-    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err))) {
-        st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
+    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err)) ||
+        (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err))) {
+        st = tfail(t, t->ws ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err);
         goto out;
     }
-    t->rows = malloc((size_t)rows * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
-    t->masks = malloc((size_t)rows * (size_t)t->p.seq_len);
+    t->rows = malloc((size_t)rows * (size_t)(t->data_len + 1) * sizeof *t->rows);
+    t->masks = malloc((size_t)rows * (size_t)t->data_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
     if (!t->rows || !t->masks || !t->kc) {
         st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
         goto out;
     }
     t->sched = (lr_schedule){.kind = (lr_kind)t->p.schedule, .lr = t->p.lr, .warmup = t->p.warmup, .total = t->total};
-    t->data_digest = data_digest(t->data, t->p.seq_len);
+    t->data_digest = data_digest(t->data, t->data_len);
     describe_settings(t);
     if (t->p.resume && (st = load_checkpoint(t, sp)) != MNEMO_OK) goto out;
     t->failed = false;
@@ -266,13 +308,15 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     if (t->step >= t->total) return tfail(t, MNEMO_ERR_MISUSE, "all %lld steps are done", (long long)t->total);
     double t0 = now_s();
-    const int32_t B = t->p.batch, G = t->p.grad_accum, L = t->p.seq_len, rows = B * G;
+    const int32_t B = t->p.batch, G = t->p.grad_accum, L = t->data_len, rows = B * G;
     int64_t counted = 0, per[G > 0 ? G : 1];
     for (int32_t g = 0; g < G; g++) per[g] = 0;
     for (int32_t r = 0; r < rows; r++) {
         train_data_row(t->data, t->step, rows, r, t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
         for (int32_t k = 0; k < L; k++) per[r / B] += t->masks[(size_t)r * (size_t)L + (size_t)k];
     }
+    if (t->p.smt) /* text: every SMT row counts its whole target part, so micro-batches weigh the same */
+        for (int32_t g = 0; g < G; g++) per[g] = 1;
     for (int32_t g = 0; g < G; g++) counted += per[g];
     trainable_zero_grads(&t->tr);
     double loss = 0;
@@ -280,9 +324,13 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     for (int32_t g = 0; g < G && counted > 0; g++) {
         if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
         float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
-        if (model_loss_and_grads_ws(t->ws, t->model, t->rows + (size_t)g * (size_t)B * (size_t)(L + 1),
-                                    t->masks + (size_t)g * (size_t)B * (size_t)L, share, &t->tr.grads, t->tr.base,
-                                    t->tr.lora.r ? &t->tr.lora : NULL, &lg, err, sizeof err))
+        const mnemo_token *rg = t->rows + (size_t)g * (size_t)B * (size_t)(L + 1);
+        const uint8_t *mg = t->masks + (size_t)g * (size_t)B * (size_t)L;
+        lora_train *lt = t->tr.lora.r ? &t->tr.lora : NULL;
+        if (t->p.smt ? smt_microbatch(t->ws, t->model, &t->smt, t->p.seed, t->step * rows + (int64_t)g * B, rg, mg,
+                                      share, &t->tr.grads, t->tr.base, lt, &lg, err, sizeof err)
+                     : model_loss_and_grads_ws(t->ws, t->model, rg, mg, share, &t->tr.grads, t->tr.base, lt, &lg, err,
+                                               sizeof err))
             return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
         loss += (double)lg * share;
     }
@@ -295,7 +343,7 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     int rc = optimizer_step(&t->opt, &t->tr, t->model->be, t->kc, lr, t->step + 1);
     if (rc != KERN_OK) return tfail(t, MNEMO_ERR_BACKEND, "step %lld: optimizer kernel error %d", (long long)t->step + 1, rc);
     t->step++;
-    t->tokens += (int64_t)rows * L;
+    t->tokens += (int64_t)rows * t->p.seq_len * (t->p.smt && t->smt.beta > 0 ? 2 : 1);
     t->elapsed_s += now_s() - t0;
     if (prog)
         *prog = (mnemo_train_progress){.step = t->step, .total_steps = t->total, .loss = loss, .grad_norm = norm,
@@ -310,6 +358,7 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
     const int32_t B = t->p.batch, L = t->p.seq_len;
     const int64_t n = train_data_examples(d);
+    if (t->p.s2_attn) model_train_ws_set_s2(t->ws, t->model, 0, err, sizeof err); /* evaluated as served: full */
     double sum = 0; /* loss x counted tokens, summed over every batch */
     int64_t counted = 0;
     mnemo_status st = MNEMO_OK;
@@ -330,6 +379,8 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
         counted += cnt;
     }
     train_data_free(d);
+    if (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err) && st == MNEMO_OK)
+        st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
     if (st != MNEMO_OK) return st;
     *loss = counted ? sum / (double)counted : 0;
     if (tokens) *tokens = counted;
@@ -339,7 +390,9 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
-    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
+    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err) ||
+        (t->p.rope_scale > 0 && rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale,
+                                                  t->model->cfg.max_position_embeddings, err, sizeof err)))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);

@@ -259,6 +259,9 @@ size_t model_train_ws_bytes(const model_train_ws *w) {
     return w ? w->floats * sizeof(float) + s2_attn_bytes(w->s2) : 0;
 }
 
+int32_t model_train_ws_rows(const model_train_ws *w) { return w->B; }
+int32_t model_train_ws_len(const model_train_ws *w) { return w->T; }
+
 int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen) {
     s2_attn_free(w->s2);
     w->s2 = NULL;

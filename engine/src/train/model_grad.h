@@ -91,6 +91,9 @@ int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group
  * positions) for the following steps; NULL: 0..T-1 in every row again. 0, or -1. */
 int model_train_ws_set_positions(model_train_ws *w, const int32_t *pos, char *err, size_t errlen);
 
+int32_t model_train_ws_rows(const model_train_ws *w); /* B */
+int32_t model_train_ws_len(const model_train_ws *w);  /* T */
+
 /* model_loss_and_grads_ex over a workspace (its B and T). dloss 0: the loss alone, no backward (evaluation). */
 int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32_t *tokens, const uint8_t *mask,
                             float dloss, model_grads *g, unsigned train, lora_train *lora, float *loss, char *err,
