@@ -433,10 +433,11 @@ typedef struct {
     double rope_scale;          /* 0: the model's RoPE; F >= 1: linear position interpolation F in training, and
                                  * out_dir/config.json written with it and max_position_embeddings scaled to match
                                  * (mnemo_export_merged takes that config) */
-    bool smt;                   /* false; true: sparse memory training: every row is seq_len - smt_sampled target
+    bool smt;                   /* false; true: sparse memory training: every row is seq_len + 1 - smt_sampled target
                                  * tokens after smt_sampled tokens sampled (with decay) from the smt_memory before
                                  * them, at their original positions; plus smt_beta x the plain loss of the row's
-                                 * first seq_len + 1 tokens */
+                                 * first seq_len + 1 tokens; out_dir/config.json gets max_position_embeddings
+                                 * raised to the document length when that is longer */
     int64_t smt_memory;         /* 0: 4 x seq_len */
     int32_t smt_sampled;        /* 0: seq_len / 2 */
     int32_t smt_window;         /* initial sampling window W; 0: smt_sampled */

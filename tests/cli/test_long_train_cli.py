@@ -5,7 +5,8 @@
   256, writes config.json with rope_scaling linear 2 and max_position_embeddings 256; `mnemo export --merge` takes
   it, and the merged model generates from a prompt longer than the base's window (which the base refuses).
 - A resume under other long-context settings is refused.
-- --smt runs on text (loss = SMT + beta x plain) and refuses JSON lines; bad settings exit 2 with a message.
+- --smt runs on text (loss = SMT + beta x plain), writes config.json with the documents' window, and refuses JSON
+  lines; bad settings exit 2 with a message.
 """
 import json
 import os
@@ -76,11 +77,14 @@ with tempfile.TemporaryDirectory() as td:
     check(rc != 0 and "resume" in err, f"resume without --s2-attn refused: {err!r}")
 
     # SMT
-    rc, out, err = run(*base, "--smt", "--seq-len", "32", "--smt-memory", "96", "--steps", "2",
+    rc, out, err = run(*base, "--smt", "--seq-len", "32", "--smt-memory", "192", "--steps", "2",
                        "--out", os.path.join(td, "smt"))
     ls = losses(out)
     check(rc == 0 and len(ls) == 2 and all(l > 6 for l in ls), f"SMT run (SMT + plain loss): {rc} {ls} {err!r}")
-    rc, out, err = run(*base, "--smt", "--smt-beta", "0", "--seq-len", "32", "--smt-memory", "96", "--steps", "1",
+    scfg = json.load(open(os.path.join(td, "smt", "config.json"))) if rc == 0 else {}
+    check(scfg.get("max_position_embeddings") == 192 + 32 + 1 - 16 and not scfg.get("rope_scaling"),
+          f"SMT's config: the window of its documents, RoPE unchanged ({scfg.get('max_position_embeddings')})")
+    rc, out, err = run(*base, "--smt", "--smt-beta", "0", "--seq-len", "32", "--smt-memory", "192", "--steps", "1",
                        "--out", os.path.join(td, "smt0"))
     check(rc == 0 and 0 < losses(out)[0] < ls[0], f"SMT with beta 0: the SMT loss alone {losses(out)}")
     jsonl = os.path.join(td, "d.jsonl")

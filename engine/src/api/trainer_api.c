@@ -390,9 +390,11 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
+    int64_t window = t->model->cfg.max_position_embeddings; /* SMT trains positions up to its documents' length */
+    if (t->p.smt && smt_doc_tokens(&t->smt, t->p.seq_len) > window) window = smt_doc_tokens(&t->smt, t->p.seq_len);
     if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err) ||
-        (t->p.rope_scale > 0 && rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale,
-                                                  t->model->cfg.max_position_embeddings, err, sizeof err)))
+        ((t->p.rope_scale > 0 || window > t->model->cfg.max_position_embeddings) &&
+         rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale, (int32_t)window, err, sizeof err)))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);

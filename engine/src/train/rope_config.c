@@ -20,9 +20,10 @@ int rope_config_write(const char *model_dir, const char *out_dir, double factor,
         return -1;
     }
     json_t *rp = json_object_get(root, "rope_parameters"); /* transformers >= 5 reads this one: the same there */
-    if (json_is_object(rp))
+    if (factor > 0 && json_is_object(rp))
         json_object_set_new(rp, "rope_type", json_string("linear")), json_object_set_new(rp, "factor", json_real(factor));
-    int rc = json_object_set_new(root, "rope_scaling", json_pack("{s:s, s:f}", "type", "linear", "factor", factor)) ||
+    int rc = (factor > 0 && json_object_set_new(root, "rope_scaling",
+                                                json_pack("{s:s, s:f}", "type", "linear", "factor", factor))) ||
              json_object_set_new(root, "max_position_embeddings", json_integer(max_positions)) ||
              json_dump_file(root, tmp, JSON_INDENT(2)) || rename(tmp, dst);
     json_decref(root);

@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out_dir/config.json = model_dir/config.json with the two fields set (every other field kept). 0, or -1 with a
- * message naming the file. */
+/* out_dir/config.json = model_dir/config.json with the two fields set (every other field kept; factor 0: RoPE as
+ * it is, only the window: sparse memory training's positions reach past it). 0, or -1 with a message naming the
+ * file. */
 int rope_config_write(const char *model_dir, const char *out_dir, double factor, int32_t max_positions, char *err,
                       size_t errlen);
 
