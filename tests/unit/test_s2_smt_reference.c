@@ -7,7 +7,8 @@
  *                    must miss the fixture (so a broken pattern fails here).
  *   smt/rope_scaled: SMT (M 48, n 8, W 8, beta 1) on the rope-scaled model: the C sampler draws the fixture's
  *                    positions from the same seed, and loss (SMT + beta x plain) and gradients match within 1e-4;
- *                    the same rows at positions 0..T-1 (original positions dropped) must miss it.
+ *                    --recompute gives the same bits; the same rows at positions 0..T-1 (original positions
+ *                    dropped) must miss it.
  */
 #include <jansson.h>
 #include <math.h>
@@ -183,6 +184,19 @@ static void check_smt(void) {
     CHECK(e >= 0 && e <= TOL, "SMT: gradient %s off by %.2e relative", wn, e);
     printf("smt/rope_scaled: loss %.7f (torch %.7f), %zu gradients, worst relative error %.2e (%s)\n", loss, want,
            g.count, e, wn);
+    { /* --recompute: the same step, bit for bit */
+        model_grads g2 = {0};
+        model_train_ws *w2 = model_train_ws_new(m, B, T, 0, true, err, sizeof err);
+        float loss2 = NAN;
+        int same = w2 && model_grads_init(&g2, m, err, sizeof err) == 0 &&
+                   smt_microbatch(w2, m, &s, seed, 0, docs, dmask, 1.0f, &g2, TRAIN_ALL, NULL, &loss2, err,
+                                  sizeof err) == 0 && loss2 == loss;
+        for (size_t i = 0; same && i < g.count; i++) same = !memcmp(g.p[i].g, g2.p[i].g, g.p[i].n * sizeof(float));
+        CHECK(same, "SMT with --recompute differs from without (%s)", err);
+        printf("smt/rope_scaled --recompute: identical loss and gradients: %s\n", same ? "yes" : "no");
+        model_grads_free(&g2);
+        model_train_ws_free(w2);
+    }
     /* broken: the sampled tokens at positions 0..T-1 instead of their own */
     int32_t tok[2 * 17], ppos[2 * 16], sampled[64];
     uint8_t mask[2 * 16];
