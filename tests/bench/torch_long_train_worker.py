@@ -121,7 +121,10 @@ def main():
             pos = torch.tensor(idx)
             lab = sx.clone()
             lab[:, :n] = -100
-            loss = ce(model(input_ids=sx[:, :T], position_ids=pos[:, :T]).logits, lab[:, 1:])
+            # an explicit all-ones mask: without one (and without a KV cache) transformers reads the jumps in
+            # position_ids as packed sequences and blocks attention across them
+            loss = ce(model(input_ids=sx[:, :T], position_ids=pos[:, :T], attention_mask=torch.ones(B, T)).logits,
+                      lab[:, 1:])
             if a.smt_beta > 0:
                 loss = loss + a.smt_beta * ce(model(input_ids=x[:, :T]).logits, x[:, 1:T + 1])
                 tokens += B * T

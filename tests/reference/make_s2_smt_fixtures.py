@@ -145,7 +145,10 @@ def case_smt(name, seed, B, T, M, n, W, decay, beta, out_dir):
         lab[:n] = -100                                  # eq. 2: only the target part is predicted
         labels.append(lab)
     ids, pos, labels = torch.stack(ids), torch.stack(pos), torch.stack(labels)
-    logits = m(input_ids=ids[:, :T], position_ids=pos[:, :T]).logits
+    # an explicit all-ones mask: without one (and without a KV cache) transformers reads the jumps in position_ids
+    # as packed sequences and blocks attention across them
+    logits = m(input_ids=ids[:, :T], position_ids=pos[:, :T], attention_mask=torch.ones(B, T, dtype=torch.long),
+               use_cache=False).logits
     ce = torch.nn.functional.cross_entropy
     l_smt = ce(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
     plain = docs[:, :T + 1]                             # eq. 3's second term: the original window
