@@ -28,6 +28,7 @@
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "trainable.h"
+#include "uio_trainer.h"
 
 struct mnemo_trainer {
     bool failed;
@@ -39,6 +40,7 @@ struct mnemo_trainer {
     trainable tr;
     optimizer opt;
     model_train_ws *ws;
+    uio_run *uio;         /* method UIO: its tensors, workspace and TBPTT settings (uio_trainer.h) */
     kern_ctx *kc;
     lr_schedule sched;
     int64_t step, total, tokens;
@@ -72,7 +74,8 @@ mnemo_train_params mnemo_train_default_params(void) {
     return (mnemo_train_params){.method = MNEMO_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .lora_targets = "q,v",
                                 .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
                                 .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
-                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .smt_beta = 1.0};
+                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .tbptt_slots = 2,
+                                .tbptt_compensation = true, .smt_beta = 1.0};
 }
 
 mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
@@ -93,7 +96,10 @@ mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int3
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const char *method_name(mnemo_train_method m) {
-    return m == MNEMO_TRAIN_FULL ? "full" : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora";
+    return m == MNEMO_TRAIN_FULL        ? "full"
+           : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus"
+           : m == MNEMO_TRAIN_UIO       ? "uio"
+                                        : "lora";
 }
 
 /* A digest of every row the data can give (epoch 0's order), so a checkpoint resumes only on the same examples. */
@@ -128,6 +134,11 @@ static void describe_settings(mnemo_trainer *t) {
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
              p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle, p->s2_attn, p->rope_scale, p->smt,
              (long long)t->smt.memory, t->smt.sampled, t->smt.window, t->smt.decay, t->smt.beta);
+    if (t->uio) { /* the UIO settings join the object before its closing brace */
+        size_t n = strlen(t->settings);
+        uio_run_settings(t->uio, t->settings + n - 1, sizeof t->settings - n);
+        strncat(t->settings, "}", sizeof t->settings - strlen(t->settings) - 1);
+    }
 }
 
 static char *state_path(const mnemo_trainer *t) {
@@ -144,6 +155,8 @@ static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params
                      "%d is not a multiple of 8", p->seq_len);
     if (p->rope_scale != 0 && !(p->rope_scale >= 1 && p->rope_scale <= 1024))
         return tfail(t, MNEMO_ERR_INVALID_ARG, "rope_scale %g: a factor in [1, 1024] (0: the model's)", p->rope_scale);
+    if (p->method == MNEMO_TRAIN_UIO && (p->s2_attn || p->smt || p->rope_scale))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "UIO training takes none of S2-Attn, SMT or rope_scale");
     if (!p->smt) return MNEMO_OK;
     if (p->s2_attn) return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT and S2-Attn are two methods: choose one");
     smt_settings *s = &t->smt;
@@ -162,7 +175,7 @@ static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params
 /* Every setting in range, or a message naming the first that is not. */
 static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) {
     if (!p->data || !p->out_dir) return tfail(t, MNEMO_ERR_INVALID_ARG, "training needs a data file and an output directory");
-    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_FULL)
+    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_UIO)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "unknown training method %d", (int)p->method);
     if (p->batch < 1 || p->batch > 4096 || p->grad_accum < 1 || p->grad_accum > 65536 || p->seq_len < 1)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "batch %d, grad_accum %d, seq_len %d: each at least 1", p->batch,
@@ -251,7 +264,7 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         c->rope_scaling_factor = (float)t->p.rope_scale;
         c->rope_scaling = ROPE_SCALING_LINEAR;
     }
-    if (t->p.seq_len > t->model->cfg.max_position_embeddings) {
+    if (t->p.method != MNEMO_TRAIN_UIO && t->p.seq_len > t->model->cfg.max_position_embeddings) { /* UIO: segments */
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
                    t->model->cfg.max_position_embeddings);
         goto out;
@@ -274,12 +287,15 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
     t->total = t->p.steps ? t->p.steps : (int64_t)ceil(t->p.epochs * (double)train_data_examples(t->data) / (double)rows);
     if (t->total < 1) t->total = 1;
-    if (trainable_init(&t->tr, t->model, &t->p, err, sizeof err) || optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
+    if ((t->p.method == MNEMO_TRAIN_UIO ? uio_run_init(&t->uio, &t->tr, t->model, &t->p, err, sizeof err)
+                                        : trainable_init(&t->tr, t->model, &t->p, err, sizeof err)) ||
+        optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
         st = tfail(t, strstr(err, "out of memory") ? MNEMO_ERR_NOMEM : MNEMO_ERR_INVALID_ARG, "%s", err);
         goto out;
     }
-    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err)) ||
-        (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err))) {
+    if (!t->uio &&
+        (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err)) ||
+         (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)))) {
         st = tfail(t, t->ws ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err);
         goto out;
     }
@@ -298,7 +314,8 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
               "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
               (long long)train_data_examples(t->data), (long long)t->total, (long long)rows, t->p.seq_len, t->tr.count,
-              (double)trainable_floats(&t->tr) / 2e6, (double)model_train_ws_bytes(t->ws) / (1 << 20));
+              (double)trainable_floats(&t->tr) / 2e6,
+              (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) / (1 << 20));
 out:
     free(sp);
     return st;
@@ -321,7 +338,9 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     trainable_zero_grads(&t->tr);
     double loss = 0;
     char err[MNEMO_ERRLEN];
-    for (int32_t g = 0; g < G && counted > 0; g++) {
+    if (t->uio && uio_run_rows(t->uio, t->model, t->rows, t->masks, rows, L, t->step, &loss, err, sizeof err))
+        return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
+    for (int32_t g = 0; g < G && counted > 0 && !t->uio; g++) {
         if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
         float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
         const mnemo_token *rg = t->rows + (size_t)g * (size_t)B * (size_t)(L + 1);
@@ -356,6 +375,11 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
     char err[MNEMO_ERRLEN];
     train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+    if (t->uio) { /* documents one at a time through the UIO model */
+        int rc = uio_run_evaluate(t->uio, t->model, d, t->rows, t->masks, t->p.seq_len, loss, tokens, err, sizeof err);
+        train_data_free(d);
+        return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
+    }
     const int32_t B = t->p.batch, L = t->p.seq_len;
     const int64_t n = train_data_examples(d);
     if (t->p.s2_attn) model_train_ws_set_s2(t->ws, t->model, 0, err, sizeof err); /* evaluated as served: full */
@@ -392,9 +416,10 @@ mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     char err[MNEMO_ERRLEN];
     int64_t window = t->model->cfg.max_position_embeddings; /* SMT trains positions up to its documents' length */
     if (t->p.smt && smt_doc_tokens(&t->smt, t->p.seq_len) > window) window = smt_doc_tokens(&t->smt, t->p.seq_len);
-    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err) ||
-        ((t->p.rope_scale > 0 || window > t->model->cfg.max_position_embeddings) &&
-         rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale, (int32_t)window, err, sizeof err)))
+    if (t->uio ? uio_run_write(t->uio, t->out_dir, err, sizeof err)
+               : (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err) ||
+                  ((t->p.rope_scale > 0 || window > t->model->cfg.max_position_embeddings) &&
+                   rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale, (int32_t)window, err, sizeof err))))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
@@ -432,7 +457,7 @@ int64_t mnemo_trainer_total_steps(const mnemo_trainer *t) { return t && !t->fail
 
 void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *act, uint64_t *state) {
     bool ok = t && !t->failed;
-    if (act) *act = ok ? model_train_ws_bytes(t->ws) : 0;
+    if (act) *act = ok ? (t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) : 0;
     if (state) *state = ok ? (trainable_floats(&t->tr) + optimizer_floats(&t->opt, &t->tr)) * sizeof(float) : 0;
 }
 
@@ -446,6 +471,7 @@ void mnemo_trainer_free(mnemo_trainer *t) {
     train_data_free(t->data);
     mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
     trainable_free(&t->tr);
+    uio_run_free(t->uio);
     free(t->rows), free(t->masks);
     free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets);
     free(t);
