@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "engine_impl.h"
+#include "fot_attention.h"
+#include "fot_schedule.h"
 #include "log.h"
 #include "lr_schedule.h"
 #include "model_grad.h"
@@ -34,13 +36,15 @@ struct mnemo_trainer {
     bool failed;
     char err[MNEMO_ERRLEN];
     mnemo_model *model;
-    char *model_dir, *data_path, *out_dir, *init_adapter, *targets;
+    char *model_dir, *data_path, *out_dir, *init_adapter, *targets, *fot_text;
     mnemo_train_params p;
     train_data *data;
     trainable tr;
     optimizer opt;
     model_train_ws *ws;
     uio_run *uio;         /* method UIO: its tensors, workspace and TBPTT settings (uio_trainer.h) */
+    fot_schedule fot;   /* FoT: K rows per document; without FoT K = 1 (each example is one row) */
+    fot_ws *fot_ws;     /* NULL without FoT */
     kern_ctx *kc;
     lr_schedule sched;
     int64_t step, total, tokens;
@@ -48,10 +52,12 @@ struct mnemo_trainer {
     uint64_t data_digest;
     uint64_t fingerprint; /* the base model's, taken before training changes its weights */
     char settings[2048];
-    mnemo_token *rows;  /* [batch * grad_accum][data_len + 1] */
-    uint8_t *masks;     /* [batch * grad_accum][data_len] */
+    mnemo_token *rows;  /* [batch * grad_accum * K][data_len + 1] */
+    uint8_t *masks;     /* [batch * grad_accum * K][data_len] */
     int32_t data_len;   /* tokens a data row predicts: seq_len, or SMT's whole document (smt_doc_tokens - 1) */
     smt_settings smt;
+    mnemo_token *doc;   /* [K * data_len + 1]: one example before it is cut into K rows */
+    uint8_t *doc_mask;  /* [K * data_len] */
     volatile sig_atomic_t cancel;
 };
 
@@ -126,18 +132,41 @@ static void describe_settings(mnemo_trainer *t) {
              "\"data_digest\":\"%016llx\",\"examples\":%lld,\"steps\":%lld,\"batch\":%d,\"seq_len\":%d,"
              "\"grad_accum\":%d,\"lr\":%.17g,\"schedule\":\"%s\",\"warmup\":%lld,\"optimizer\":\"%s\","
              "\"beta1\":%.17g,\"beta2\":%.17g,\"eps\":%.17g,\"weight_decay\":%.17g,\"momentum\":%.17g,"
-             "\"grad_clip\":%.17g,\"seed\":%llu,\"shuffle\":%d,\"s2_attn\":%d,\"rope_scale\":%.17g,\"smt\":%d,"
-             "\"smt_memory\":%lld,\"smt_sampled\":%d,\"smt_window\":%d,\"smt_decay\":%d,\"smt_beta\":%.17g}",
+             "\"grad_clip\":%.17g,\"seed\":%llu,\"shuffle\":%d}",
              method_name(p->method), t->tr.lora.r, t->tr.alpha, t->tr.targets, t->tr.rslora,
              (unsigned long long)t->data_digest, (long long)train_data_examples(t->data), (long long)t->total, p->batch,
              p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
-             p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle, p->s2_attn, p->rope_scale, p->smt,
-             (long long)t->smt.memory, t->smt.sampled, t->smt.window, t->smt.decay, t->smt.beta);
+             p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+    if (p->s2_attn || p->rope_scale > 0 || p->smt) { /* only then, so checkpoints of plain runs keep their text */
+        size_t len = strlen(t->settings);
+        snprintf(t->settings + len - 1, sizeof t->settings - (len - 1),
+                 ",\"s2_attn\":%d,\"rope_scale\":%.17g,\"smt\":%d,\"smt_memory\":%lld,\"smt_sampled\":%d,"
+                 "\"smt_window\":%d,\"smt_decay\":%d,\"smt_beta\":%.17g}",
+                 p->s2_attn, p->rope_scale, p->smt, (long long)t->smt.memory, t->smt.sampled, t->smt.window,
+                 t->smt.decay, t->smt.beta);
+    }
     if (t->uio) { /* the UIO settings join the object before its closing brace */
         size_t n = strlen(t->settings);
         uio_run_settings(t->uio, t->settings + n - 1, sizeof t->settings - n);
         strncat(t->settings, "}", sizeof t->settings - strlen(t->settings) - 1);
+    }
+    if (p->fot_schedule) { /* only then, so checkpoints of runs without FoT keep their settings text */
+        size_t len = strlen(t->settings);
+        snprintf(t->settings + len - 1, sizeof t->settings - (len - 1), ",\"fot\":\"%s\"}", p->fot_schedule);
+    }
+}
+
+/* Example r of the `rows` examples step `step` takes from d (opened for K * L tokens: K * L + 1 of them), cut into
+ * K rows of L + 1 that overlap by one, into tokens[K][L + 1] and mask[K][L]. L: t->data_len in training (seq_len, or
+ * SMT's whole document with K = 1), seq_len in evaluation. */
+static void fill_example(mnemo_trainer *t, const train_data *d, int32_t L, int64_t step, int32_t rows, int32_t r,
+                         mnemo_token *tokens, uint8_t *mask) {
+    const int32_t K = t->fot.K;
+    train_data_row(d, step, rows, r, t->doc, t->doc_mask);
+    for (int32_t j = 0; j < K; j++) {
+        memcpy(tokens + (size_t)j * (size_t)(L + 1), t->doc + (size_t)j * (size_t)L, (size_t)(L + 1) * sizeof *tokens);
+        memcpy(mask + (size_t)j * (size_t)L, t->doc_mask + (size_t)j * (size_t)L, (size_t)L);
     }
 }
 
@@ -157,6 +186,13 @@ static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params
         return tfail(t, MNEMO_ERR_INVALID_ARG, "rope_scale %g: a factor in [1, 1024] (0: the model's)", p->rope_scale);
     if (p->method == MNEMO_TRAIN_UIO && (p->s2_attn || p->smt || p->rope_scale))
         return tfail(t, MNEMO_ERR_INVALID_ARG, "UIO training takes none of S2-Attn, SMT or rope_scale");
+    if (p->fot_schedule && p->smt) /* FoT rows: a document's consecutive contexts; SMT rows: sampled memory + target */
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot and --smt lay out their rows differently (FoT: K consecutive "
+                     "contexts of a document, attended across the batch; SMT: sampled memory tokens at their original "
+                     "positions, then the target): choose one");
+    if (p->fot_schedule && p->s2_attn) /* memory layers attend across rows through fot_attention, not S2's groups */
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot and --s2-attn do not combine: FoT's memory layers attend to other "
+                     "rows' contexts, which S2-Attn's shifted groups do not cover; choose one");
     if (!p->smt) return MNEMO_OK;
     if (p->s2_attn) return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT and S2-Attn are two methods: choose one");
     smt_settings *s = &t->smt;
@@ -223,10 +259,20 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     t->p = *params;
     t->model_dir = strdup(model_dir), t->data_path = strdup(params->data), t->out_dir = strdup(params->out_dir);
     t->init_adapter = dup_or_null(params->init_adapter), t->targets = dup_or_null(params->lora_targets);
+    t->fot_text = dup_or_null(params->fot_schedule);
     if (!t->model_dir || !t->data_path || !t->out_dir || (params->init_adapter && !t->init_adapter) ||
-        (params->lora_targets && !t->targets))
+        (params->lora_targets && !t->targets) || (params->fot_schedule && !t->fot_text))
         return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
     t->p.data = t->data_path, t->p.out_dir = t->out_dir, t->p.init_adapter = t->init_adapter, t->p.lora_targets = t->targets;
+    t->p.fot_schedule = t->fot_text;
+    char err[MNEMO_ERRLEN] = "";
+    t->fot.K = 1;
+    if (t->fot_text && t->p.method == MNEMO_TRAIN_UIO)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot trains LongLLaMA memory layers; it does not combine with --uio");
+    if (t->fot_text && fot_schedule_parse(&t->fot, t->fot_text, err, sizeof err))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "%s", err);
+    if (t->fot_text && fot_schedule_check_docs(&t->fot, t->p.batch, err, sizeof err))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "%s", err);
     struct stat a, b;
     if (stat(t->out_dir, &b) == 0 && stat(model_dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "the output directory %s is the model's own: choose another", t->out_dir);
@@ -251,7 +297,6 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     }
     if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU");
     mp.device = MNEMO_DEVICE_CPU;
-    char err[MNEMO_ERRLEN] = "";
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
         tfail(t, st, "%s", mnemo_model_error(t->model));
         goto out;
@@ -269,13 +314,19 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
                    t->model->cfg.max_position_embeddings);
         goto out;
     }
-    if (t->model->cfg.is_longllama) {
-        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a LongLLaMA checkpoint: training its memory layers (FoT) is not "
-                   "built yet", model_dir);
+    t->data_len = t->p.smt ? (int32_t)(smt_doc_tokens(&t->smt, t->p.seq_len) - 1) : t->p.seq_len;
+    const int32_t K = t->fot.K, doc_len = K * t->data_len; /* an example: one document's K contexts (SMT: K = 1) */
+    if (t->fot_text && !t->model->cfg.n_mem_layers) {
+        st = tfail(t, MNEMO_ERR_INVALID_ARG, "--fot trains LongLLaMA memory layers: %s/config.json has no mem_layers "
+                   "(a LongLLaMA-layout model has, e.g. \"mem_layers\": [6, 12, 18])", model_dir);
         goto out;
     }
-    t->data_len = t->p.smt ? (int32_t)(smt_doc_tokens(&t->smt, t->p.seq_len) - 1) : t->p.seq_len;
-    if (!(t->data = train_data_open(t->model, t->data_path, t->data_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
+    if (!strcmp(weight_store_format(t->model->ws), "gguf") && t->p.method != MNEMO_TRAIN_LORA) {
+        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a GGUF file: only LoRA trains over it (its weights stay frozen as "
+                   "they are); %s needs the Hugging Face checkpoint directory", model_dir, method_name(t->p.method));
+        goto out;
+    }
+    if (!(t->data = train_data_open(t->model, t->data_path, doc_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
         st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
         goto out;
     }
@@ -294,28 +345,38 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         goto out;
     }
     if (!t->uio &&
-        (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err)) ||
-         (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)))) {
-        st = tfail(t, t->ws ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err);
+        (!(t->ws = model_train_ws_new(t->model, t->p.batch * K, t->p.seq_len, t->tr.lora.r, t->p.recompute, err,
+                                      sizeof err)) ||
+         (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)) ||
+         (t->fot_text && (!(t->fot_ws = fot_ws_new(&t->model->cfg, &t->fot, t->p.batch, t->p.seq_len, t->p.recompute,
+                                                   err, sizeof err)) ||
+                          model_train_ws_set_fot(t->ws, t->fot_ws, err, sizeof err))))) {
+        st = tfail(t, t->ws && !t->fot_text ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err); /* S2: a shape */
         goto out;
     }
-    t->rows = malloc((size_t)rows * (size_t)(t->data_len + 1) * sizeof *t->rows);
-    t->masks = malloc((size_t)rows * (size_t)t->data_len);
+    t->rows = malloc((size_t)rows * (size_t)K * (size_t)(t->data_len + 1) * sizeof *t->rows);
+    t->masks = malloc((size_t)rows * (size_t)K * (size_t)t->data_len);
+    t->doc = malloc((size_t)(doc_len + 1) * sizeof *t->doc);
+    t->doc_mask = malloc((size_t)doc_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
-    if (!t->rows || !t->masks || !t->kc) {
+    if (!t->rows || !t->masks || !t->doc || !t->doc_mask || !t->kc) {
         st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
         goto out;
     }
     t->sched = (lr_schedule){.kind = (lr_kind)t->p.schedule, .lr = t->p.lr, .warmup = t->p.warmup, .total = t->total};
-    t->data_digest = data_digest(t->data, t->data_len);
+    t->data_digest = data_digest(t->data, doc_len);
     describe_settings(t);
     if (t->p.resume && (st = load_checkpoint(t, sp)) != MNEMO_OK) goto out;
     t->failed = false;
     mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
               "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
-              (long long)train_data_examples(t->data), (long long)t->total, (long long)rows, t->p.seq_len, t->tr.count,
-              (double)trainable_floats(&t->tr) / 2e6,
-              (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) / (1 << 20));
+              (long long)train_data_examples(t->data), (long long)t->total, (long long)rows * K, t->p.seq_len,
+              t->tr.count, (double)trainable_floats(&t->tr) / 2e6,
+              (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws) + fot_ws_bytes(t->fot_ws)) /
+                  (1 << 20));
+    if (t->fot_text)
+        mnemo_log(MNEMO_LOG_INFO, "FoT cross-batch %s: %d documents of %d contexts per micro-batch, up to %d extra "
+                  "contexts per row", t->fot_text, t->p.batch, K, fot_schedule_max_extra(&t->fot));
 out:
     free(sp);
     return st;
@@ -325,13 +386,15 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     if (t->step >= t->total) return tfail(t, MNEMO_ERR_MISUSE, "all %lld steps are done", (long long)t->total);
     double t0 = now_s();
-    const int32_t B = t->p.batch, G = t->p.grad_accum, L = t->data_len, rows = B * G;
+    const int32_t K = t->fot.K, G = t->p.grad_accum, L = t->data_len, docs = t->p.batch * G, B = t->p.batch * K;
+    const int32_t rows = docs * K; /* B rows per micro-batch: batch examples of K rows each */
     int64_t counted = 0, per[G > 0 ? G : 1];
     for (int32_t g = 0; g < G; g++) per[g] = 0;
-    for (int32_t r = 0; r < rows; r++) {
-        train_data_row(t->data, t->step, rows, r, t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
+    for (int32_t e = 0; e < docs; e++)
+        fill_example(t, t->data, L, t->step, docs, e, t->rows + (size_t)e * K * (size_t)(L + 1),
+                     t->masks + (size_t)e * K * (size_t)L);
+    for (int32_t r = 0; r < rows; r++)
         for (int32_t k = 0; k < L; k++) per[r / B] += t->masks[(size_t)r * (size_t)L + (size_t)k];
-    }
     if (t->p.smt) /* text: every SMT row counts its whole target part, so micro-batches weigh the same */
         for (int32_t g = 0; g < G; g++) per[g] = 1;
     for (int32_t g = 0; g < G; g++) counted += per[g];
@@ -373,14 +436,14 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
 mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *loss, int64_t *tokens) {
     if (!t || t->failed || !path || !loss) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
-    train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
+    const int32_t B = t->p.batch, L = t->p.seq_len, K = t->fot.K;
+    train_data *d = train_data_open(t->model, path, K * L, false, 0, err, sizeof err);
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
     if (t->uio) { /* documents one at a time through the UIO model */
         int rc = uio_run_evaluate(t->uio, t->model, d, t->rows, t->masks, t->p.seq_len, loss, tokens, err, sizeof err);
         train_data_free(d);
         return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
     }
-    const int32_t B = t->p.batch, L = t->p.seq_len;
     const int64_t n = train_data_examples(d);
     if (t->p.s2_attn) model_train_ws_set_s2(t->ws, t->model, 0, err, sizeof err); /* evaluated as served: full */
     double sum = 0; /* loss x counted tokens, summed over every batch */
@@ -388,12 +451,13 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
     mnemo_status st = MNEMO_OK;
     for (int64_t first = 0; first < n && st == MNEMO_OK; first += B) {
         int32_t rows = (int32_t)(n - first < B ? n - first : B), cnt = 0;
-        for (int32_t r = 0; r < B; r++) { /* a short last batch repeats its rows with nothing counted */
+        for (int32_t r = 0; r < B; r++) { /* a short last batch repeats its examples with nothing counted */
             int64_t ex = first + (r < rows ? r : 0);
-            train_data_row(d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex,
-                           t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
-            if (r >= rows) memset(t->masks + (size_t)r * (size_t)L, 0, (size_t)L);
-            for (int32_t k = 0; k < L; k++) cnt += t->masks[(size_t)r * (size_t)L + (size_t)k];
+            mnemo_token *tok = t->rows + (size_t)r * K * (size_t)(L + 1);
+            uint8_t *mask = t->masks + (size_t)r * K * (size_t)L;
+            fill_example(t, d, L, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex, tok, mask);
+            if (r >= rows) memset(mask, 0, (size_t)K * (size_t)L);
+            for (int32_t k = 0; k < K * L; k++) cnt += mask[k];
         }
         float lg = 0;
         if (cnt && model_loss_and_grads_ws(t->ws, t->model, t->rows, t->masks, 0.0f, &t->tr.grads, 0,
@@ -457,7 +521,7 @@ int64_t mnemo_trainer_total_steps(const mnemo_trainer *t) { return t && !t->fail
 
 void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *act, uint64_t *state) {
     bool ok = t && !t->failed;
-    if (act) *act = ok ? (t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) : 0;
+    if (act) *act = ok ? (t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws) + fot_ws_bytes(t->fot_ws)) : 0;
     if (state) *state = ok ? (trainable_floats(&t->tr) + optimizer_floats(&t->opt, &t->tr)) * sizeof(float) : 0;
 }
 
@@ -467,12 +531,13 @@ void mnemo_trainer_free(mnemo_trainer *t) {
     if (!t) return;
     if (t->kc) t->model->be->ctx_free(t->kc);
     model_train_ws_free(t->ws);
+    fot_ws_free(t->fot_ws);
     optimizer_free(&t->opt);
     train_data_free(t->data);
     mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
     trainable_free(&t->tr);
     uio_run_free(t->uio);
-    free(t->rows), free(t->masks);
-    free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets);
+    free(t->rows), free(t->masks), free(t->doc), free(t->doc_mask);
+    free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets), free(t->fot_text);
     free(t);
 }
