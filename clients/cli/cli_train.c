@@ -37,7 +37,15 @@ static void usage(FILE *f) {
             "  --uio-init DIR         start from this UIO directory (its chunk, M, rank and alpha)\n"
             "  --tbptt-slots S        encoder graphs kept by reservoir sampling (default 2; 0: full BPTT)\n"
             "  --no-compensation      without the unbiased factor max(1, (t-1)/S) on memory gradients\n"
-            "long context (LongLLaMA / Focused Transformer):\n"
+            "long context (issue 21; --fot takes neither --s2-attn nor --smt):\n"
+            "  --s2-attn              S2-Attn in training: groups of seq-len/4, half the heads shifted by half a\n"
+            "                         group (LongLoRA); served with full attention\n"
+            "  --rope-scale F         linear position interpolation F; --out gets a config.json with it and\n"
+            "                         max_position_embeddings x F (LongLoRA: --s2-attn --lora-plus --rope-scale F)\n"
+            "  --smt                  sparse memory training on a .txt: each row samples --smt-sampled tokens (default\n"
+            "                         seq-len/2) of the --smt-memory before it (default 4 x seq-len), decaying with\n"
+            "                         distance from --smt-window (default: sampled); --smt-decay K iterations (0: all)\n"
+            "  --smt-beta B           weight of the plain loss on each row's first seq-len tokens (default 1)\n"
             "  --fot SCHEDULE         FoT cross-batch training of a LongLLaMA-layout model's memory layers, e.g.\n"
             "                         1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0): per fraction of the rows, (previous\n"
             "                         contexts of the same document, contexts of other documents) seen; --batch\n"
@@ -165,6 +173,14 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint-every")) { COUNT(tp.checkpoint_every, 1, (long long)1e12); }
         else if (!strcmp(a, "--resume")) tp.resume = true;
         else if (!strcmp(a, "--recompute")) tp.recompute = true;
+        else if (!strcmp(a, "--s2-attn")) tp.s2_attn = true;
+        else if (!strcmp(a, "--rope-scale")) { NUM(tp.rope_scale, 1, 1024); }
+        else if (!strcmp(a, "--smt")) tp.smt = true;
+        else if (!strcmp(a, "--smt-memory")) { COUNT(tp.smt_memory, 1, 1 << 28); }
+        else if (!strcmp(a, "--smt-sampled")) { COUNT(tp.smt_sampled, 1, 1 << 24); }
+        else if (!strcmp(a, "--smt-window")) { COUNT(tp.smt_window, 1, 1 << 28); }
+        else if (!strcmp(a, "--smt-decay")) { COUNT(tp.smt_decay, 0, 64); }
+        else if (!strcmp(a, "--smt-beta")) { NUM(tp.smt_beta, 0, 1e3); }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &mp.n_threads)) return 2; }
         else if (!strcmp(a, "--device")) {
             VALUE();

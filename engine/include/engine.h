@@ -449,12 +449,31 @@ typedef struct {
     int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
     bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
+    /* Long-context training (issue 21). LongLoRA's recipe: s2_attn + LoRA+ + rope_scale. SMT: text data only. */
+    bool s2_attn;               /* false; true: S²-Attn in training (groups of seq_len/4, half the heads shifted by
+                                 * half a group, no wrap-around); inference keeps full attention */
+    double rope_scale;          /* 0: the model's RoPE; F >= 1: linear position interpolation F in training, and
+                                 * out_dir/config.json written with it and max_position_embeddings scaled to match
+                                 * (mnemo_export_merged takes that config) */
+    bool smt;                   /* false; true: sparse memory training: every row is seq_len + 1 - smt_sampled target
+                                 * tokens after smt_sampled tokens sampled (with decay) from the smt_memory before
+                                 * them, at their original positions; plus smt_beta x the plain loss of the row's
+                                 * first seq_len + 1 tokens; out_dir/config.json gets max_position_embeddings
+                                 * raised to the document length when that is longer */
+    int64_t smt_memory;         /* 0: 4 x seq_len */
+    int32_t smt_sampled;        /* 0: seq_len / 2 */
+    int32_t smt_window;         /* initial sampling window W; 0: smt_sampled */
+    int32_t smt_decay;          /* decay iterations; 0: no limit */
+    double smt_beta;            /* 1 (mixed training); 0: SMT loss alone */
     const char *fot_schedule;   /* NULL: none. FoT cross-batch training of a LongLLaMA-layout model (mem_layers):
                                  * "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)" = per fraction of the rows, (previous
                                  * contexts of the same document, contexts of other documents) its memory layers see.
                                  * batch then counts documents of K rows of seq_len (K: the fractions' denominator),
                                  * each cut from K * seq_len + 1 tokens of the data (a .txt stream runs on into the
-                                 * next document when one is shorter; a .jsonl line is one document, padded) */
+                                 * next document when one is shorter; a .jsonl line is one document, padded).
+                                 * Refused with smt (SMT rows are sampled memory + target at their original
+                                 * positions, FoT rows are consecutive contexts) and with s2_attn (FoT's memory
+                                 * layers attend across rows; S²-Attn is not defined over that) */
     mnemo_train_progress_fn progress;
     void *progress_user;
     /* method UIO only */

@@ -5,8 +5,8 @@ FoT cross-batch training of the LongLLaMA fixture (tests/fixtures/fot/model) in 
 a LongLLaMA checkpoint (config.json with mem_layers, model.safetensors) or an adapter that `mnemo generate` serves;
 a checkpoint resumes only under the same schedule. --init random: the same seed writes the same bytes, another
 seed other weights, transformers' init (std 0.02, norms 1, the pad row 0) and a first loss of ln(vocab). Bad input
-(a plain model, a malformed schedule, too few documents for the negatives, --init without --config) refused with
-one clear message.
+(a plain model, a malformed schedule, too few documents for the negatives, --fot with --uio, --smt or --s2-attn,
+--init without --config) refused with one clear message.
 """
 import array
 import json
@@ -130,6 +130,8 @@ with tempfile.TemporaryDirectory() as td:
         (["--model", MODEL, "--out", x, "--fot", "1/2(0,0),1/2(1,1)", "--batch", "1"], 2, "--batch"),
         (["--model", MODEL, "--uio", x, "--uio-chunk", "8", "--uio-num-memory", "2", "--fot", "1/2(0,0),1/2(1,1)"], 2,
          "--uio"),
+        (["--model", MODEL, "--out", x, "--fot", "1/2(0,0),1/2(1,1)", "--smt"], 2, "--smt"),
+        (["--model", MODEL, "--out", x, "--fot", "1/2(0,0),1/2(1,1)", "--s2-attn"], 2, "--s2-attn"),
         (["--init", "zeros", "--config", conf, "--tokenizer", tok, "--out", x], 2, "--init"),
         (["--init", "random", "--tokenizer", tok, "--out", x], 2, "--config"),
         (["--model", MODEL, "--config", conf, "--out", x], 2, "--init random"),

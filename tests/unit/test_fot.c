@@ -117,6 +117,14 @@ static void check_case(const char *name) {
     }
     CHECK(fabs(loss[0] - want) <= TOL * fabs(want), "%s: loss %.8f, torch %.8f", name, loss[0], want);
     CHECK(loss[0] == loss[1], "%s: loss %.9g with recompute, %.9g without", name, loss[1], loss[0]);
+    { /* a FoT workspace takes neither S2-Attn nor given positions (trainer: --fot with --s2-attn or --smt refused) */
+        int32_t *pz = calloc((size_t)rows * (size_t)T, sizeof *pz);
+        CHECK(model_train_ws_set_s2(w[0], m, T, err, sizeof err) == -1 && strstr(err, "FoT"), "%s: S2 over FoT: %s",
+              name, err);
+        CHECK(pz && model_train_ws_set_positions(w[0], pz, err, sizeof err) == -1 && strstr(err, "FoT"),
+              "%s: positions over FoT: %s", name, err);
+        free(pz);
+    }
     snprintf(path, sizeof path, "%s/fot/%s/grads.safetensors", test_fixtures(), name);
     size_t len = 0;
     img = slurp(path, &len);

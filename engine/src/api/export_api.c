@@ -173,7 +173,9 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
         st = MNEMO_ERR_IO;
         goto out;
     }
-    if (checkpoint_copy_side_files(model_dir, out_dir, err, errlen) != 0) {
+    /* then the adapter's own config.json, when training wrote one (position interpolation: mnemo train --rope-scale) */
+    if (checkpoint_copy_side_files(model_dir, out_dir, err, errlen) != 0 ||
+        checkpoint_copy_side_files(adapter_dir, out_dir, err, errlen) != 0) {
         st = MNEMO_ERR_IO;
         goto out;
     }

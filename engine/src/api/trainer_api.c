@@ -25,6 +25,8 @@
 #include "lr_schedule.h"
 #include "model_grad.h"
 #include "optimizer.h"
+#include "rope_config.h"
+#include "smt_step.h"
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "trainable.h"
@@ -50,10 +52,12 @@ struct mnemo_trainer {
     uint64_t data_digest;
     uint64_t fingerprint; /* the base model's, taken before training changes its weights */
     char settings[2048];
-    mnemo_token *rows;  /* [batch * grad_accum * K][seq_len + 1] */
-    uint8_t *masks;     /* [batch * grad_accum * K][seq_len] */
-    mnemo_token *doc;   /* [K * seq_len + 1]: one example before it is cut into K rows */
-    uint8_t *doc_mask;  /* [K * seq_len] */
+    mnemo_token *rows;  /* [batch * grad_accum * K][data_len + 1] */
+    uint8_t *masks;     /* [batch * grad_accum * K][data_len] */
+    int32_t data_len;   /* tokens a data row predicts: seq_len, or SMT's whole document (smt_doc_tokens - 1) */
+    smt_settings smt;
+    mnemo_token *doc;   /* [K * data_len + 1]: one example before it is cut into K rows */
+    uint8_t *doc_mask;  /* [K * data_len] */
     volatile sig_atomic_t cancel;
 };
 
@@ -77,7 +81,7 @@ mnemo_train_params mnemo_train_default_params(void) {
                                 .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
                                 .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
                                 .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .tbptt_slots = 2,
-                                .tbptt_compensation = true};
+                                .tbptt_compensation = true, .smt_beta = 1.0};
 }
 
 mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
@@ -134,6 +138,14 @@ static void describe_settings(mnemo_trainer *t) {
              p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
              p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+    if (p->s2_attn || p->rope_scale > 0 || p->smt) { /* only then, so checkpoints of plain runs keep their text */
+        size_t len = strlen(t->settings);
+        snprintf(t->settings + len - 1, sizeof t->settings - (len - 1),
+                 ",\"s2_attn\":%d,\"rope_scale\":%.17g,\"smt\":%d,\"smt_memory\":%lld,\"smt_sampled\":%d,"
+                 "\"smt_window\":%d,\"smt_decay\":%d,\"smt_beta\":%.17g}",
+                 p->s2_attn, p->rope_scale, p->smt, (long long)t->smt.memory, t->smt.sampled, t->smt.window,
+                 t->smt.decay, t->smt.beta);
+    }
     if (t->uio) { /* the UIO settings join the object before its closing brace */
         size_t n = strlen(t->settings);
         uio_run_settings(t->uio, t->settings + n - 1, sizeof t->settings - n);
@@ -145,11 +157,12 @@ static void describe_settings(mnemo_trainer *t) {
     }
 }
 
-/* Example r of the `rows` examples step `step` takes (K * seq_len + 1 tokens), cut into K rows of seq_len + 1 that
- * overlap by one, into tokens[K][seq_len + 1] and mask[K][seq_len]. */
-static void fill_example(mnemo_trainer *t, const train_data *d, int64_t step, int32_t rows, int32_t r,
+/* Example r of the `rows` examples step `step` takes from d (opened for K * L tokens: K * L + 1 of them), cut into
+ * K rows of L + 1 that overlap by one, into tokens[K][L + 1] and mask[K][L]. L: t->data_len in training (seq_len, or
+ * SMT's whole document with K = 1), seq_len in evaluation. */
+static void fill_example(mnemo_trainer *t, const train_data *d, int32_t L, int64_t step, int32_t rows, int32_t r,
                          mnemo_token *tokens, uint8_t *mask) {
-    const int32_t K = t->fot.K, L = t->p.seq_len;
+    const int32_t K = t->fot.K;
     train_data_row(d, step, rows, r, t->doc, t->doc_mask);
     for (int32_t j = 0; j < K; j++) {
         memcpy(tokens + (size_t)j * (size_t)(L + 1), t->doc + (size_t)j * (size_t)L, (size_t)(L + 1) * sizeof *tokens);
@@ -162,6 +175,37 @@ static char *state_path(const mnemo_trainer *t) {
     char *s = malloc(len);
     if (s) snprintf(s, len, "%s/train_state.mnemo", t->out_dir);
     return s;
+}
+
+/* Issue 21's settings: S2-Attn's group fits seq_len, the RoPE factor, SMT's shape (its defaults filled in t->smt). */
+static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params *p) {
+    if (p->s2_attn && (p->seq_len % 8))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "S2-Attn splits seq_len into 4 groups shifted by half a group: seq_len "
+                     "%d is not a multiple of 8", p->seq_len);
+    if (p->rope_scale != 0 && !(p->rope_scale >= 1 && p->rope_scale <= 1024))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "rope_scale %g: a factor in [1, 1024] (0: the model's)", p->rope_scale);
+    if (p->method == MNEMO_TRAIN_UIO && (p->s2_attn || p->smt || p->rope_scale))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "UIO training takes none of S2-Attn, SMT or rope_scale");
+    if (p->fot_schedule && p->smt) /* FoT rows: a document's consecutive contexts; SMT rows: sampled memory + target */
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot and --smt lay out their rows differently (FoT: K consecutive "
+                     "contexts of a document, attended across the batch; SMT: sampled memory tokens at their original "
+                     "positions, then the target): choose one");
+    if (p->fot_schedule && p->s2_attn) /* memory layers attend across rows through fot_attention, not S2's groups */
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot and --s2-attn do not combine: FoT's memory layers attend to other "
+                     "rows' contexts, which S2-Attn's shifted groups do not cover; choose one");
+    if (!p->smt) return MNEMO_OK;
+    if (p->s2_attn) return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT and S2-Attn are two methods: choose one");
+    smt_settings *s = &t->smt;
+    *s = (smt_settings){.memory = p->smt_memory ? p->smt_memory : 4 * (int64_t)p->seq_len,
+                        .sampled = p->smt_sampled ? p->smt_sampled : p->seq_len / 2, .decay = p->smt_decay,
+                        .beta = p->smt_beta};
+    s->window = p->smt_window ? p->smt_window : s->sampled;
+    if (s->sampled < 1 || s->sampled >= p->seq_len || s->memory < s->sampled || s->memory > (1 << 28) ||
+        s->window < 1 || s->decay < 0 || !(s->beta >= 0 && s->beta <= 1e3))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "SMT: %d sampled of %lld memory tokens (window %d, %d decay iterations, "
+                     "beta %g) with seq_len %d: need 1 <= sampled < seq_len, sampled <= memory, window >= 1, beta >= 0",
+                     s->sampled, (long long)s->memory, s->window, s->decay, s->beta, p->seq_len);
+    return MNEMO_OK;
 }
 
 /* Every setting in range, or a message naming the first that is not. */
@@ -182,7 +226,7 @@ static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) 
         return tfail(t, MNEMO_ERR_INVALID_ARG, "optimizer settings out of range (betas and momentum in [0, 1), eps > 0, "
                      "weight decay and clipping >= 0)");
     if (p->checkpoint_every < 0) return tfail(t, MNEMO_ERR_INVALID_ARG, "checkpoint_every %lld < 0", (long long)p->checkpoint_every);
-    return MNEMO_OK;
+    return check_long_params(t, p);
 }
 
 static mnemo_status load_checkpoint(mnemo_trainer *t, const char *path) {
@@ -258,12 +302,20 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         goto out;
     }
     t->fingerprint = model_fingerprint(t->model);
+    if (t->p.rope_scale > 0) { /* position interpolation: the window grows by the factor over the model's own */
+        model_config *c = &t->model->cfg;
+        double longer = (double)c->max_position_embeddings * t->p.rope_scale / (double)c->rope_scaling_factor;
+        c->max_position_embeddings = longer < (double)(1 << 30) ? (int32_t)longer : (1 << 30);
+        c->rope_scaling_factor = (float)t->p.rope_scale;
+        c->rope_scaling = ROPE_SCALING_LINEAR;
+    }
     if (t->p.method != MNEMO_TRAIN_UIO && t->p.seq_len > t->model->cfg.max_position_embeddings) { /* UIO: segments */
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
                    t->model->cfg.max_position_embeddings);
         goto out;
     }
-    const int32_t K = t->fot.K, doc_len = K * t->p.seq_len; /* an example: one document's K contexts */
+    t->data_len = t->p.smt ? (int32_t)(smt_doc_tokens(&t->smt, t->p.seq_len) - 1) : t->p.seq_len;
+    const int32_t K = t->fot.K, doc_len = K * t->data_len; /* an example: one document's K contexts (SMT: K = 1) */
     if (t->fot_text && !t->model->cfg.n_mem_layers) {
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "--fot trains LongLLaMA memory layers: %s/config.json has no mem_layers "
                    "(a LongLLaMA-layout model has, e.g. \"mem_layers\": [6, 12, 18])", model_dir);
@@ -278,6 +330,11 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
         goto out;
     }
+    if (t->p.smt && !train_data_is_text(t->data)) {
+        st = tfail(t, MNEMO_ERR_INVALID_ARG, "SMT samples the memory of long documents: give a text file, not %s",
+                   t->data_path);
+        goto out;
+    }
     int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
     t->total = t->p.steps ? t->p.steps : (int64_t)ceil(t->p.epochs * (double)train_data_examples(t->data) / (double)rows);
     if (t->total < 1) t->total = 1;
@@ -290,14 +347,15 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     if (!t->uio &&
         (!(t->ws = model_train_ws_new(t->model, t->p.batch * K, t->p.seq_len, t->tr.lora.r, t->p.recompute, err,
                                       sizeof err)) ||
+         (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)) ||
          (t->fot_text && (!(t->fot_ws = fot_ws_new(&t->model->cfg, &t->fot, t->p.batch, t->p.seq_len, t->p.recompute,
                                                    err, sizeof err)) ||
                           model_train_ws_set_fot(t->ws, t->fot_ws, err, sizeof err))))) {
-        st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
+        st = tfail(t, t->ws && !t->fot_text ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err); /* S2: a shape */
         goto out;
     }
-    t->rows = malloc((size_t)rows * (size_t)K * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
-    t->masks = malloc((size_t)rows * (size_t)K * (size_t)t->p.seq_len);
+    t->rows = malloc((size_t)rows * (size_t)K * (size_t)(t->data_len + 1) * sizeof *t->rows);
+    t->masks = malloc((size_t)rows * (size_t)K * (size_t)t->data_len);
     t->doc = malloc((size_t)(doc_len + 1) * sizeof *t->doc);
     t->doc_mask = malloc((size_t)doc_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
@@ -328,15 +386,17 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     if (t->step >= t->total) return tfail(t, MNEMO_ERR_MISUSE, "all %lld steps are done", (long long)t->total);
     double t0 = now_s();
-    const int32_t K = t->fot.K, G = t->p.grad_accum, L = t->p.seq_len, docs = t->p.batch * G, B = t->p.batch * K;
+    const int32_t K = t->fot.K, G = t->p.grad_accum, L = t->data_len, docs = t->p.batch * G, B = t->p.batch * K;
     const int32_t rows = docs * K; /* B rows per micro-batch: batch examples of K rows each */
     int64_t counted = 0, per[G > 0 ? G : 1];
     for (int32_t g = 0; g < G; g++) per[g] = 0;
     for (int32_t e = 0; e < docs; e++)
-        fill_example(t, t->data, t->step, docs, e, t->rows + (size_t)e * K * (size_t)(L + 1),
+        fill_example(t, t->data, L, t->step, docs, e, t->rows + (size_t)e * K * (size_t)(L + 1),
                      t->masks + (size_t)e * K * (size_t)L);
     for (int32_t r = 0; r < rows; r++)
         for (int32_t k = 0; k < L; k++) per[r / B] += t->masks[(size_t)r * (size_t)L + (size_t)k];
+    if (t->p.smt) /* text: every SMT row counts its whole target part, so micro-batches weigh the same */
+        for (int32_t g = 0; g < G; g++) per[g] = 1;
     for (int32_t g = 0; g < G; g++) counted += per[g];
     trainable_zero_grads(&t->tr);
     double loss = 0;
@@ -346,9 +406,13 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     for (int32_t g = 0; g < G && counted > 0 && !t->uio; g++) {
         if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
         float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
-        if (model_loss_and_grads_ws(t->ws, t->model, t->rows + (size_t)g * (size_t)B * (size_t)(L + 1),
-                                    t->masks + (size_t)g * (size_t)B * (size_t)L, share, &t->tr.grads, t->tr.base,
-                                    t->tr.lora.r ? &t->tr.lora : NULL, &lg, err, sizeof err))
+        const mnemo_token *rg = t->rows + (size_t)g * (size_t)B * (size_t)(L + 1);
+        const uint8_t *mg = t->masks + (size_t)g * (size_t)B * (size_t)L;
+        lora_train *lt = t->tr.lora.r ? &t->tr.lora : NULL;
+        if (t->p.smt ? smt_microbatch(t->ws, t->model, &t->smt, t->p.seed, t->step * rows + (int64_t)g * B, rg, mg,
+                                      share, &t->tr.grads, t->tr.base, lt, &lg, err, sizeof err)
+                     : model_loss_and_grads_ws(t->ws, t->model, rg, mg, share, &t->tr.grads, t->tr.base, lt, &lg, err,
+                                               sizeof err))
             return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
         loss += (double)lg * share;
     }
@@ -361,7 +425,7 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     int rc = optimizer_step(&t->opt, &t->tr, t->model->be, t->kc, lr, t->step + 1);
     if (rc != KERN_OK) return tfail(t, MNEMO_ERR_BACKEND, "step %lld: optimizer kernel error %d", (long long)t->step + 1, rc);
     t->step++;
-    t->tokens += (int64_t)rows * L;
+    t->tokens += (int64_t)rows * t->p.seq_len * (t->p.smt && t->smt.beta > 0 ? 2 : 1);
     t->elapsed_s += now_s() - t0;
     if (prog)
         *prog = (mnemo_train_progress){.step = t->step, .total_steps = t->total, .loss = loss, .grad_norm = norm,
@@ -381,6 +445,7 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
         return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
     }
     const int64_t n = train_data_examples(d);
+    if (t->p.s2_attn) model_train_ws_set_s2(t->ws, t->model, 0, err, sizeof err); /* evaluated as served: full */
     double sum = 0; /* loss x counted tokens, summed over every batch */
     int64_t counted = 0;
     mnemo_status st = MNEMO_OK;
@@ -390,7 +455,7 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
             int64_t ex = first + (r < rows ? r : 0);
             mnemo_token *tok = t->rows + (size_t)r * K * (size_t)(L + 1);
             uint8_t *mask = t->masks + (size_t)r * K * (size_t)L;
-            fill_example(t, d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex, tok, mask);
+            fill_example(t, d, L, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex, tok, mask);
             if (r >= rows) memset(mask, 0, (size_t)K * (size_t)L);
             for (int32_t k = 0; k < K * L; k++) cnt += mask[k];
         }
@@ -402,6 +467,8 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
         counted += cnt;
     }
     train_data_free(d);
+    if (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err) && st == MNEMO_OK)
+        st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
     if (st != MNEMO_OK) return st;
     *loss = counted ? sum / (double)counted : 0;
     if (tokens) *tokens = counted;
@@ -411,8 +478,12 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
+    int64_t window = t->model->cfg.max_position_embeddings; /* SMT trains positions up to its documents' length */
+    if (t->p.smt && smt_doc_tokens(&t->smt, t->p.seq_len) > window) window = smt_doc_tokens(&t->smt, t->p.seq_len);
     if (t->uio ? uio_run_write(t->uio, t->out_dir, err, sizeof err)
-               : trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
+               : (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err) ||
+                  ((t->p.rope_scale > 0 || window > t->model->cfg.max_position_embeddings) &&
+                   rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale, (int32_t)window, err, sizeof err))))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "s2_attn.h"
 #include "fot_attention.h"
 
 enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_PER_LAYER };
@@ -176,12 +177,17 @@ struct model_train_ws {
     float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *u, *us, *x_spare;
     float *block;        /* every float buffer above points into this one allocation */
     size_t floats;
+    s2_attn *s2;         /* S2-Attn (LongLoRA) instead of full causal attention; NULL: full */
+    int32_t *pos_in;     /* [B*T] positions given (sparse memory training); NULL: 0..T-1 in every row */
     fot_ws *fot;         /* FoT cross-batch (not owned): memory layers attend to other rows too; NULL: none */
 };
 
 int model_train_ws_set_fot(model_train_ws *w, fot_ws *f, char *err, size_t errlen) {
     if (f && fot_ws_rows(f) != w->B)
         return fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
+    if (f && (w->s2 || w->pos_in)) /* FoT rows are whole contexts at 0..T-1 with full local attention */
+        return fail(err, errlen, "FoT cross-batch training does not combine with %s",
+                    w->s2 ? "S2-Attn" : "given positions (sparse memory training)");
     w->fot = f;
     return 0;
 }
@@ -263,11 +269,43 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
 
 void model_train_ws_free(model_train_ws *w) {
     if (!w) return;
-    free(w->a), free(w->ids), free(w->tgt), free(w->pos), free(w->block);
+    free(w->a), free(w->ids), free(w->tgt), free(w->pos), free(w->block), free(w->pos_in);
+    s2_attn_free(w->s2);
     free(w);
 }
 
-size_t model_train_ws_bytes(const model_train_ws *w) { return w ? w->floats * sizeof(float) : 0; }
+size_t model_train_ws_bytes(const model_train_ws *w) {
+    return w ? w->floats * sizeof(float) + s2_attn_bytes(w->s2) : 0;
+}
+
+int32_t model_train_ws_rows(const model_train_ws *w) { return w->B; }
+int32_t model_train_ws_len(const model_train_ws *w) { return w->T; }
+
+int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen) {
+    if (group > 0 && w->fot) return fail(err, errlen, "S2-Attn does not combine with FoT cross-batch training");
+    s2_attn_free(w->s2);
+    w->s2 = NULL;
+    const model_config *c = &m->cfg;
+    if (group > 0 && !(w->s2 = s2_attn_new(w->T, group, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+                                           err, errlen)))
+        return -1;
+    return 0;
+}
+
+int model_train_ws_set_positions(model_train_ws *w, const int32_t *pos, char *err, size_t errlen) {
+    const size_t n = (size_t)w->B * (size_t)w->T;
+    if (!pos) {
+        free(w->pos_in);
+        w->pos_in = NULL;
+        return 0;
+    }
+    if (w->fot) return fail(err, errlen, "given positions do not combine with FoT cross-batch training");
+    for (size_t i = 0; i < n; i++)
+        if (pos[i] < 0) return fail(err, errlen, "position %d of row %zu is negative", pos[i], i);
+    if (!w->pos_in && !(w->pos_in = malloc(n * sizeof *w->pos_in))) return fail(err, errlen, "out of memory");
+    memcpy(w->pos_in, pos, n * sizeof *pos);
+    return 0;
+}
 
 #define TRY(call)                                                                                               \
     do {                                                                                                        \
@@ -300,8 +338,12 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     if (fot) TRY(fot_attention_forward(be, kc, w->fot, l, A->att, A->lse, A->q, A->k, A->v, hq, hkv, hd, scale));
     for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
-        TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T, T,
-                          0, hq, hkv, hd, scale));
+        if (w->s2)
+            TRY(s2_attention(w->s2, be, kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd,
+                             A->v + r * kvd, scale));
+        else
+            TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T,
+                              T, 0, hq, hkv, hd, scale));
     }
     memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
     TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
@@ -355,9 +397,14 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
                                    scale));
     for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
-        TRY(be->attention_backward(kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd, A->q + r * qd,
-                                   A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq, T, T, 0, hq, hkv,
-                                   hd, scale));
+        if (w->s2)
+            TRY(s2_attention_backward(w->s2, be, kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd,
+                                      A->q + r * qd, A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq,
+                                      scale));
+        else
+            TRY(be->attention_backward(kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd, A->q + r * qd,
+                                       A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq, T, T, 0, hq,
+                                       hkv, hd, scale));
     }
     if (rot) TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (rot) TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
@@ -421,7 +468,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
             int64_t i = (int64_t)b * T + t;
             w->ids[i] = tokens[(size_t)b * (T + 1) + t];
             w->tgt[i] = !mask || mask[i] ? tokens[(size_t)b * (T + 1) + t + 1] : -1;
-            w->pos[i] = t;
+            w->pos[i] = w->pos_in ? w->pos_in[i] : t;
         }
     /* ---- forward: with recompute only each layer's input is kept; `one` holds the layer being computed */
 #define CALL(x)                                                                                                 \

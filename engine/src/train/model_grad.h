@@ -84,6 +84,17 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
 void model_train_ws_free(model_train_ws *w);
 size_t model_train_ws_bytes(const model_train_ws *w);
 
+/* Long-context training (issue 21). S2-Attn (LongLoRA, s2_attn.h) with groups of `group` rows in every step of
+ * this workspace instead of full causal attention; group 0: full attention again. 0, or -1 (a shape S2-Attn cannot
+ * split; the workspace keeps full attention). */
+int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen);
+/* The RoPE position of every row (pos[b*T + t], >= 0; sparse memory training keeps the sampled tokens' original
+ * positions) for the following steps; NULL: 0..T-1 in every row again. 0, or -1. */
+int model_train_ws_set_positions(model_train_ws *w, const int32_t *pos, char *err, size_t errlen);
+
+int32_t model_train_ws_rows(const model_train_ws *w); /* B */
+int32_t model_train_ws_len(const model_train_ws *w);  /* T */
+
 /* FoT cross-batch training (fot_attention.h): the workspace's memory layers attend to other rows as f's schedule
  * says; f (NULL: none) must have w's B rows and outlive its use. 0, or -1 with a message. */
 struct fot_ws;
