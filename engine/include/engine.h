@@ -258,6 +258,14 @@ typedef struct {
                                 * (IVF: at most its 256 cells) */
     int64_t mem_dense_rows;    /* with mem_knn_k > 0: attention stays dense while a memory holds at most this many
                                 * rows (0: kNN from the first row) */
+    /* UIO models (ignored for others; 0 = the reference's behaviour; see README "UIO-LLM compression") */
+    int32_t uio_mem_budget;   /* N > 0: at most N <mem> entries stay in the KV cache; older ones move to a kNN
+                               * memstore (mem_index, mem_knn_k, mem_dense_rows, mem_nprobe, mem_max_bytes as for
+                               * LongLLaMA), attended "at position 0" in the same softmax, so n_ctx bounds N + one
+                               * segment instead of the whole memory. Needs n_ctx >= N + chunk_size */
+    int32_t uio_encode_batch; /* > 1: whole segments of a mnemo_decode call are compressed this many per encoder
+                               * forward, and (without logits_all) the decoder skips them, as only the last token's
+                               * logits are kept: the same result (within 1e-5), faster prefill. 0 or 1: one by one */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);

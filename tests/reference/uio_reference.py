@@ -49,6 +49,16 @@ generate(prompt, n) (SegmentRecurrentModifier.generate): fresh session; prompt[:
   accumulator, compression when the accumulator reaches C) to produce the next; stop after n new tokens or
   after EOS (id 2 unless told); the last new token is not fed.
 
+Beyond the reference, mnemo's option (b) (issue 19, 2(b); session(budget=B), B > 0): the reference's RoPE table
+bounds memory + raw (4096 positions). With a memory budget B, after every compression the oldest mem_slots - B
+memory slots of every layer leave [memory | raw] for a per-layer STORE, and stay there for good. The decoder then
+attends over [store | memory | raw | new] in one softmax: memory, raw and new keep positions 0..N_local-1 exactly as
+above (the remaining memory slots shift down: their keys are pre-RoPE, so they are simply rotated at the new
+positions), and every store slot sits at RoPE position 0 — unrotated, as LongLLaMA's memory keys — seen by every
+query (no causal mask: all of it is older than any query). This is the DENSE statement; mnemo's top-k retrieval
+(mem_knn_k = k) keeps, per query and head, the k store slots of largest q_rot . k (k >= the store: this statement).
+B = 0 or B >= every slot ever made: the reference itself (no slot ever leaves).
+
 Everything runs in one dtype (float32 or float64), on the CPU.
 """
 import json
@@ -285,12 +295,12 @@ class UioRef:
         return [(self.lora(h, L["wk"], D["k_proj"]), self.lora(h, L["wv"], D["v_proj"]))
                 for h, L, D in zip(hs, self.base.layers, self.dec)]
 
-    def session(self):
-        return UioSession(self)
+    def session(self, budget=0):
+        return UioSession(self, budget)
 
-    def generate(self, prompt, max_new_tokens, eos=(2,), on_step=None):
+    def generate(self, prompt, max_new_tokens, eos=(2,), on_step=None, budget=0):
         """Reference generate(): returns (new token ids, list of logits rows that chose them, session)."""
-        sess = self.session()
+        sess = self.session(budget)
         prompt = list(prompt)
         ctx = prompt[:-1]
         for s in range(0, len(ctx), self.C):            # the reference's chunker: C-slices from the start
@@ -311,11 +321,14 @@ class UioRef:
 class UioSession:
     """Decoder cache per layer: memory K/V (pre-RoPE), raw K/V (pre-RoPE); accumulator of token ids."""
 
-    def __init__(self, model):
+    def __init__(self, model, budget=0):
         self.m = model
+        self.budget = budget  # mnemo's option (b): memory slots kept before the store (0: no store)
         b = model.base
         kvd = b.n_kv * b.hd
         z = lambda: torch.zeros(0, kvd, dtype=b.dtype)  # noqa: E731
+        self.store_k = [z() for _ in range(b.n_layers)]
+        self.store_v = [z() for _ in range(b.n_layers)]
         self.mem_k = [z() for _ in range(b.n_layers)]
         self.mem_v = [z() for _ in range(b.n_layers)]
         self.raw_k = [z() for _ in range(b.n_layers)]
@@ -330,6 +343,10 @@ class UioSession:
         return self.mem_k[0].shape[0]
 
     @property
+    def store_slots(self):
+        return self.store_k[0].shape[0]
+
+    @property
     def raw_tokens(self):
         return self.raw_k[0].shape[0]
 
@@ -342,12 +359,14 @@ class UioSession:
         for l, L in enumerate(b.layers):
             hn = b.rms(x, L["in_norm"])
             q, k, v = hn @ L["wq"].T, hn @ L["wk"].T, hn @ L["wv"].T
-            K = torch.cat([self.mem_k[l], self.raw_k[l], k])
-            V = torch.cat([self.mem_v[l], self.raw_v[l], v])
-            N = K.shape[0]
-            k_pos = torch.arange(N)
-            q_pos = k_pos[N - n:]
-            allowed = k_pos[None, :] <= q_pos[:, None]
+            K = torch.cat([self.store_k[l], self.mem_k[l], self.raw_k[l], k])
+            V = torch.cat([self.store_v[l], self.mem_v[l], self.raw_v[l], v])
+            S = self.store_slots                   # option (b): store slots at position 0, always visible
+            N = K.shape[0] - S
+            local = torch.arange(N)
+            k_pos = torch.cat([torch.zeros(S, dtype=torch.long), local])
+            q_pos = local[N - n:]
+            allowed = torch.cat([torch.ones(n, S, dtype=torch.bool), local[None, :] <= q_pos[:, None]], dim=1)
             x = x + b.attend(q, K, V, q_pos, k_pos, allowed) @ L["wo"].T
             x = x + b.mlp(L, x)
             self.raw_k[l] = torch.cat([self.raw_k[l], k])
@@ -365,10 +384,17 @@ class UioSession:
             self.mem_v[l] = torch.cat([self.mem_v[l], v])
             self.raw_k[l] = self.raw_k[l][m.C:]          # the compressed tokens' raw K/V leave
             self.raw_v[l] = self.raw_v[l][m.C:]
+            e = self.mem_k[l].shape[0] - self.budget     # option (b): the oldest slots past the budget leave
+            if self.budget and e > 0:
+                self.store_k[l] = torch.cat([self.store_k[l], self.mem_k[l][:e]])
+                self.store_v[l] = torch.cat([self.store_v[l], self.mem_v[l][:e]])
+                self.mem_k[l], self.mem_v[l] = self.mem_k[l][e:], self.mem_v[l][e:]
         self.memories.append((hs, kv))
-        self.events.append({"after_tokens": self.n_fed, "segment": len(self.events),
-                            "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
-                            "acc_tokens": len(self.acc)})
+        ev = {"after_tokens": self.n_fed, "segment": len(self.events), "mem_slots": self.mem_slots,
+              "raw_tokens": self.raw_tokens, "acc_tokens": len(self.acc)}
+        if self.budget:
+            ev["store_slots"] = self.store_slots
+        self.events.append(ev)
 
     def step(self, ids):
         """Reference EncoderDecoder.forward: decoder first, then accumulate and compress."""
@@ -392,8 +418,11 @@ class UioSession:
         return torch.cat(out) if out else torch.zeros(0, self.m.base.vocab, dtype=self.m.base.dtype)
 
     def state(self):
-        return {"tokens_fed": self.n_fed, "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
-                "acc_tokens": len(self.acc), "segments_compressed": len(self.events)}
+        st = {"tokens_fed": self.n_fed, "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
+              "acc_tokens": len(self.acc), "segments_compressed": len(self.events)}
+        if self.budget:
+            st["store_slots"] = self.store_slots
+        return st
 
 
 # ----------------------------------------------------------------------------------------------- CLI

@@ -3,6 +3,8 @@
  * here are the whole state the decoder reads: the <mem> entries, then the raw tokens (uio_memory.h). What is left:
  *   header settings  chunk_size, num_memory, segments compressed, raw tokens, lora_rank
  *   UACC  the accumulator's token ids (int32, one per raw token): the encoder input of the next compression
+ *   with a memory budget (option (b)), uio_knn.c's sections: the entries' pre-RoPE keys and one store per layer;
+ *   the cache then holds only the budget's entries (segments * num_memory = cache entries + stored ones)
  * The model fingerprint covers the UIO weights, so a snapshot never loads over other UIO weights.
  */
 #include <stdio.h>
@@ -29,12 +31,15 @@ void uio_snapshot_settings(const void *st, int32_t out[MEMORY_SNAP_SETTINGS]) {
 int uio_save(const void *st, snap_writer *w, int32_t n_rows) {
     const uio_state *s = st;
     (void)n_rows; /* = n_mem + n_raw */
-    return snap_section(w, TAG_ACC, s->acc, (uint64_t)s->n_raw * sizeof(int32_t));
+    int rc = snap_section(w, TAG_ACC, s->acc, (uint64_t)s->n_raw * sizeof(int32_t));
+    return rc == 0 ? uio_knn_save(s, w) : rc;
 }
 
 typedef struct {
     int32_t segments, n_raw;
     const int32_t *acc; /* in the reader's memory, alive until it closes (after load_commit) */
+    int32_t n_mem;      /* entries in the cache */
+    void *knn;          /* uio_knn_load_check's staging (NULL without a budget) */
 } staged_load;
 
 static mnemo_status refuse(char *err, size_t errlen, const char *fmt, int a, int b, int c, int d) {
@@ -52,7 +57,9 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
                       "it was saved with chunk_size %d and num_memory %d; this UIO model has %d and %d",
                       set[SET_CHUNK], set[SET_NUM_MEMORY], s->C, s->M);
     int64_t segs = set[SET_SEGMENTS], raw = set[SET_RAW];
-    if (segs < 0 || raw < 0 || raw > s->C || segs * s->M + raw != sn->n_rows || segs * s->C + raw != sn->n_past)
+    int64_t n_mem = sn->n_rows - raw, stored = segs * s->M - n_mem; /* stored: past a memory budget */
+    if (segs < 0 || raw < 0 || raw > s->C || n_mem < 0 || stored < 0 || (!s->knn.budget && stored != 0) ||
+        segs * s->C + raw != sn->n_past)
         return refuse(err, errlen, "its UIO counts (%d segments, %d raw tokens) do not match its %d rows and %d tokens",
                       (int)segs, (int)raw, sn->n_rows, sn->n_past);
     const void *data;
@@ -65,28 +72,36 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
         if (ids[i] < 0 || ids[i] >= s->cfg->vocab_size)
             return refuse(err, errlen, "its accumulator holds token %d, outside the vocabulary [0, %d)", ids[i],
                           s->cfg->vocab_size, 0, 0);
+    void *knn = NULL;
+    mnemo_status kst = uio_knn_load_check(s, r, (int32_t)n_mem, stored, &knn, err, errlen);
+    if (kst != MNEMO_OK) return kst;
     staged_load *sl = malloc(sizeof *sl);
     if (!sl) {
+        uio_knn_load_discard(s, knn);
         snprintf(err, errlen, "out of memory");
         return MNEMO_ERR_NOMEM;
     }
-    *sl = (staged_load){.segments = (int32_t)segs, .n_raw = (int32_t)raw, .acc = ids};
+    *sl = (staged_load){.segments = (int32_t)segs, .n_raw = (int32_t)raw, .acc = ids, .n_mem = (int32_t)n_mem,
+                        .knn = knn};
     *staged = sl;
     return MNEMO_OK;
 }
 
 void uio_load_commit(void *st, void *staged, const memory_snap *sn) {
     uio_state *s = st;
-    const staged_load *sl = staged;
+    staged_load *sl = staged;
     (void)sn;
     memcpy(s->acc, sl->acc, (size_t)sl->n_raw * sizeof(int32_t));
     s->segments = sl->segments;
-    s->n_mem = sl->segments * s->M;
+    s->n_mem = sl->n_mem;
     s->n_raw = sl->n_raw;
-    uio_load_discard(st, staged);
+    if (s->knn.budget) uio_knn_load_commit(s, sl->knn); /* (frees its staging) */
+    else uio_knn_clear(s);
+    free(sl);
 }
 
 void uio_load_discard(const void *st, void *staged) {
-    (void)st;
-    free(staged);
+    staged_load *sl = staged;
+    if (sl) uio_knn_load_discard(st, sl->knn);
+    free((void *)sl);
 }
