@@ -317,6 +317,36 @@ static void test_budget_unreached(const fixture *f, mnemo_model *m) {
     free(b);
 }
 
+/* ---- (b) contexts with and without a budget in one mnemo_decode_batch, either first: each as alone */
+static void test_budget_mixed_batch(const fixture *f, mnemo_model *m) {
+    const int32_t V = f->lg.n_vocab, n = f->P;
+    mnemo_context_params cb = params(f->budget, 0, MNEMO_MEM_INDEX_FLAT, false, 1), c0 = params(0, 0, MNEMO_MEM_INDEX_FLAT, false, 1);
+    mnemo_context *a = new_ctx(m, &cb), *b = new_ctx(m, &c0), *alone = new_ctx(m, &c0);
+    float wa = 0.f, wb = 0.f;
+    for (int32_t t = 0; a && b && alone && t < n; t++) {
+        mnemo_batch_entry e[2] = {{.ctx = a, .tokens = f->fed + t, .n = 1}, {.ctx = b, .tokens = f->fed + t, .n = 1}};
+        if (t % 2) { /* the context without a budget first every other step */
+            mnemo_batch_entry x = e[0];
+            e[0] = e[1];
+            e[1] = x;
+        }
+        mnemo_status st = mnemo_decode_batch(e, 2);
+        mnemo_status st1 = mnemo_decode(alone, f->fed + t, 1);
+        if (st != MNEMO_OK || st1 != MNEMO_OK) {
+            CHECK(false, "mixed batch at %d: %s / %s", t, mnemo_context_error(a), mnemo_context_error(alone));
+            break;
+        }
+        wa = fmaxf(wa, max_diff(mnemo_get_logits(a, -1), f->lg.data + (size_t)t * V, V));
+        wb = fmaxf(wb, max_diff(mnemo_get_logits(b, -1), mnemo_get_logits(alone, -1), V)); /* 2-row vs 1-row GEMMs */
+    }
+    printf("  budget %d, %-20s vs reference: max |dlogit| %.3g; its no-budget partner vs alone %.3g\n", f->budget,
+           "mixed decode_batch", wa, wb);
+    CHECK(wa <= LOGIT_TOL && wb <= LOGIT_TOL,  "mixed batch: budget context %g, no-budget context %g", wa, wb);
+    mnemo_context_free(a);
+    mnemo_context_free(b);
+    mnemo_context_free(alone);
+}
+
 /* ---- (b) snapshots */
 static void test_budget_snapshot(const fixture *f, mnemo_model *m) {
     const int32_t V = f->lg.n_vocab, n = f->n_fed, cut = 50; /* 4 compressions: 5 entries stored */
@@ -445,6 +475,7 @@ int main(void) {
             test_budget_fixture(&kf, m);
             test_budget_greedy(&kf, m);
             test_budget_snapshot(&kf, m);
+            test_budget_mixed_batch(&kf, m);
             test_refusals(&kf, m);
             printf("(c) batched encoder with a budget\n");
             test_batched(&kf, m, kf.budget, "gqa_c12_m3_b7");

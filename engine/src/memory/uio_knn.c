@@ -11,8 +11,9 @@
  * When entries leave, those staying shift down by as many rows and are rotated again, from their pre-RoPE copies
  * (kpre), at their new positions: the cache always holds what the reference would hold with those entries alone.
  *
- * Attention: every layer gets MEMORY_LAYER_ATTEND; with an empty store it is the plain attention op (so a budget the
- * memory never passes changes nothing), else attention_mem over the store (all rows, or the top-k ids per query
+ * Attention: every layer of every UIO context has MEMORY_LAYER_ATTEND (uio_ops.c says why); without a budget or
+ * with an empty store it is the plain attention op, the same call (so a budget the memory never passes changes no
+ * bit), else attention_mem over the store (all rows, or the top-k ids per query
  * and head) and the cache in one fp32 softmax. Stores are fp32 (the cache's dtype): dense over the store equals the
  * dense statement in uio_reference.py. GPU backends read a device copy of each store (memstore's mem_device) and
  * search it there when the index is exact, as longllama_memory.c does.
@@ -121,7 +122,6 @@ mnemo_status uio_knn_init(uio_state *s, const memory_args *a, char *err, size_t 
         snprintf(err, errlen, "out of memory for the UIO memory budget (%d entries)", k->budget);
         return MNEMO_ERR_NOMEM;
     }
-    for (size_t l = 0; l < L; l++) s->layer_flags[l] = MEMORY_LAYER_ATTEND;
     return MNEMO_OK;
 }
 
@@ -265,9 +265,9 @@ int uio_knn_attend(void *st, int32_t l, const kern_backend *be, kern_ctx *kc, fl
                    int64_t hd, float scale) {
     uio_state *s = st;
     uio_knn *kn = &s->knn;
-    mem_store *ms = kn->store[l];
-    const int64_t n_st = (int64_t)mem_store_size(ms);
-    if (n_st == 0) /* nothing stored yet: exactly the reference's attention */
+    mem_store *ms = kn->budget ? kn->store[l] : NULL;
+    const int64_t n_st = ms ? (int64_t)mem_store_size(ms) : 0;
+    if (n_st == 0) /* no budget, or nothing stored yet: exactly the reference's attention */
         return be->attention(kc, out, NULL, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale);
     const void *host_k[hkv], *host_v[hkv];
     const void *const *mk = host_k, *const *mv = host_v;

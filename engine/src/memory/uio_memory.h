@@ -75,7 +75,8 @@ typedef struct uio_state {
     int32_t n_raw;          /* raw tokens, cache rows [n_mem, n_mem + n_raw); the accumulator holds their ids */
     int64_t segments;       /* segments compressed so far */
     int32_t *acc;           /* [C] host: the accumulator's token ids; n_raw of them; C = a compression is due */
-    uint8_t *layer_flags;   /* [n_layer] all 0: the decoder pass is a plain forward over the cache */
+    uint8_t *layer_flags;   /* [n_layer] all MEMORY_LAYER_ATTEND: uio_knn_attend, the plain attention over the cache
+                             * unless option (b) stored entries */
     /* the encoder's workspace, backend memory */
     forward_buffers fb;     /* C + M rows (its pos holds the encoder's positions, then the token ids) */
     float *kscr, *vscr;     /* [C + 1, kv_dim]: what one <mem> slot attends to (uio_encoder.c) */

@@ -1,8 +1,10 @@
 /*
  * uio_ops.c — UIO's row of the memory table (memory.h): a context's state (the accumulator, the encoder's
  * workspace) and the cache layout [memory | raw] the decoder runs over (uio_memory.h). The forward pass needs no
- * hook: every layer is a plain one over the cache (layer flags 0), so on_layer_kv is never called, and attend only
- * with a memory budget (option (b), uio_knn.c), which sets MEMORY_LAYER_ATTEND on every layer.
+ * hook beyond attend: every layer is a plain one over the cache, and attend (uio_knn.c) is that plain attention
+ * until a memory budget (option (b)) has moved entries to its stores. Every layer asks for attend in every UIO
+ * context, budget or not: the forward pass takes one model's layer flags from the first context of a batch, so
+ * they must not depend on a context's options.
  * The work itself: uio_encoder.c, uio_transfer.c, uio_decode.c, uio_knn.c, uio_snapshot.c.
  */
 #include <stdio.h>
@@ -74,7 +76,8 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     const size_t L = (size_t)cfg->num_hidden_layers, d = (size_t)cfg->hidden_size;
     const size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim, M = (size_t)s->M;
     s->acc = malloc((size_t)s->C * sizeof *s->acc);
-    s->layer_flags = calloc(L, 1);
+    s->layer_flags = malloc(L);
+    if (s->layer_flags) memset(s->layer_flags, MEMORY_LAYER_ATTEND, L);
     const size_t nb = (size_t)s->enc_batch;
     bool ok = s->acc && s->layer_flags && forward_buffers_init(&s->fb, cfg, s->enc_batch * (s->C + s->M), be) == 0 &&
               forward_buffers_reserve_lora(&s->fb, u->lora_rank) == 0;
@@ -165,8 +168,8 @@ const memory_ops uio_memory_ops = {
     .free = destroy,
     .reset = reset,
     .layers = layers,
-    .on_layer_kv = NULL, /* no layer asks (layer flags 0) */
-    .attend = uio_knn_attend, /* only with a memory budget (layer flags MEMORY_LAYER_ATTEND) */
+    .on_layer_kv = NULL, /* no layer asks */
+    .attend = uio_knn_attend, /* every layer: the plain attention op while no entry is stored */
     .next_row = next_row,
     .check_step = check_step,
     .make_room = make_room,
