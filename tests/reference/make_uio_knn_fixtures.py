@@ -7,6 +7,7 @@ One case over an existing UIO fixture (tests/fixtures/uio/gqa_c12_m3: GQA base, 
 segment; its prompt of 6+ segments and its uio.safetensors), with budget 7 — not a multiple of 3, so a segment's
 slots are split between the cache and the store — fed in one call, as generate() does, fp64 rounded to fp32:
   logits.bin      MNFXLGT1, one record: logits after every fed token (prompt + greedy[:-1])
+  other_budgets.bin  MNFXLGT1, one record per budget in OTHER_BUDGETS (1, 3): the same feed's logits, every 5th row
   reference.json  budget, prompt ids, greedy ids (generate() under the budget), the sizes after every compression
                   (mem_slots in the cache, store_slots), the checks below
 Checks (asserted here, recorded in reference.json):
@@ -33,6 +34,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SOURCE = "tests/fixtures/uio/gqa_c12_m3"
 CASE = "gqa_c12_m3_b7"
 BUDGET = 7
+OTHER_BUDGETS = (1, 3)  # below num_memory (a segment's entries leave at once), and equal to it
+SPARSE = 5              # other_budgets.bin keeps the rows t with t % SPARSE == SPARSE - 1 (fixture size)
 
 
 def generate(out):
@@ -65,9 +68,11 @@ def generate(out):
     d_vs_ref = F.maxdiff(lg64, ref)
     assert d_vs_ref > 1e-2, d_vs_ref
 
+    others = [m64.session(b).feed(seq)[SPARSE - 1::SPARSE] for b in OTHER_BUDGETS]
     case = os.path.join(out, CASE)
     os.makedirs(case)
     F.write_logits(os.path.join(case, "logits.bin"), [lg64])
+    F.write_logits(os.path.join(case, "other_budgets.bin"), others)
     F.dump_json({
         "format": "mnemo-uio-knn-fixture", "version": 1, "name": CASE,
         "source": SOURCE, "base": base_dir, "uio_dir": uio_dir, "uio_config": uio.config,
@@ -75,6 +80,7 @@ def generate(out):
         "prompt": {"ids": prompt}, "greedy": new,
         "fed": "ids = prompt + greedy[:-1] in one call; logits.bin row t = logits after fed token t",
         "n_rows": len(seq), "compressions": s64.events, "final_state": s64.state(),
+        "other_budgets": list(OTHER_BUDGETS), "other_budgets_rows": "t %% %d == %d" % (SPARSE, SPARSE - 1),
         "checks": {"budget_never_reached_vs_reference_fp64": d_big, "fp32_vs_fp64_max_abs": d_f32,
                    "token_by_token_vs_one_call_fp64": d_tok, "sensitivity_vs_no_budget_max_abs": d_vs_ref},
         "versions": F.versions(),

@@ -6,6 +6,8 @@
  *     (mem_knn_k 0) and with top-k = all entries through the flat (FAISS) and brute indexes; one call, token by
  *     token and decode_batch; greedy ids; entry counts; n_ctx = budget + chunk_size is enough for 100 tokens,
  *     which without a budget are refused;
+ *   - budgets 1 (below num_memory) and 3 (equal to it), every 5th row of the same feed within 1e-4;
+ *   - contexts with and without a budget in one mnemo_decode_batch, either first;
  *   - a budget larger than the memory gives exactly (bitwise) the logits of no budget, for every UIO fixture case;
  *   - top-k below the store: flat equals brute (both exact) and differs from dense (the selection is used);
  *   - snapshots keep it: saved with entries stored, loaded, continued: the fixture's logits; refused under another
@@ -317,6 +319,39 @@ static void test_budget_unreached(const fixture *f, mnemo_model *m) {
     free(b);
 }
 
+/* ---- (b) budgets below num_memory (1: a segment's entries leave as they come) and equal to it (3), every 5th row
+ * (other_budgets.bin) */
+static void test_other_budgets(const fixture *f, mnemo_model *m) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/uio_knn/gqa_c12_m3_b7/other_budgets.bin", test_fixtures());
+    logit_block blk[2] = {{0}};
+    json_t *bs = json_object_get(f->ref, "other_budgets");
+    int nb = read_logits(path, blk, 2);
+    CHECK(nb == 2 && json_array_size(bs) == 2, "%s: %d records", path, nb);
+    const int32_t V = f->lg.n_vocab, n = f->n_fed;
+    float *got = malloc((size_t)n * V * sizeof(float));
+    for (int i = 0; i < nb && i < 2; i++) {
+        int32_t budget = (int32_t)json_integer_value(json_array_get(bs, (size_t)i));
+        for (int k = 0; k < 2; k++) {
+            mnemo_context_params cp = params(budget, k ? 4096 : 0, MNEMO_MEM_INDEX_FLAT, true, 1);
+            cp.n_ctx = budget + f->C;
+            mnemo_context *ctx = new_ctx(m, &cp);
+            if (ctx && feed_all(ctx, f->fed, n, got, V)) {
+                float d = 0.f;
+                CHECK(blk[i].n_tokens == n / 5, "budget %d: %d rows", budget, blk[i].n_tokens);
+                for (int32_t r = 0; r < blk[i].n_tokens && 5 * r + 4 < n; r++)
+                    d = fmaxf(d, max_diff(got + (size_t)(5 * r + 4) * V, blk[i].data + (size_t)r * V, V));
+                printf("  budget %d, %-20s vs reference: max |dlogit| %.3g (every 5th row)\n", budget,
+                       k ? "top-k = all, flat" : "dense store", d);
+                CHECK(d <= LOGIT_TOL, "budget %d (%s): %g", budget, k ? "top-k" : "dense", d);
+            }
+            mnemo_context_free(ctx);
+        }
+    }
+    for (int i = 0; i < nb; i++) free(blk[i].data);
+    free(got);
+}
+
 /* ---- (b) contexts with and without a budget in one mnemo_decode_batch, either first: each as alone */
 static void test_budget_mixed_batch(const fixture *f, mnemo_model *m) {
     const int32_t V = f->lg.n_vocab, n = f->P;
@@ -476,6 +511,7 @@ int main(void) {
             test_budget_greedy(&kf, m);
             test_budget_snapshot(&kf, m);
             test_budget_mixed_batch(&kf, m);
+            test_other_budgets(&kf, m);
             test_refusals(&kf, m);
             printf("(c) batched encoder with a budget\n");
             test_batched(&kf, m, kf.budget, "gqa_c12_m3_b7");

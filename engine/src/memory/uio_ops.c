@@ -47,7 +47,8 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         snprintf(err, errlen, "a UIO context needs the model's UIO weights");
         return MNEMO_ERR_MISUSE;
     }
-    if (a->n_ctx < u->chunk_size + u->num_memory) {
+    /* (with a memory budget, uio_knn_init checks n_ctx >= budget + chunk_size instead) */
+    if (a->params->uio_mem_budget <= 0 && a->n_ctx < u->chunk_size + u->num_memory) {
         snprintf(err, errlen,
                  "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens and its %d <mem> "
                  "entries need %d positions",
