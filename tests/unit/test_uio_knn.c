@@ -7,7 +7,7 @@
  *     token and decode_batch; greedy ids; entry counts; n_ctx = budget + chunk_size is enough for 100 tokens,
  *     which without a budget are refused;
  *   - budgets 1 (below num_memory) and 3 (equal to it), every 5th row of the same feed within 1e-4;
- *   - contexts with and without a budget in one mnemo_decode_batch, either first;
+ *   - contexts with and without a budget in one mnemo_decode_batch, either first; mem_max_bytes refusing a move;
  *   - a budget larger than the memory gives exactly (bitwise) the logits of no budget, for every UIO fixture case;
  *   - top-k below the store: flat equals brute (both exact) and differs from dense (the selection is used);
  *   - snapshots keep it: saved with entries stored, loaded, continued: the fixture's logits; refused under another
@@ -501,6 +501,18 @@ static void test_refusals(const fixture *f, mnemo_model *m) {
     }
 }
 
+/* ---- (b) mem_max_bytes bounds the stores: the move that would pass it is refused */
+static void test_store_limit(const fixture *f, mnemo_model *m) {
+    mnemo_context_params cp = params(f->budget, 0, MNEMO_MEM_INDEX_FLAT, false, 1);
+    cp.mem_max_bytes = 1; /* no entry fits */
+    mnemo_context *ctx = new_ctx(m, &cp);
+    if (!ctx) return;
+    mnemo_status st = mnemo_decode(ctx, f->fed, f->n_fed);
+    CHECK(st == MNEMO_ERR_CONTEXT_FULL && strstr(mnemo_context_error(ctx), "memory limit"),
+          "mem_max_bytes 1: status %d (%s)", st, mnemo_context_error(ctx));
+    mnemo_context_free(ctx);
+}
+
 int main(void) {
     fixture kf;
     if (load_fixture("uio_knn/gqa_c12_m3_b7", &kf)) {
@@ -512,6 +524,7 @@ int main(void) {
             test_budget_snapshot(&kf, m);
             test_budget_mixed_batch(&kf, m);
             test_other_budgets(&kf, m);
+            test_store_limit(&kf, m);
             test_refusals(&kf, m);
             printf("(c) batched encoder with a budget\n");
             test_batched(&kf, m, kf.budget, "gqa_c12_m3_b7");
