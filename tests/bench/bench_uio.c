@@ -4,7 +4,8 @@
  * weights (non-zero LoRA), written to a temp dir.
  *
  * What it measures, for each compression ratio r = chunk_size / num_memory, mode and length N:
- *   - prefill: wall time of one mnemo_decode over N random token ids (the tokenizer is bypassed);
+ *   - prefill: wall time of one mnemo_decode over N random token ids (the tokenizer is bypassed), and the CPU time
+ *     of all the process's threads over it (on a machine shared with other jobs, the work itself);
  *   - decode: per-token latency after the prefill, median and p90 of --decode single-token mnemo_decode calls (2
  *     untimed warm-up steps first). A step that completes a segment also compresses it: the median is the plain
  *     step, the p90 may include one compression;
@@ -17,7 +18,8 @@
  *         batches, their decoder passes skipped (only the last token's logits are kept)
  * Every mode runs its lengths in increasing order while the prefill time predicted from the last two (power law,
  * exponent at least 1) fits what is left of --time-budget. At the end, per (ratio, mode): the least-squares line
- * prefill_s = a N + b with R², the log-log exponent, and the decode latency's spread over the lengths.
+ * prefill time = a N + b with R² and the log-log exponent (wall and CPU), and the decode latency's spread over the
+ * lengths.
  * Also printed: bytes per token for the model's shape (analytic, f32 cache): the full KV cache, UIO at ratios 8
  * and 32 (its memory entries + at most budget + C cache rows), and LongLLaMA's memory (--ll-mem-layers of the
  * layers, bf16 keys + values; its local window and index not counted) — and the same for LongLLaMA-3B's shape
@@ -319,8 +321,15 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double cpu_s(void) { /* every thread of the process: under contention, the work itself */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct {
     int64_t n;
+    double prefill_cpu_s;
     double prefill_s, decode_ms_median, decode_ms_p90, bytes_per_token, load_before, load_after;
     mnemo_memory_stats ms;
     uint64_t kv_alloc;
@@ -341,9 +350,10 @@ static bool run_one(const options *o, mnemo_model *m, int ratio, bool batched, i
     for (int64_t i = 0; i < n + WARMUP_STEPS + o->decode; i++) ids[i] = 3 + (int32_t)(bench_next_u64(&rng_state) % 500);
     r->n = n;
     r->load_before = load1();
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (n > INT32_MAX || mnemo_decode(ctx, ids, (int32_t)n) != MNEMO_OK) die("prefill: %s", mnemo_context_error(ctx));
     r->prefill_s = now_s() - t0;
+    r->prefill_cpu_s = cpu_s() - c0;
     if (mnemo_context_memory(ctx, &r->ms) != MNEMO_OK) die("stats");
     r->kv_alloc = mnemo_context_kv_bytes(ctx);
     double *steps = malloc((size_t)o->decode * sizeof *steps);
@@ -423,9 +433,9 @@ int main(int argc, char **argv) {
             run_result res[MAX_LENGTHS];
             int nr = 0;
             double spent = 0;
-            fprintf(human, "ratio %d (chunk_size %d), mode %s:\n%10s %10s %12s %10s %10s %12s %10s %8s\n", ratio,
-                    NUM_MEMORY * ratio, mname, "N", "prefill_s", "us/token", "dec_med_ms", "dec_p90_ms", "bytes/token",
-                    "entries", "load1");
+            fprintf(human, "ratio %d (chunk_size %d), mode %s:\n%10s %10s %12s %10s %10s %10s %12s %10s %8s\n",
+                    ratio, NUM_MEMORY * ratio, mname, "N", "prefill_s", "us/token", "cpu_s", "dec_med_ms",
+                    "dec_p90_ms", "bytes/token", "entries", "load1");
             for (int li = 0; li < o.n_lengths; li++) {
                 int64_t n = o.lengths[li];
                 if (nr >= 2) { /* predict from the last two: t ~ N^max(1, e) */
@@ -443,17 +453,18 @@ int main(int argc, char **argv) {
                 run_one(&o, m, ratio, mode == 1, n, r);
                 spent += now_s() - w0;
                 nr++;
-                fprintf(human, "%10lld %10.2f %12.2f %10.3f %10.3f %12.1f %10llu %4.2f/%4.2f\n", (long long)n,
-                        r->prefill_s, 1e6 * r->prefill_s / (double)n, r->decode_ms_median, r->decode_ms_p90,
+                fprintf(human, "%10lld %10.2f %12.2f %10.2f %10.3f %10.3f %12.1f %10llu %4.2f/%4.2f\n", (long long)n,
+                        r->prefill_s, 1e6 * r->prefill_s / (double)n, r->prefill_cpu_s, r->decode_ms_median,
+                        r->decode_ms_p90,
                         r->bytes_per_token, (unsigned long long)r->ms.mem_entries, r->load_before, r->load_after);
                 if (o.json)
-                    printf("{\"kind\":\"run\",\"ratio\":%d,\"chunk_size\":%d,\"mode\":\"%s\",\"n\":%lld,\"prefill_s\":%.4f,"
+                    printf("{\"kind\":\"run\",\"ratio\":%d,\"chunk_size\":%d,\"mode\":\"%s\",\"n\":%lld,\"prefill_s\":%.4f,\"prefill_cpu_s\":%.4f,"
                            "\"prefill_us_per_token\":%.3f,\"decode_ms_median\":%.4f,\"decode_ms_p90\":%.4f,"
                            "\"decode_steps\":%d,\"mem_entries\":%llu,\"mem_tokens\":%llu,\"local_tokens\":%d,"
                            "\"local_kv_bytes\":%llu,\"mem_key_bytes\":%llu,\"mem_value_bytes\":%llu,"
                            "\"mem_index_bytes\":%llu,\"kv_mem_bytes_per_token\":%.2f,\"budget\":%d,\"knn_k\":%d,"
                            "\"index\":\"%s\",\"encode_batch\":%d,\"load1_before\":%.2f,\"load1_after\":%.2f}\n",
-                           ratio, NUM_MEMORY * ratio, mname, (long long)n, r->prefill_s,
+                           ratio, NUM_MEMORY * ratio, mname, (long long)n, r->prefill_s, r->prefill_cpu_s,
                            1e6 * r->prefill_s / (double)n, r->decode_ms_median, r->decode_ms_p90, o.decode,
                            (unsigned long long)r->ms.mem_entries, (unsigned long long)r->ms.mem_tokens,
                            r->ms.local_tokens, (unsigned long long)r->ms.local_kv_bytes,
@@ -464,34 +475,42 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
             if (nr < 2) continue;
-            /* least squares prefill_s = a N + b, R^2; log-log exponent over the whole range */
-            double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
-            for (int i = 0; i < nr; i++) {
-                double x = (double)res[i].n, y = res[i].prefill_s;
-                sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
+            /* least squares t = a N + b with R^2, and the log-log exponent, for wall and CPU time */
+            for (int which = 0; which < 2; which++) {
+                double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+                for (int i = 0; i < nr; i++) {
+                    double x = (double)res[i].n, y = which ? res[i].prefill_cpu_s : res[i].prefill_s;
+                    sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
+                }
+                double k = nr, a = (k * sxy - sx * sy) / (k * sxx - sx * sx), b = (sy - a * sx) / k;
+                double ss_res = 0, ss_tot = syy - sy * sy / k;
+                for (int i = 0; i < nr; i++) {
+                    double e = (which ? res[i].prefill_cpu_s : res[i].prefill_s) - (a * (double)res[i].n + b);
+                    ss_res += e * e;
+                }
+                double r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+                double y0 = which ? res[0].prefill_cpu_s : res[0].prefill_s;
+                double y1 = which ? res[nr - 1].prefill_cpu_s : res[nr - 1].prefill_s;
+                double expo = log(y1 / y0) / log((double)res[nr - 1].n / (double)res[0].n);
+                double dmin = 1e30, dmax = 0;
+                for (int i = 0; i < nr; i++) {
+                    dmin = fmin(dmin, res[i].decode_ms_median);
+                    dmax = fmax(dmax, res[i].decode_ms_median);
+                }
+                const char *what = which ? "cpu" : "wall";
+                fprintf(human, "  fit (%s): prefill = %.4g us/token * N + %.3g s, R^2 = %.5f; log-log exponent %.3f",
+                        what, 1e6 * a, b, r2, expo);
+                if (!which)
+                    fprintf(human, "; decode median %.3f..%.3f ms over N = %lld..%lld (max/min %.2f)", dmin, dmax,
+                            (long long)res[0].n, (long long)res[nr - 1].n, dmax / dmin);
+                fputc('\n', human);
+                if (o.json)
+                    printf("{\"kind\":\"fit\",\"time\":\"%s\",\"ratio\":%d,\"mode\":\"%s\",\"n_min\":%lld,"
+                           "\"n_max\":%lld,\"runs\":%d,\"slope_us_per_token\":%.4f,\"intercept_s\":%.4f,\"r2\":%.6f,"
+                           "\"loglog_exponent\":%.4f,\"decode_ms_min\":%.4f,\"decode_ms_max\":%.4f}\n",
+                           what, ratio, mname, (long long)res[0].n, (long long)res[nr - 1].n, nr, 1e6 * a, b, r2, expo,
+                           dmin, dmax);
             }
-            double k = nr, a = (k * sxy - sx * sy) / (k * sxx - sx * sx), b = (sy - a * sx) / k;
-            double ss_res = 0, ss_tot = syy - sy * sy / k;
-            for (int i = 0; i < nr; i++) {
-                double e = res[i].prefill_s - (a * (double)res[i].n + b);
-                ss_res += e * e;
-            }
-            double r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
-            double expo = log(res[nr - 1].prefill_s / res[0].prefill_s) / log((double)res[nr - 1].n / (double)res[0].n);
-            double dmin = 1e30, dmax = 0;
-            for (int i = 0; i < nr; i++) {
-                dmin = fmin(dmin, res[i].decode_ms_median);
-                dmax = fmax(dmax, res[i].decode_ms_median);
-            }
-            fprintf(human, "  fit: prefill_s = %.4g us/token * N + %.3g s, R^2 = %.5f; log-log exponent %.3f; decode "
-                           "median %.3f..%.3f ms over N = %lld..%lld (max/min %.2f)\n",
-                    1e6 * a, b, r2, expo, dmin, dmax, (long long)res[0].n, (long long)res[nr - 1].n, dmax / dmin);
-            if (o.json)
-                printf("{\"kind\":\"fit\",\"ratio\":%d,\"mode\":\"%s\",\"n_min\":%lld,\"n_max\":%lld,\"runs\":%d,"
-                       "\"slope_us_per_token\":%.4f,\"intercept_s\":%.4f,\"r2\":%.6f,\"loglog_exponent\":%.4f,"
-                       "\"decode_ms_min\":%.4f,\"decode_ms_max\":%.4f}\n",
-                       ratio, mname, (long long)res[0].n, (long long)res[nr - 1].n, nr, 1e6 * a, b, r2, expo, dmin,
-                       dmax);
             fflush(stdout);
         }
         mnemo_model_free(m);
