@@ -130,7 +130,8 @@ MNEMO_API bool mnemo_model_has_memory(const mnemo_model *model);
  * The UIO directory (mnemo_model_params.uio_dir) holds uio_config.json (the reference's keys: num_memory,
  * lora_rank, lora_alpha, lora_dropout, chunk_size) and either the reference's checkpoint uio.pth (torch.save of a
  * list of tensors) or mnemo's uio.safetensors (named tensors; tests/fixtures/uio/README.md lists both).
- * A context's n_ctx bounds memory + raw positions (the reference: 4096, ~99K tokens at 32x); mnemo_decode takes
+ * A context's n_ctx bounds memory + raw positions (the reference: 4096, ~99K tokens at 32x; uio_mem_budget lifts
+ * this, see mnemo_context_params); mnemo_decode takes
  * inputs of any length that fit it; a mnemo_decode_batch entry must not cross a segment boundary (the segment it
  * completes is compressed before that context's next step). Snapshots, mnemo_context_memory and the progress
  * callback work as for LongLLaMA; a cancelled or failed decode resets the context. */
@@ -303,7 +304,8 @@ typedef struct {
     uint64_t mem_entries;  /* rows each memory layer holds: LongLLaMA one per token; UIO num_memory per segment */
 } mnemo_memory_stats;
 /* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. UIO: the
- * <mem> entries (mem_key_bytes + mem_value_bytes) live in the KV cache's first rows; local_kv_bytes is the rest. */
+ * <mem> entries (mem_key_bytes + mem_value_bytes) live in the KV cache's first rows; local_kv_bytes is the rest
+ * (with uio_mem_budget, mem_* also count the stored entries, their index and the cache entries' pre-RoPE keys). */
 MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out);
 
 /* ---- progress of long inputs

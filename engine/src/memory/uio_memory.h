@@ -12,7 +12,8 @@
  *   raw tokens' positions could move; here they never do: a compression always empties the raw cache (a call is cut
  *   where the accumulator reaches C), and the M new entries take rows n_mem .. n_mem+M-1, rotated once at the
  *   positions they keep for good. So each key is rotated once, by the same rope op at the same position — the
- *   same numbers, with no per-step re-rotation. The cache's n_ctx rows bound memory + raw (the reference's 4096).
+ *   same numbers, with no per-step re-rotation. The cache's n_ctx rows bound memory + raw (the reference's 4096;
+ *   with a memory budget, option (b) below, only the budget's entries + raw).
  * Accumulator (uio_decode.c): the ids of the raw tokens (raw cache and accumulator always hold the same tokens).
  *   When it reaches C the segment is compressed: right after the decoder pass of the token that completes it in
  *   mnemo_decode; before the next step in mnemo_decode_batch (make_room; memory_ops.advance has no backend).
