@@ -136,7 +136,8 @@ static void parse_options(options *o, int argc, char **argv) {
         else if (!strcmp(a, "--knn-k")) o->knn_k = int_arg(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--dense-rows")) o->dense_rows = int_arg(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--index")) {
-            if (!v || mnemo_mem_index_parse(v, &o->index) != MNEMO_OK) die("--index: auto, flat, brute, ivf, ivf-grow, hnsw");
+            if (!v || mnemo_mem_index_parse(v, &o->index) != MNEMO_OK)
+                die("--index: auto, flat, brute, ivf, ivf-grow, hnsw");
         } else if (!strcmp(a, "--decode")) o->decode = int_arg(a, v, 1, 100000);
         else if (!strcmp(a, "--time-budget")) o->time_budget = int_arg(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--threads")) o->threads = int_arg(a, v, 0, 1024);
@@ -385,7 +386,7 @@ static void bytes_table(const options *o, const char *shape, int layers, int kvd
             ll / full);
     for (int i = 0; i < 2; i++) {
         int ratio = i ? 32 : 8;
-        double uio = full / ratio; /* + the pre-RoPE copy of the <= budget cache entries' keys: bounded, not per token */
+        double uio = full / ratio; /* + the cache and the pre-RoPE keys of its entries: bounded, not per token */
         fprintf(human, "  UIO ratio %2d (memory entries)  %10.0f  (%.3fx full, %.2fx LongLLaMA)\n", ratio, uio,
                 uio / full, uio / ll);
         if (o->json)
@@ -458,7 +459,8 @@ int main(int argc, char **argv) {
                         r->decode_ms_p90,
                         r->bytes_per_token, (unsigned long long)r->ms.mem_entries, r->load_before, r->load_after);
                 if (o.json)
-                    printf("{\"kind\":\"run\",\"ratio\":%d,\"chunk_size\":%d,\"mode\":\"%s\",\"n\":%lld,\"prefill_s\":%.4f,\"prefill_cpu_s\":%.4f,"
+                    printf("{\"kind\":\"run\",\"ratio\":%d,\"chunk_size\":%d,\"mode\":\"%s\",\"n\":%lld,"
+                           "\"prefill_s\":%.4f,\"prefill_cpu_s\":%.4f,"
                            "\"prefill_us_per_token\":%.3f,\"decode_ms_median\":%.4f,\"decode_ms_p90\":%.4f,"
                            "\"decode_steps\":%d,\"mem_entries\":%llu,\"mem_tokens\":%llu,\"local_tokens\":%d,"
                            "\"local_kv_bytes\":%llu,\"mem_key_bytes\":%llu,\"mem_value_bytes\":%llu,"

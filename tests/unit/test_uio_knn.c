@@ -198,7 +198,8 @@ static void test_budget_fixture(const fixture *f, mnemo_model *m) {
         stats(ctx, &ms);
         int64_t want = json_integer_value(json_object_get(fin, "mem_slots")) +
                        json_integer_value(json_object_get(fin, "store_slots"));
-        CHECK((int64_t)ms.mem_entries == want && ms.local_tokens == json_integer_value(json_object_get(fin, "raw_tokens")),
+        int64_t raw = json_integer_value(json_object_get(fin, "raw_tokens"));
+        CHECK((int64_t)ms.mem_entries == want && ms.local_tokens == raw,
               "%s: %llu entries, %d raw; expected %lld", ways[w].name, (unsigned long long)ms.mem_entries,
               ms.local_tokens, (long long)want);
         mnemo_context_free(ctx);
@@ -355,7 +356,8 @@ static void test_other_budgets(const fixture *f, mnemo_model *m) {
 /* ---- (b) contexts with and without a budget in one mnemo_decode_batch, either first: each as alone */
 static void test_budget_mixed_batch(const fixture *f, mnemo_model *m) {
     const int32_t V = f->lg.n_vocab, n = f->P;
-    mnemo_context_params cb = params(f->budget, 0, MNEMO_MEM_INDEX_FLAT, false, 1), c0 = params(0, 0, MNEMO_MEM_INDEX_FLAT, false, 1);
+    mnemo_context_params cb = params(f->budget, 0, MNEMO_MEM_INDEX_FLAT, false, 1);
+    mnemo_context_params c0 = params(0, 0, MNEMO_MEM_INDEX_FLAT, false, 1);
     mnemo_context *a = new_ctx(m, &cb), *b = new_ctx(m, &c0), *alone = new_ctx(m, &c0);
     float wa = 0.f, wb = 0.f;
     for (int32_t t = 0; a && b && alone && t < n; t++) {
@@ -454,7 +456,8 @@ static void test_batched(const fixture *f, mnemo_model *m, int32_t budget, const
                 for (int32_t l = 0; l < k0->n_layer && u0->n_mem == u1->n_mem; l++) {
                     size_t off = (size_t)l * (size_t)k0->n_ctx * (size_t)k0->kv_dim;
                     int64_t cnt = (int64_t)u0->n_mem * k0->kv_dim;
-                    dkv = fmaxf(dkv, fmaxf(max_diff(k0->k + off, k1->k + off, cnt), max_diff(k0->v + off, k1->v + off, cnt)));
+                    dkv = fmaxf(dkv, fmaxf(max_diff(k0->k + off, k1->k + off, cnt),
+                                           max_diff(k0->v + off, k1->v + off, cnt)));
                 }
                 printf("  %-16s budget %d, encode batch %2d, %s: vs sequential max |dlogit|/max|logit| %.3g, "
                        "memory K/V %.3g\n", name, budget, batches[i], all ? "every row" : "last token", d, dkv);
@@ -488,7 +491,9 @@ static void test_refusals(const fixture *f, mnemo_model *m) {
     struct {
         int32_t budget, n_ctx, batch;
         const char *says;
-    } bad[] = {{-1, 0, 1, "uio_mem_budget"}, {f->budget, f->budget + f->C - 1, 1, "n_ctx"}, {0, 0, -2, "uio_encode_batch"}};
+    } bad[] = {{-1, 0, 1, "uio_mem_budget"},
+               {f->budget, f->budget + f->C - 1, 1, "n_ctx"},
+               {0, 0, -2, "uio_encode_batch"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         mnemo_context_params cp = params(bad[i].budget, 0, MNEMO_MEM_INDEX_FLAT, false, bad[i].batch);
         cp.n_ctx = bad[i].n_ctx;

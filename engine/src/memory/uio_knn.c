@@ -242,7 +242,8 @@ static int knn_select(uio_knn *k, mem_store *ms, const float *q, int64_t nq, int
         if (mem_store_search(ms, (int)(h / (hq / hkv)), (size_t)nq, q + h * hd, (size_t)(hq * hd), (int)kk, k->ids,
                              k->scores) != 0)
             return KERN_EBACKEND;
-        for (int64_t i = 0; i < nq; i++) memcpy(k->sel + (i * hq + h) * kk, k->ids + i * kk, (size_t)kk * sizeof *k->sel);
+        for (int64_t i = 0; i < nq; i++)
+            memcpy(k->sel + (i * hq + h) * kk, k->ids + i * kk, (size_t)kk * sizeof *k->sel);
     }
     return KERN_OK;
 }
@@ -382,7 +383,8 @@ mnemo_status uio_knn_load_check(const uio_state *s, const snap_reader *r, int32_
         const void *sd;
         uint64_t sl;
         char why[200];
-        if (snap_reader_find(r, TAG_STORE(l), &sd, &sl) != 0 || !(ks->stores[l] = mem_store_load(sd, sl, why, sizeof why)) ||
+        if (snap_reader_find(r, TAG_STORE(l), &sd, &sl) != 0 ||
+            !(ks->stores[l] = mem_store_load(sd, sl, why, sizeof why)) ||
             mem_store_size(ks->stores[l]) != (size_t)n_stored ||
             mem_store_n_heads(ks->stores[l]) != s->cfg->num_key_value_heads ||
             mem_store_head_dim(ks->stores[l]) != s->cfg->head_dim || mem_store_dtype(ks->stores[l]) != MEM_DTYPE_F32) {
