@@ -458,6 +458,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     ap.add_argument("--logits", help="MNFXLGT1 file whose first record holds the rows of prompt + greedy[:-1]")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--budget", type=int, default=0,
+                    help="mnemo's option (b): memory slots kept before the store (0: the reference)")
     ap.add_argument("--write", help="write the rows of prompt + greedy[:-1] as MNFXLGT1")
     a = ap.parse_args(argv)
     n_new = a.new
@@ -471,8 +473,8 @@ def main(argv=None):
     model = UioRef(BaseModel.from_dir(a.model_dir, dt), UioWeights.from_dir(a.uio_dir))
     new = []
     if n_new:
-        new, _, _ = model.generate(ids, n_new)
-    sess = model.session()
+        new, _, _ = model.generate(ids, n_new, budget=a.budget)
+    sess = model.session(a.budget)
     rows = sess.feed(ids + new[:-1])
     print("greedy:", ",".join(map(str, new)))
     for e in sess.events:
