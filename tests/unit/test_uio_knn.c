@@ -16,6 +16,8 @@
  *   of the sequential path (last token, and every row with logits_all), the same memory sizes and the same greedy
  *   continuation; with a budget too;
  * and bad parameters refused with a message.
+ * The budget checks run on the CPU and, when usable, on CUDA (MNEMO_TEST_DEVICE=cpu|cuda|all, as test_uio; the CPU
+ * emulator build counts); the batched-encoder and unreached-budget checks on the CPU.
  */
 #include <jansson.h>
 #include <math.h>
@@ -28,6 +30,7 @@
 #include "engine.h"
 #include "engine_impl.h"
 #include "fixture_logits.h"
+#include "kernels.h"
 #include "test_util.h"
 #include "uio_memory.h"
 
@@ -107,10 +110,10 @@ static void free_fixture(fixture *f) {
     free(f->lg.data);
 }
 
-static mnemo_model *load_model(const fixture *f) {
+static mnemo_model *load_model(const fixture *f, mnemo_device dev) {
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = 1;
-    mp.device = MNEMO_DEVICE_CPU;
+    mp.device = dev;
     mp.uio_dir = f->uio;
     mnemo_model *m = NULL;
     mnemo_status st = mnemo_model_load(f->base, &mp, &m);
@@ -519,32 +522,47 @@ static void test_store_limit(const fixture *f, mnemo_model *m) {
 }
 
 int main(void) {
+    char info[256];
+    const char *want = getenv("MNEMO_TEST_DEVICE");
+    bool cuda_ok = kern_cuda_available(info, sizeof info);
+    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
+    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
+    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
+    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
+    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-exact GEMMs, as test_uio */
     fixture kf;
     if (load_fixture("uio_knn/gqa_c12_m3_b7", &kf)) {
-        mnemo_model *m = load_model(&kf);
-        if (m) {
-            printf("(b) compressed memory past a budget, retrieved by kNN (gqa_c12_m3, budget %d)\n", kf.budget);
-            test_budget_fixture(&kf, m);
-            test_budget_greedy(&kf, m);
-            test_budget_snapshot(&kf, m);
-            test_budget_mixed_batch(&kf, m);
-            test_other_budgets(&kf, m);
-            test_store_limit(&kf, m);
-            test_refusals(&kf, m);
-            printf("(c) batched encoder with a budget\n");
-            test_batched(&kf, m, kf.budget, "gqa_c12_m3_b7");
+        for (int d = 0; d < 2; d++) {
+            if (d == 0 ? !run_cpu : !(run_cuda && cuda_ok)) continue;
+            mnemo_model *m = load_model(&kf, d ? MNEMO_DEVICE_CUDA : MNEMO_DEVICE_CPU);
+            if (m) {
+                printf("[%s] (b) compressed memory past a budget, retrieved by kNN (gqa_c12_m3, budget %d)\n",
+                       d ? "cuda" : "cpu", kf.budget);
+                test_budget_fixture(&kf, m);
+                test_budget_greedy(&kf, m);
+                test_budget_snapshot(&kf, m);
+                test_budget_mixed_batch(&kf, m);
+                test_other_budgets(&kf, m);
+                test_store_limit(&kf, m);
+                test_refusals(&kf, m);
+                if (d == 0) { /* compares cache rows in host memory */
+                    printf("[cpu] (c) batched encoder with a budget\n");
+                    test_batched(&kf, m, kf.budget, "gqa_c12_m3_b7");
+                }
+            }
+            mnemo_model_free(m);
         }
-        mnemo_model_free(m);
     }
     free_fixture(&kf);
-    for (size_t c = 0; c < sizeof UIO_CASES / sizeof *UIO_CASES; c++) {
+    for (size_t c = 0; run_cpu && c < sizeof UIO_CASES / sizeof *UIO_CASES; c++) {
         char dir[64];
         snprintf(dir, sizeof dir, "uio/%s", UIO_CASES[c]);
         fixture f;
         if (load_fixture(dir, &f)) {
-            mnemo_model *m = load_model(&f);
+            mnemo_model *m = load_model(&f, MNEMO_DEVICE_CPU);
             if (m) {
-                printf("%s\n", UIO_CASES[c]);
+                printf("[cpu] %s\n", UIO_CASES[c]);
                 test_budget_unreached(&f, m);
                 test_batched(&f, m, 0, UIO_CASES[c]);
             }
