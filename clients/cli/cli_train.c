@@ -27,6 +27,14 @@ static void usage(FILE *f) {
             "  --lora-plus            LoRA + embeddings and every norm trained (LongLoRA)\n"
             "  --full                 every weight trained (writes a whole checkpoint, fp32)\n"
             "  --init-adapter DIR     start LoRA from this peft adapter (its rank, alpha and targets)\n"
+            "  --uio DIR              UIO-LLM: train the encoder LoRA (q,v), transfer head LoRA (k,v) and <mem> over the\n"
+            "                         frozen base on documents of --seq-len tokens; DIR (instead of --out) receives\n"
+            "                         uio_config.json + uio.safetensors for generate --uio (LoRA flags: its rank/alpha)\n"
+            "  --uio-chunk C          segment length (required unless --uio-init)\n"
+            "  --uio-num-memory M     <mem> entries per segment, C a multiple of M (required unless --uio-init)\n"
+            "  --uio-init DIR         start from this UIO directory (its chunk, M, rank and alpha)\n"
+            "  --tbptt-slots S        encoder graphs kept by reservoir sampling (default 2; 0: full BPTT)\n"
+            "  --no-compensation      without the unbiased factor max(1, (t-1)/S) on memory gradients\n"
             "length and batch:\n"
             "  --steps N | --epochs E optimizer steps, or passes over the data (default 1 epoch)\n"
             "  --batch B              rows per micro-batch (default 1)\n"
@@ -106,6 +114,12 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--lora-plus")) { tp.method = MNEMO_TRAIN_LORA_PLUS; methods++; }
         else if (!strcmp(a, "--full")) { tp.method = MNEMO_TRAIN_FULL; methods++; }
         else if (!strcmp(a, "--init-adapter")) { VALUE(); tp.init_adapter = v; }
+        else if (!strcmp(a, "--uio")) { VALUE(); tp.out_dir = v; tp.method = MNEMO_TRAIN_UIO; methods++; }
+        else if (!strcmp(a, "--uio-init")) { VALUE(); tp.uio_init = v; }
+        else if (!strcmp(a, "--uio-chunk")) { COUNT(tp.uio_chunk, 1, 1 << 20); }
+        else if (!strcmp(a, "--uio-num-memory")) { COUNT(tp.uio_num_memory, 1, 1 << 20); }
+        else if (!strcmp(a, "--tbptt-slots")) { COUNT(tp.tbptt_slots, 0, 1 << 20); }
+        else if (!strcmp(a, "--no-compensation")) tp.tbptt_compensation = false;
         else if (!strcmp(a, "--steps")) { COUNT(tp.steps, 1, (long long)1e12); }
         else if (!strcmp(a, "--epochs")) { NUM(tp.epochs, 1e-9, 1e6); }
         else if (!strcmp(a, "--batch")) { COUNT(tp.batch, 1, 4096); }
@@ -153,11 +167,29 @@ int cli_train(int argc, char **argv) {
 #undef COUNT
     }
     if (!tp.data || !tp.out_dir) {
-        fprintf(stderr, "mnemo train: --data and --out are required (try --help)\n");
+        fprintf(stderr, "mnemo train: --data and --out (or --uio) are required (try --help)\n");
         return 2;
     }
     if (methods > 1) {
-        fprintf(stderr, "mnemo train: --lora-plus and --full exclude each other\n");
+        fprintf(stderr, "mnemo train: --lora-plus, --full and --uio exclude each other\n");
+        return 2;
+    }
+    bool uio = tp.method == MNEMO_TRAIN_UIO;
+    if (uio && (tp.init_adapter || (tp.lora_targets && shape_set && strcmp(tp.lora_targets, "q,v")))) {
+        fprintf(stderr, "mnemo train: --uio trains fixed targets (encoder q,v; transfer head k,v): no --lora-targets "
+                        "or --init-adapter\n");
+        return 2;
+    }
+    if (uio && !tp.uio_init && (!tp.uio_chunk || !tp.uio_num_memory)) {
+        fprintf(stderr, "mnemo train: --uio needs --uio-chunk and --uio-num-memory (or --uio-init DIR)\n");
+        return 2;
+    }
+    if (!uio && (tp.uio_init || tp.uio_chunk || tp.uio_num_memory)) {
+        fprintf(stderr, "mnemo train: --uio-* options need --uio DIR\n");
+        return 2;
+    }
+    if (uio && tp.uio_init && rank_set) {
+        fprintf(stderr, "mnemo train: --uio-init takes its rank and alpha from the UIO directory\n");
         return 2;
     }
     if (tp.method == MNEMO_TRAIN_FULL && (rank_set || shape_set || tp.init_adapter)) {
@@ -206,9 +238,9 @@ int cli_train(int argc, char **argv) {
             json_t *o = json_pack("{s:b, s:b, s:I, s:I, s:s, s:s, s:s}", "done", st == MNEMO_OK, "cancelled",
                                   st == MNEMO_ERR_CANCELLED, "steps", (json_int_t)mnemo_trainer_steps_done(t),
                                   "total_steps", (json_int_t)mnemo_trainer_total_steps(t),
-                                  tp.method == MNEMO_TRAIN_FULL ? "model" : "adapter", tp.out_dir, "checkpoint", ckpt,
-                                  "method", tp.method == MNEMO_TRAIN_FULL ? "full"
-                                            : tp.method == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora");
+                                  tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "uio" : "adapter", tp.out_dir,
+                                  "checkpoint", ckpt, "method", tp.method == MNEMO_TRAIN_FULL ? "full"
+                                            : tp.method == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : uio ? "uio" : "lora");
             char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
             if (s) printf("%s\n", s);
             free(s);
@@ -217,7 +249,7 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%smnemo train: %s after %lld of %lld steps: %s written to %s (resume state %s)\n",
                 ro.bar && st == MNEMO_ERR_CANCELLED ? "\n" : "", st == MNEMO_OK ? "done" : "stopped",
                 (long long)mnemo_trainer_steps_done(t), (long long)mnemo_trainer_total_steps(t),
-                tp.method == MNEMO_TRAIN_FULL ? "model" : "adapter", tp.out_dir, ckpt);
+                tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "UIO directory" : "adapter", tp.out_dir, ckpt);
         rc = st == MNEMO_OK ? 0 : 130;
     }
     mnemo_trainer_free(t);

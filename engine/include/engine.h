@@ -259,14 +259,19 @@ typedef struct {
                                 * (IVF: at most its 256 cells) */
     int64_t mem_dense_rows;    /* with mem_knn_k > 0: attention stays dense while a memory holds at most this many
                                 * rows (0: kNN from the first row) */
-    /* UIO models (ignored for others; 0 = the reference's behaviour; see README "UIO-LLM compression") */
-    int32_t uio_mem_budget;   /* N > 0: at most N <mem> entries stay in the KV cache; older ones move to a kNN
-                               * memstore (mem_index, mem_knn_k, mem_dense_rows, mem_nprobe, mem_max_bytes as for
-                               * LongLLaMA), attended "at position 0" in the same softmax, so n_ctx bounds N + one
-                               * segment instead of the whole memory. Needs n_ctx >= N + chunk_size */
-    int32_t uio_encode_batch; /* > 1: whole segments of a mnemo_decode call are compressed this many per encoder
-                               * forward, and (without logits_all) the decoder skips them, as only the last token's
-                               * logits are kept: the same result (within 1e-5), faster prefill. 0 or 1: one by one */
+    /* UIO models (ignored for others; 0 = the reference's behaviour; see README "UIO-LLM compression").
+     * uio_keep_raw > 0 is not combined with uio_mem_budget > 0 or uio_encode_batch > 1: mnemo_context_new refuses
+     * either pair (MNEMO_ERR_INVALID_ARG, naming both options) */
+    int32_t uio_keep_raw;      /* W, 0 .. chunk_size: after a compression the segment's last W tokens stay raw next
+                                * to the new memory, so the next token does not see memory only (0 = the reference;
+                                * see "UIO-LLM compression" in README.md for their positions) */
+    int32_t uio_mem_budget;    /* N > 0: at most N <mem> entries stay in the KV cache; older ones move to a kNN
+                                * memstore (mem_index, mem_knn_k, mem_dense_rows, mem_nprobe, mem_max_bytes as for
+                                * LongLLaMA), attended "at position 0" in the same softmax, so n_ctx bounds N + one
+                                * segment instead of the whole memory. Needs n_ctx >= N + chunk_size */
+    int32_t uio_encode_batch;  /* > 1: whole segments of a mnemo_decode call are compressed this many per encoder
+                                * forward, and (without logits_all) the decoder skips them, as only the last token's
+                                * logits are kept: the same result (within 1e-5), faster prefill. 0 or 1: one by one */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
@@ -297,6 +302,10 @@ MNEMO_API mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx,
 /* The current last_context_length: also the longest entry mnemo_decode_batch accepts for this context (longer
  * inputs go through mnemo_decode). 0 for plain LLaMA contexts. */
 MNEMO_API int32_t mnemo_context_last_context_length(const mnemo_context *ctx);
+/* The longest entry mnemo_decode_batch accepts for this context now (longer inputs go through mnemo_decode): plain
+ * LLaMA n_ctx - n_past, LongLLaMA last_context_length, UIO the tokens until the next compression (an entry must not
+ * cross a segment boundary) or fewer when its positions run out. 0: not one more token fits (or ctx is NULL). */
+MNEMO_API int32_t mnemo_context_entry_max(const mnemo_context *ctx);
 typedef struct {
     int32_t local_tokens;  /* tokens in the local window (UIO: raw tokens not compressed yet) */
     uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all; UIO: tokens compressed) */
@@ -328,7 +337,8 @@ MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn 
  * truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves
  * the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it
  * had them) and every later decode gives what the saved context would have given. The context keeps its own
- * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. */
+ * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. A UIO snapshot records uio_keep_raw
+ * and loads only into a context with the same value (MNEMO_ERR_FORMAT otherwise). */
 MNEMO_API mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path);
 MNEMO_API mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path);
 
@@ -393,7 +403,11 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
  *          checksummed file tied to the model, the data and the settings (written to a temp name and renamed, so
  *          a run killed at any moment resumes from its last checkpoint and gives the same losses and final
  *          weights, bit for bit, as a run never stopped — with the same number of threads). */
-typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2 } mnemo_train_method;
+/* UIO (issue 19): a UIO-LLM's encoder LoRA (q, v), transfer-head LoRA (k, v) and <mem> token over the frozen base
+ * (lora_rank / lora_alpha their rank and alpha), trained over documents of seq_len tokens cut into uio_chunk-token
+ * segments with the paper's unbiased incremental TBPTT (engine/src/train/uio_train.h); out_dir receives a UIO
+ * directory (uio_config.json + uio.safetensors) that mnemo_model_params.uio_dir loads. */
+typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2, MNEMO_TRAIN_UIO = 3 } mnemo_train_method;
 typedef enum { MNEMO_OPTIM_ADAMW = 0, MNEMO_OPTIM_SGD = 1 } mnemo_optimizer;
 typedef enum { MNEMO_LR_CONSTANT = 0, MNEMO_LR_LINEAR = 1, MNEMO_LR_COSINE = 2 } mnemo_lr_schedule;
 
@@ -439,6 +453,13 @@ typedef struct {
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
     mnemo_train_progress_fn progress;
     void *progress_user;
+    /* method UIO only */
+    const char *uio_init;       /* NULL: fresh (A ~ U(+-1/sqrt(in)) from seed, B = 0, <mem> = embedding row 2); else
+                                 * a UIO directory to start from (its chunk, memory count, rank and alpha) */
+    int32_t uio_chunk;          /* C: tokens per segment (0 with uio_init: its own) */
+    int32_t uio_num_memory;     /* M: <mem> entries per segment, C a multiple of M (0 with uio_init: its own) */
+    int32_t tbptt_slots;        /* S: 2 (the paper's); encoder graphs kept by reservoir sampling; 0: full BPTT */
+    bool tbptt_compensation;    /* true: memory gradients times max(1, (t-1)/S), the paper's unbiased factor */
 } mnemo_train_params;
 
 MNEMO_API mnemo_train_params mnemo_train_default_params(void);

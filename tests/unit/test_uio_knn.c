@@ -492,19 +492,31 @@ static void test_batched(const fixture *f, mnemo_model *m, int32_t budget, const
 /* ---- bad parameters */
 static void test_refusals(const fixture *f, mnemo_model *m) {
     struct {
-        int32_t budget, n_ctx, batch;
-        const char *says;
-    } bad[] = {{-1, 0, 1, "uio_mem_budget"},
-               {f->budget, f->budget + f->C - 1, 1, "n_ctx"},
-               {0, 0, -2, "uio_encode_batch"}};
+        int32_t budget, n_ctx, batch, keep;
+        const char *says, *also;
+    } bad[] = {{-1, 0, 1, 0, "uio_mem_budget", ""},
+               {f->budget, f->budget + f->C - 1, 1, 0, "n_ctx", ""},
+               {0, 0, -2, 0, "uio_encode_batch", ""},
+               /* option (a) is not combined with (b) or (c) (engine.h) */
+               {f->budget, 0, 1, 2, "uio_keep_raw (2) cannot be combined", "uio_mem_budget"},
+               {0, 0, 4, 2, "uio_keep_raw (2) cannot be combined", "uio_encode_batch"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         mnemo_context_params cp = params(bad[i].budget, 0, MNEMO_MEM_INDEX_FLAT, false, bad[i].batch);
         cp.n_ctx = bad[i].n_ctx;
+        cp.uio_keep_raw = bad[i].keep;
         mnemo_context *ctx = NULL;
         mnemo_status st = mnemo_context_new(m, &cp, &ctx);
-        CHECK(st == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), bad[i].says),
-              "bad parameters %zu: status %d, message '%s' (should name %s)", i, st, mnemo_context_error(ctx),
-              bad[i].says);
+        CHECK(st == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), bad[i].says) &&
+                  strstr(mnemo_context_error(ctx), bad[i].also),
+              "bad parameters %zu: status %d, message '%s' (should name %s %s)", i, st, mnemo_context_error(ctx),
+              bad[i].says, bad[i].also);
+        mnemo_context_free(ctx);
+    }
+    /* each alone is fine: keep_raw with batch 1 (or 0) and no budget */
+    for (int32_t batch = 0; batch <= 1; batch++) {
+        mnemo_context_params cp = params(0, 0, MNEMO_MEM_INDEX_FLAT, false, batch);
+        cp.uio_keep_raw = 2;
+        mnemo_context *ctx = new_ctx(m, &cp);
         mnemo_context_free(ctx);
     }
 }

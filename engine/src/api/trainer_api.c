@@ -26,6 +26,7 @@
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "trainable.h"
+#include "uio_trainer.h"
 
 struct mnemo_trainer {
     bool failed;
@@ -37,6 +38,7 @@ struct mnemo_trainer {
     trainable tr;
     optimizer opt;
     model_train_ws *ws;
+    uio_run *uio;         /* method UIO: its tensors, workspace and TBPTT settings (uio_trainer.h) */
     kern_ctx *kc;
     lr_schedule sched;
     int64_t step, total, tokens;
@@ -68,7 +70,8 @@ mnemo_train_params mnemo_train_default_params(void) {
     return (mnemo_train_params){.method = MNEMO_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .lora_targets = "q,v",
                                 .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
                                 .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
-                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true};
+                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .tbptt_slots = 2,
+                                .tbptt_compensation = true};
 }
 
 mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
@@ -89,7 +92,10 @@ mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int3
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const char *method_name(mnemo_train_method m) {
-    return m == MNEMO_TRAIN_FULL ? "full" : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora";
+    return m == MNEMO_TRAIN_FULL        ? "full"
+           : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus"
+           : m == MNEMO_TRAIN_UIO       ? "uio"
+                                        : "lora";
 }
 
 /* A digest of every row the data can give (epoch 0's order), so a checkpoint resumes only on the same examples. */
@@ -122,6 +128,11 @@ static void describe_settings(mnemo_trainer *t) {
              p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
              p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+    if (t->uio) { /* the UIO settings join the object before its closing brace */
+        size_t n = strlen(t->settings);
+        uio_run_settings(t->uio, t->settings + n - 1, sizeof t->settings - n);
+        strncat(t->settings, "}", sizeof t->settings - strlen(t->settings) - 1);
+    }
 }
 
 static char *state_path(const mnemo_trainer *t) {
@@ -134,7 +145,7 @@ static char *state_path(const mnemo_trainer *t) {
 /* Every setting in range, or a message naming the first that is not. */
 static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) {
     if (!p->data || !p->out_dir) return tfail(t, MNEMO_ERR_INVALID_ARG, "training needs a data file and an output directory");
-    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_FULL)
+    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_UIO)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "unknown training method %d", (int)p->method);
     if (p->batch < 1 || p->batch > 4096 || p->grad_accum < 1 || p->grad_accum > 65536 || p->seq_len < 1)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "batch %d, grad_accum %d, seq_len %d: each at least 1", p->batch,
@@ -216,7 +227,7 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         goto out;
     }
     t->fingerprint = model_fingerprint(t->model);
-    if (t->p.seq_len > t->model->cfg.max_position_embeddings) {
+    if (t->p.method != MNEMO_TRAIN_UIO && t->p.seq_len > t->model->cfg.max_position_embeddings) { /* UIO: segments */
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
                    t->model->cfg.max_position_embeddings);
         goto out;
@@ -233,11 +244,14 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
     t->total = t->p.steps ? t->p.steps : (int64_t)ceil(t->p.epochs * (double)train_data_examples(t->data) / (double)rows);
     if (t->total < 1) t->total = 1;
-    if (trainable_init(&t->tr, t->model, &t->p, err, sizeof err) || optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
+    if ((t->p.method == MNEMO_TRAIN_UIO ? uio_run_init(&t->uio, &t->tr, t->model, &t->p, err, sizeof err)
+                                        : trainable_init(&t->tr, t->model, &t->p, err, sizeof err)) ||
+        optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
         st = tfail(t, strstr(err, "out of memory") ? MNEMO_ERR_NOMEM : MNEMO_ERR_INVALID_ARG, "%s", err);
         goto out;
     }
-    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err))) {
+    if (!t->uio &&
+        !(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err))) {
         st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
         goto out;
     }
@@ -256,7 +270,8 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
               "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
               (long long)train_data_examples(t->data), (long long)t->total, (long long)rows, t->p.seq_len, t->tr.count,
-              (double)trainable_floats(&t->tr) / 2e6, (double)model_train_ws_bytes(t->ws) / (1 << 20));
+              (double)trainable_floats(&t->tr) / 2e6,
+              (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) / (1 << 20));
 out:
     free(sp);
     return st;
@@ -277,7 +292,9 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     trainable_zero_grads(&t->tr);
     double loss = 0;
     char err[MNEMO_ERRLEN];
-    for (int32_t g = 0; g < G && counted > 0; g++) {
+    if (t->uio && uio_run_rows(t->uio, t->model, t->rows, t->masks, rows, L, t->step, &loss, err, sizeof err))
+        return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
+    for (int32_t g = 0; g < G && counted > 0 && !t->uio; g++) {
         if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
         float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
         if (model_loss_and_grads_ws(t->ws, t->model, t->rows + (size_t)g * (size_t)B * (size_t)(L + 1),
@@ -308,6 +325,11 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
     char err[MNEMO_ERRLEN];
     train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
+    if (t->uio) { /* documents one at a time through the UIO model */
+        int rc = uio_run_evaluate(t->uio, t->model, d, t->rows, t->masks, t->p.seq_len, loss, tokens, err, sizeof err);
+        train_data_free(d);
+        return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
+    }
     const int32_t B = t->p.batch, L = t->p.seq_len;
     const int64_t n = train_data_examples(d);
     double sum = 0; /* loss x counted tokens, summed over every batch */
@@ -339,7 +361,8 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
-    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
+    if (t->uio ? uio_run_write(t->uio, t->out_dir, err, sizeof err)
+               : trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
@@ -377,7 +400,7 @@ int64_t mnemo_trainer_total_steps(const mnemo_trainer *t) { return t && !t->fail
 
 void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *act, uint64_t *state) {
     bool ok = t && !t->failed;
-    if (act) *act = ok ? model_train_ws_bytes(t->ws) : 0;
+    if (act) *act = ok ? (t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws)) : 0;
     if (state) *state = ok ? (trainable_floats(&t->tr) + optimizer_floats(&t->opt, &t->tr)) * sizeof(float) : 0;
 }
 
@@ -391,6 +414,7 @@ void mnemo_trainer_free(mnemo_trainer *t) {
     train_data_free(t->data);
     mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
     trainable_free(&t->tr);
+    uio_run_free(t->uio);
     free(t->rows), free(t->masks);
     free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets);
     free(t);

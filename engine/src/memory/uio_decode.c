@@ -7,8 +7,8 @@
  *   a call of any length is cut where the accumulator reaches C: first min(n, C - acc) tokens, then C at a time, so
  *   one call, token by token and any split into calls give the same logits, and the token that completes a segment
  *   is still decoded over the raw cache while the next one sees the new memory only.
- * memory_ops.decode runs the pieces through the host's forward at cache rows n_mem + n_raw ..; the context keeps its
- * own bookkeeping (n_past, logits).
+ * memory_ops.decode runs the pieces through the host's forward at cache rows n_mem + n_kept + n_raw ..; the context
+ * keeps its own bookkeeping (n_past, logits).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,18 +25,21 @@ static mnemo_status fail(const memory_host *h, mnemo_status st, const char *fmt,
 }
 
 void uio_clear(uio_state *s) {
-    s->n_mem = s->n_raw = 0;
+    s->n_mem = s->n_kept = s->n_raw = 0;
     s->segments = 0;
     uio_knn_clear(s);
 }
 
 mnemo_status uio_install(uio_state *s, const memory_host *h, int32_t b) {
     const size_t per_seg = (size_t)s->cfg->num_hidden_layers * (size_t)s->M * (size_t)s->cfg->hidden_size;
-    int rc = uio_transfer(s, h->kc, h->kv, s->h + (size_t)b * per_seg, s->n_mem);
+    /* option (a) first (nothing when W == 0; W > 0 only with enc_batch 1 and no budget, so b == 0 here) */
+    int rc = uio_keep_rows(s, h->kc, h->kv);
+    if (rc == KERN_OK) rc = uio_transfer(s, h->kc, h->kv, s->h + (size_t)b * per_seg, s->n_mem);
     if (rc != KERN_OK)
         return fail(h, rc == KERN_ENOMEM ? MNEMO_ERR_NOMEM : MNEMO_ERR_BACKEND,
                     "UIO compression of segment %lld failed (kernel error %d)", (long long)s->segments, rc);
     s->n_mem += s->M;
+    s->n_kept = s->W;
     s->n_raw = 0;
     s->segments++;
     return uio_knn_evict(s, h); /* option (b): entries past the budget to the stores */
@@ -57,20 +60,22 @@ static int64_t after_compression(const uio_state *s, int64_t mem) {
 }
 
 mnemo_status uio_fits(const uio_state *s, int64_t n, char *err, size_t errlen) {
-    int64_t mem = s->n_mem, raw = s->n_raw;
-    if (raw == s->C) mem = after_compression(s, mem), raw = 0; /* a compression is due first */
+    int64_t mem = s->n_mem, kept = s->n_kept, raw = s->n_raw;
+    if (raw == s->C) mem = after_compression(s, mem), kept = s->W, raw = 0; /* a compression is due first */
     /* rows peak just before each compression, and at the end; the entries in the cache only grow (or stay at the
-     * budget), so the peak is at the last compression or the end: walk the segments until the cache saturates */
-    int64_t peak = mem + raw, left = n;
+     * budget), so the peak is at the last compression or the end: walk the segments until the cache saturates.
+     * Option (a) keeps W raw rows after each compression (never with a budget, uio_ops.c) */
+    int64_t peak = mem + kept + raw, left = n;
     while (left > 0) {
         int64_t m = left < s->C - raw ? left : s->C - raw;
         left -= m;
-        peak = mem + raw + m > peak ? mem + raw + m : peak;
+        peak = mem + kept + raw + m > peak ? mem + kept + raw + m : peak;
         if (raw + m < s->C || peak > s->n_ctx) break;
         int64_t next = after_compression(s, mem);
         raw = 0;
-        if (next == mem && left >= s->C) { /* saturated: every later segment peaks at mem + C, the tail below */
-            peak = mem + s->C > peak ? mem + s->C : peak;
+        kept = s->W;
+        if (next == mem && left >= s->C) { /* saturated: every later segment peaks at mem + W + C, the tail below */
+            peak = mem + kept + s->C > peak ? mem + kept + s->C : peak;
             break;
         }
         mem = next;
@@ -79,7 +84,7 @@ mnemo_status uio_fits(const uio_state *s, int64_t n, char *err, size_t errlen) {
     snprintf(err, errlen,
              "%lld tokens do not fit in the UIO context: %d positions (n_ctx) hold %d <mem> entries and %d raw tokens, "
              "and these need %lld (memory + raw <= n_ctx; a segment of %d tokens becomes %d entries%s)",
-             (long long)n, s->n_ctx, s->n_mem, s->n_raw, (long long)peak, s->C, s->M,
+             (long long)n, s->n_ctx, s->n_mem, s->n_kept + s->n_raw, (long long)peak, s->C, s->M,
              s->knn.budget ? "" : "; a memory budget, uio_mem_budget, lifts the limit");
     return MNEMO_ERR_CONTEXT_FULL;
 }
@@ -128,7 +133,7 @@ mnemo_status uio_decode(void *state, const memory_host *h, const int32_t *tokens
             continue;
         }
         int32_t m = n - done < s->C - s->n_raw ? n - done : s->C - s->n_raw;
-        st = h->forward(h->self, tokens + done, done, m, s->n_mem + s->n_raw);
+        st = h->forward(h->self, tokens + done, done, m, s->n_mem + s->n_kept + s->n_raw);
         if (st != MNEMO_OK) break;
         memcpy(s->acc + s->n_raw, tokens + done, (size_t)m * sizeof(int32_t));
         s->n_raw += m;

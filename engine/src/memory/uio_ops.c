@@ -31,7 +31,8 @@ static void destroy(void *st) {
         be->mem_free(s->vscr);
         be->mem_free(s->h);
         be->mem_free(s->tpos);
-        if (!be->host_memory) free(s->tpos_host);
+        be->mem_free(s->kpos);
+        if (!be->host_memory) free(s->tpos_host), free(s->kpos_host);
     }
     free(s->acc);
     free(s->layer_flags);
@@ -47,12 +48,30 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         snprintf(err, errlen, "a UIO context needs the model's UIO weights");
         return MNEMO_ERR_MISUSE;
     }
+    const int32_t W = a->params->uio_keep_raw;
+    if (W < 0 || W > u->chunk_size) {
+        snprintf(err, errlen, "uio_keep_raw %d outside 0..%d (chunk_size): the raw tokens kept after a compression "
+                 "are the end of the segment compressed", W, u->chunk_size);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    /* option (a) is not combined with (b) or (c): the budget's shift would have to move and re-rotate the kept raw
+     * rows too, and the batched encoder skips the decoder passes whose raw rows option (a) keeps */
+    if (W > 0 && a->params->uio_mem_budget > 0) {
+        snprintf(err, errlen, "uio_keep_raw (%d) cannot be combined with a memory budget (uio_mem_budget %d): use one "
+                 "of the two", W, a->params->uio_mem_budget);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (W > 0 && a->params->uio_encode_batch > 1) {
+        snprintf(err, errlen, "uio_keep_raw (%d) cannot be combined with batched compression (uio_encode_batch %d): "
+                 "the kept raw rows come from the decoder passes it skips", W, a->params->uio_encode_batch);
+        return MNEMO_ERR_INVALID_ARG;
+    }
     /* (with a memory budget, uio_knn_init checks n_ctx >= budget + chunk_size instead) */
-    if (a->params->uio_mem_budget <= 0 && a->n_ctx < u->chunk_size + u->num_memory) {
+    if (a->params->uio_mem_budget <= 0 && a->n_ctx < u->chunk_size + u->num_memory + W) {
         snprintf(err, errlen,
-                 "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens and its %d <mem> "
-                 "entries need %d positions",
-                 a->n_ctx, u->chunk_size, u->num_memory, u->chunk_size + u->num_memory);
+                 "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens, its %d <mem> "
+                 "entries and %d kept raw tokens need %d positions",
+                 a->n_ctx, u->chunk_size, u->num_memory, W, u->chunk_size + u->num_memory + W);
         return MNEMO_ERR_INVALID_ARG;
     }
     if (a->params->uio_encode_batch < 0 || a->params->uio_encode_batch > 4096) {
@@ -74,6 +93,7 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     s->n_ctx = a->n_ctx;
     s->enc_batch = a->params->uio_encode_batch > 1 ? a->params->uio_encode_batch : 1;
     s->logits_all = a->params->logits_all;
+    s->W = W;
     const size_t L = (size_t)cfg->num_hidden_layers, d = (size_t)cfg->hidden_size;
     const size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim, M = (size_t)s->M;
     s->acc = malloc((size_t)s->C * sizeof *s->acc);
@@ -89,11 +109,16 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         s->tpos = be->mem_alloc(M * sizeof(int32_t));
         s->tpos_host = be->host_memory ? s->tpos : malloc(M * sizeof(int32_t));
         ok = s->kscr && s->vscr && s->h && s->tpos && s->tpos_host;
+        if (ok && W > 0) {
+            s->kpos = be->mem_alloc((size_t)W * sizeof(int32_t));
+            s->kpos_host = be->host_memory ? s->kpos : malloc((size_t)W * sizeof(int32_t));
+            ok = s->kpos && s->kpos_host;
+        }
     }
     if (!ok) {
+        const int32_t rows = s->enc_batch * (u->chunk_size + u->num_memory);
         destroy(s);
-        snprintf(err, errlen, "out of %s memory for the UIO encoder's workspace (%d rows)", be->name,
-                 s->enc_batch * (u->chunk_size + u->num_memory));
+        snprintf(err, errlen, "out of %s memory for the UIO encoder's workspace (%d rows)", be->name, rows);
         return MNEMO_ERR_NOMEM;
     }
     mnemo_status st = uio_knn_init(s, a, err, errlen);
@@ -111,7 +136,7 @@ static const uint8_t *layers(const void *st) { return ((const uio_state *)st)->l
 
 static int32_t next_row(const void *st) {
     const uio_state *s = st;
-    return s->n_mem + s->n_raw;
+    return s->n_mem + s->n_kept + s->n_raw;
 }
 
 /* A batch entry must not cross a segment boundary (one piece, see uio_decode.c) and must fit the cache. */
@@ -149,7 +174,7 @@ static void stats(const void *st, mnemo_memory_stats *out) {
     const uint64_t row = (uint64_t)s->cfg->num_hidden_layers * (uint64_t)s->cfg->num_key_value_heads *
                          (uint64_t)s->cfg->head_dim * sizeof(float);
     mem_bytes b = uio_knn_bytes(s); /* option (b): entries past the budget, in the stores */
-    out->local_tokens = s->n_raw;
+    out->local_tokens = s->n_kept + s->n_raw;
     out->mem_tokens = (uint64_t)s->segments * (uint64_t)s->C;
     out->mem_entries = (uint64_t)s->n_mem + uio_knn_entries(s);
     out->mem_key_bytes = (uint64_t)s->n_mem * row + b.keys;
