@@ -384,9 +384,18 @@ MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo
 MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir,
                                            char *err, size_t errlen);
 
+/* Writes the Hugging Face checkpoint in model_dir (LlamaForCausalLM or LongLlamaForCausalLM) as one GGUF file at
+ * out_path, matrices in type: "q8_0", "q4_0" (GGML's block formats), "f16", "bf16" or "f32". The file follows
+ * llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original tokenizer.model ride
+ * along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that are not whole
+ * 32-blocks stay f16 and norms f32, as llama.cpp's converter does. MNEMO_OK, or an error with the reason in err. */
+MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char *out_path, char *err,
+                                      size_t errlen);
+
 /* ---------------------------------------------------------------- training
- * Fine-tuning a plain LLaMA checkpoint on the CPU: LoRA (peft's arithmetic and file format), LoRA+ (LongLoRA: the
- * adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that resume bit for bit.
+ * Fine-tuning a LLaMA (or LongLLaMA: fot_schedule) checkpoint on the CPU: LoRA (peft's arithmetic and file format),
+ * LoRA+ (LongLoRA: the adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that
+ * resume bit for bit.
  * A trainer owns its own copy of the model (full fine-tuning rewrites the weights in fp32).
  *
  * Data (.txt: one stream of BOS + ids cut into windows of seq_len + 1 overlapping by one; .jsonl: one
@@ -451,6 +460,12 @@ typedef struct {
     int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
     bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
+    const char *fot_schedule;   /* NULL: none. FoT cross-batch training of a LongLLaMA-layout model (mem_layers):
+                                 * "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)" = per fraction of the rows, (previous
+                                 * contexts of the same document, contexts of other documents) its memory layers see.
+                                 * batch then counts documents of K rows of seq_len (K: the fractions' denominator),
+                                 * each cut from K * seq_len + 1 tokens of the data (a .txt stream runs on into the
+                                 * next document when one is shorter; a .jsonl line is one document, padded) */
     mnemo_train_progress_fn progress;
     void *progress_user;
     /* method UIO only */
@@ -463,6 +478,15 @@ typedef struct {
 } mnemo_train_params;
 
 MNEMO_API mnemo_train_params mnemo_train_default_params(void);
+
+/* Writes out_dir (created if needed): a checkpoint with config_path's config.json, randomly initialised weights as
+ * transformers initialises a LLaMA (projections, embeddings and lm_head ~ N(0, initializer_range^2), default 0.02;
+ * the pad_token_id embedding row 0; norms 1) drawn from seed (the same seed, the same file on every machine), one
+ * fp32 model.safetensors, and the tokenizer: a tokenizer.model file, or a directory's tokenizer.model with its
+ * tokenizer_config.json and the like. A LongLLaMA-layout config (mem_layers) gives a LongLLaMA checkpoint, e.g. to
+ * train from scratch with fot_schedule. MNEMO_OK, or an error with the reason (file named) in err. */
+MNEMO_API mnemo_status mnemo_init_random_checkpoint(const char *config_path, const char *tokenizer, uint64_t seed,
+                                                    const char *out_dir, char *err, size_t errlen);
 
 /* Reads and checks a training file for model as mnemo_trainer_new would (every line; every example within seq_len +
  * 1 tokens), without training: MNEMO_OK with *examples (may be NULL), or MNEMO_ERR_FORMAT / _IO with the message

@@ -9,7 +9,8 @@
  *     ->  fraction of the GEMM peak
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
- * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both]
+ * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both|q8_0|q4_0]
+ *                     [--model DIR|FILE.gguf]   (a real checkpoint instead of the random one: its shape and dtypes)
  */
 #include <cblas.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_impl.h"
 #include "kernels.h"
 #include "llama_forward.h"
 #include "random_model.h"
@@ -94,9 +96,26 @@ static double sgemm_peak(int m) {
     return best;
 }
 
-static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb) {
+/* model_path: a checkpoint directory or GGUF file to run instead of the random model (its own shape and dtypes). */
+static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
+                const char *model_path) {
     bench_model bm;
-    bench_model_build(&bm, layers, dt, 2048);
+    mnemo_model *file_model = NULL;
+    if (model_path) {
+        mnemo_model_params mp = mnemo_model_default_params();
+        mp.device = MNEMO_DEVICE_CPU;
+        if (mnemo_model_load(model_path, &mp, &file_model) != MNEMO_OK) {
+            fprintf(stderr, "bench: %s\n", mnemo_model_error(file_model));
+            exit(1);
+        }
+        bm.cfg = file_model->cfg;
+        bm.w = file_model->w;
+        layers = bm.cfg.num_hidden_layers;
+        dt = bm.w.layers[0].wq.dt;
+        if (n_prompt + n_decode > bm.cfg.max_position_embeddings) bm.cfg.max_position_embeddings = n_prompt + n_decode;
+    } else {
+        bench_model_build(&bm, layers, dt, 2048);
+    }
     const model_config *c = &bm.cfg;
     kern_ctx *kc = kern_cpu_ctx_new(threads);
     kv_cache kv;
@@ -157,19 +176,25 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
     free(ratio);
     free(ratio_rd);
     free(logits); free(tokens);
-    kv_cache_free(&kv); forward_buffers_free(&fb); kern_cpu_ctx_free(kc); bench_model_free_host(&bm, &bm.w);
+    kv_cache_free(&kv); forward_buffers_free(&fb); kern_cpu_ctx_free(kc);
+    if (file_model) {
+        mnemo_model_free(file_model);
+        return;
+    }
+    bench_model_free_host(&bm, &bm.w);
     free(bm.w.layers);
 }
 
 int main(int argc, char **argv) {
     int layers = 4, n_prompt = 512, n_decode = 32, threads = 0;
-    const char *dts = "both";
+    const char *dts = "both", *model_path = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) n_prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
+        else if (!strcmp(argv[i], "--model")) model_path = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0) { fprintf(stderr, "bad arguments\n"); return 2; }
@@ -182,9 +207,16 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 5; r++) bw = fmax(bw, copy_bw_once(&cb)), rd = fmax(rd, read_bw_once(&cb));
     printf("machine: %d threads, copy bandwidth %.1f GB/s (best of 5; read-only %.1f GB/s), OpenBLAS sgemm peak "
            "%.1f GFLOP/s (m=%d)\n", threads, bw * 1e-9, rd * 1e-9, peak * 1e-9, n_prompt);
-    printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab 32000)\n");
-    if (strcmp(dts, "bf16")) run(layers, KERN_F32, n_prompt, n_decode, threads, &cb);
-    if (strcmp(dts, "f32")) run(layers, KERN_BF16, n_prompt, n_decode, threads, &cb);
+    if (!model_path) printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab 32000)\n");
+    if (model_path) {
+        printf("model: %s\n", model_path);
+        run(layers, KERN_F32, n_prompt, n_decode, threads, &cb, model_path);
+    } else if (!strcmp(dts, "q8_0") || !strcmp(dts, "q4_0")) { /* block-quantized weights (quant_matmul.c) */
+        run(layers, !strcmp(dts, "q8_0") ? KERN_Q8_0 : KERN_Q4_0, n_prompt, n_decode, threads, &cb, NULL);
+    } else {
+        if (strcmp(dts, "bf16")) run(layers, KERN_F32, n_prompt, n_decode, threads, &cb, NULL);
+        if (strcmp(dts, "f32")) run(layers, KERN_BF16, n_prompt, n_decode, threads, &cb, NULL);
+    }
     free(cb.a);
     free(cb.b);
     return 0;

@@ -46,7 +46,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 
 /* First and last SAMPLE_BYTES of a weight (host or device memory). */
 static uint64_t hash_weight(uint64_t h, const mnemo_model *m, const weight_ref *w, size_t elems) {
-    size_t bytes = elems * kern_dtype_size(w->dt), n = bytes < SAMPLE_BYTES ? bytes : SAMPLE_BYTES;
+    size_t bytes = kern_dtype_bytes(w->dt, (int64_t)elems), n = bytes < SAMPLE_BYTES ? bytes : SAMPLE_BYTES;
     unsigned char buf[SAMPLE_BYTES];
     const char *base = w->data;
     if (m->be->mem_copy(NULL, buf, base, n, KERN_D2H) == KERN_OK) h = fnv(h, buf, n);
