@@ -62,7 +62,15 @@ static const opt_def OPTS[] = {
      "are compressed into num_memory <mem> entries, and --ctx bounds memory + raw positions"},
     {"--uio-keep-raw", OPT_INT, OFF(uio_keep_raw), 0, 1 << 20,
      "UIO: the last W tokens of a compressed segment stay raw beside the new memory (default 0, as the reference; "
-     "at most chunk_size)"},
+     "at most chunk_size; not with the two below)"},
+    {"--uio-mem-budget", OPT_INT, OFF(uio_mem_budget), 0, 1 << 30,
+     "UIO: at most N <mem> entries per slot stay in the KV cache, older ones move to a kNN memory (--mem-index, "
+     "--mem-knn, --mem-dense-rows, --mem-nprobe) attended at position 0, so --ctx needs N + chunk_size positions "
+     "and no longer bounds a prompt (default 0 = off, the reference)"},
+    {"--uio-encode-batch", OPT_INT, OFF(uio_encode_batch), 1, 4096,
+     "UIO: whole segments of one mnemo_decode call compressed N per encoder forward (default 1 = one by one, the "
+     "reference's order); the server prefills through mnemo_decode_batch, one segment per step, so it changes "
+     "no result or speed here yet"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
      "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters (default: none, the /v1/files "
      "and /v1/fine_tuning endpoints answer 501); uploads are bounded by --max-body"},
@@ -98,6 +106,7 @@ void server_opts_defaults(server_opts *o) {
     o->max_files = 1000;
     o->max_pending_jobs = 100;
     o->session_max_bytes = (size_t)4 << 30;
+    o->uio_encode_batch = 1;
     o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */
     o->mem_knn = MNEMO_MEM_KNN_K_DEFAULT;
     o->mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT;

@@ -39,6 +39,8 @@ typedef struct {
     int64_t mem_dense_rows;    /* --mem-dense-rows: with --mem-knn, memory layers stay dense up to this many rows */
     const char *uio_dir;       /* --uio: UIO weights over --model (a UIO-LLM); NULL = none */
     int uio_keep_raw;          /* --uio-keep-raw: raw tokens kept after each compression (option (a)); 0 = reference */
+    int uio_mem_budget;        /* --uio-mem-budget: <mem> entries kept in the cache, older to a kNN store; 0 = off */
+    int uio_encode_batch;      /* --uio-encode-batch: segments per encoder forward (option (c)); 1 = one by one */
     const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
     int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
     int max_jobs;              /* --max-jobs: fine-tuning jobs running at once (the rest queue) */

@@ -144,6 +144,8 @@ static int load(server_app *app) {
     cp.mem_nprobe = o->mem_nprobe;
     cp.mem_dense_rows = o->mem_dense_rows;
     cp.uio_keep_raw = o->uio_keep_raw;
+    cp.uio_mem_budget = o->uio_mem_budget;
+    cp.uio_encode_batch = o->uio_encode_batch;
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch, .ctx = cp};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
@@ -174,9 +176,11 @@ static int load(server_app *app) {
              mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
     if (app->uio)
         log_line("UIO: %s, chunk_size %d -> %d <mem> entries (ratio %d), %d raw tokens kept after a compression; "
-                 "memory + raw within %d positions per slot",
+                 "memory + raw within %d positions per slot; memory budget %d (0 = off), %d segments per encoder "
+                 "forward",
                  app->uio_info.file, app->uio_info.chunk_size, app->uio_info.num_memory,
-                 app->uio_info.chunk_size / app->uio_info.num_memory, o->uio_keep_raw, app->n_ctx);
+                 app->uio_info.chunk_size / app->uio_info.num_memory, o->uio_keep_raw, app->n_ctx, o->uio_mem_budget,
+                 o->uio_encode_batch);
     log_line("sessions: up to %d, %zu bytes of memory each%s, snapshots %s%s", o->max_sessions, o->session_max_bytes,
              o->session_max_bytes ? "" : " (no limit)", o->session_dir ? "in " : "off (no --session-dir)",
              o->session_dir ? o->session_dir : "");
@@ -268,8 +272,14 @@ int main(int argc, char **argv) {
                 o->mem_nprobe);
         return 2;
     }
-    if (o->uio_keep_raw && !o->uio_dir) {
-        fprintf(stderr, "mnemo-server: --uio-keep-raw applies to a UIO model: give --uio DIR\n");
+    if ((o->uio_keep_raw || o->uio_mem_budget || o->uio_encode_batch > 1) && !o->uio_dir) {
+        fprintf(stderr, "mnemo-server: %s applies to a UIO model: give --uio DIR\n",
+                o->uio_keep_raw ? "--uio-keep-raw" : o->uio_mem_budget ? "--uio-mem-budget" : "--uio-encode-batch");
+        return 2;
+    }
+    if (o->uio_keep_raw && (o->uio_mem_budget || o->uio_encode_batch > 1)) { /* the engine refuses it too */
+        fprintf(stderr, "mnemo-server: --uio-keep-raw cannot be combined with %s (use one or the other)\n",
+                o->uio_mem_budget ? "--uio-mem-budget" : "--uio-encode-batch > 1");
         return 2;
     }
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {

@@ -92,9 +92,10 @@ json_t *memory_json(const mnemo_memory_stats *m) {
 static json_t *uio_json(const server_app *app, const sched_stats *ss) {
     const mnemo_uio_info *u = &app->uio_info;
     const int64_t row = ss->kv_capacity ? ss->kv_bytes / ss->kv_capacity : 0; /* one position, all layers, K + V */
-    return json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:s, s:I, s:I, s:I, s:i}", "chunk_size", u->chunk_size,
-                     "num_memory", u->num_memory, "ratio", u->chunk_size / u->num_memory, "lora_rank", u->lora_rank,
-                     "lora_alpha", u->lora_alpha, "keep_raw", app->opts.uio_keep_raw, "weights_file", u->file,
+    return json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:i, s:s, s:I, s:I, s:I, s:i}", "chunk_size",
+                     u->chunk_size, "num_memory", u->num_memory, "ratio", u->chunk_size / u->num_memory, "lora_rank",
+                     u->lora_rank, "lora_alpha", u->lora_alpha, "keep_raw", app->opts.uio_keep_raw, "mem_budget",
+                     app->opts.uio_mem_budget, "encode_batch", app->opts.uio_encode_batch, "weights_file", u->file,
                      "memory_entries", (json_int_t)ss->memory.mem_entries, "compressed_bytes",
                      (json_int_t)(ss->memory.mem_key_bytes + ss->memory.mem_value_bytes), "raw_kv_bytes",
                      (json_int_t)((int64_t)ss->memory.local_tokens * row), "raw_tokens", ss->memory.local_tokens);

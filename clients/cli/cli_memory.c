@@ -20,7 +20,10 @@ void cli_memory_usage(FILE *f, int col) {
         {"", "brute, ivf, ivf-grow (approximate, cells grow with the memory), hnsw"},
         {"--mem-nprobe N", "ivf, ivf-grow: cells a query scans (default 16; more: higher recall, slower)"},
         {"--uio-keep-raw W", "UIO (--uio): the last W tokens of a compressed segment stay raw beside its memory"},
-        {"", "(default 0, as the reference; at most chunk_size)"},
+        {"", "(default 0, as the reference; at most chunk_size; not with the two below)"},
+        {"--uio-mem-budget N", "UIO: keep at most N <mem> entries in the cache, older ones in the kNN memory"},
+        {"", "above (--mem-*), attended at position 0: no n_ctx limit (default 0 = off)"},
+        {"--uio-encode-batch N", "UIO: compress a prompt's segments N per encoder forward (default 1)"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
         fprintf(f, "  %-*s %s\n", col - 3, lines[i][0], lines[i][1]);
@@ -31,9 +34,12 @@ int cli_memory_option(const char *cmd, int argc, char **argv, int *i, mnemo_cont
     /* --knn: the name `mnemo passkey` had before the options were shared */
     bool knn = !strcmp(a, "--mem-knn") || !strcmp(a, "--knn"), index = !strcmp(a, "--mem-index");
     bool nprobe = !strcmp(a, "--mem-nprobe"), dense = !strcmp(a, "--mem-dense-rows");
+    bool budget = !strcmp(a, "--uio-mem-budget"), batch = !strcmp(a, "--uio-encode-batch");
     bool keep = !strcmp(a, "--uio-keep-raw");
-    if (!knn && !index && !nprobe && !dense && !keep) return 0;
+    if (!knn && !index && !nprobe && !dense && !budget && !batch && !keep) return 0;
     if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+    if (budget) return cli_int(cmd, a, v, 0, 1 << 30, &cp->uio_mem_budget) ? 1 : -1;
+    if (batch) return cli_int(cmd, a, v, 1, 4096, &cp->uio_encode_batch) ? 1 : -1;
     if (keep) return cli_int(cmd, a, v, 0, 1 << 20, &cp->uio_keep_raw) ? 1 : -1; /* the model checks chunk_size */
     if (knn) return cli_int(cmd, a, v, 0, 1 << 20, &cp->mem_knn_k) ? 1 : -1;
     if (nprobe) return cli_int(cmd, a, v, 1, 65536, &cp->mem_nprobe) ? 1 : -1;

@@ -154,17 +154,19 @@ static int32_t uio_capacity(int32_t n_ctx, const mnemo_uio_info *u, int32_t keep
 }
 
 /* A model without memory layers holds at most its context, less the answer's tokens; a UIO-LLM what its positions
- * take with compression (uio_capacity), less the answer; with memory layers, any length. Checks
+ * take with compression (uio_capacity), less the answer; with memory layers or a UIO memory budget (whose older
+ * entries leave the positions for a kNN store), any length. Checks
  * the asked lengths against that and against the shortest prompt (shortest tokens: the fixed text and one filler
  * unit), or, with none asked, keeps the defaults (memory layers) or picks a quarter, half, three quarters and all
  * of what the context holds. Returns the number of lengths, or -1 after a message. */
-static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t keep_raw, int32_t shortest, bool asked,
-                       double *lengths, int n) {
-    int32_t n_ctx = mnemo_context_n_ctx(ctx), longest = mnemo_model_has_memory(m) ? 1 << 24 : n_ctx - ANSWER_TOKENS;
+static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, const mnemo_context_params *cp,
+                       int32_t shortest, bool asked, double *lengths, int n) {
     mnemo_uio_info u;
     bool uio = mnemo_model_uio(m, &u) == MNEMO_OK;
-    if (uio) longest = uio_capacity(n_ctx, &u, keep_raw) - ANSWER_TOKENS;
-    if (!asked && !mnemo_model_has_memory(m)) {
+    bool unbounded = mnemo_model_has_memory(m) || (uio && cp->uio_mem_budget > 0);
+    int32_t n_ctx = mnemo_context_n_ctx(ctx), longest = unbounded ? 1 << 24 : n_ctx - ANSWER_TOKENS;
+    if (uio && !unbounded) longest = uio_capacity(n_ctx, &u, cp->uio_keep_raw) - ANSWER_TOKENS;
+    if (!asked && !unbounded) {
         n = 0;
         for (int q = 1; q <= 4; q++)
             if (longest * q / 4 >= shortest) lengths[n++] = longest * q / 4;
@@ -258,7 +260,7 @@ int cli_passkey(int argc, char **argv) {
     }
     int32_t fixed = count_tokens(m, HEAD) + count_tokens(m, QUESTION) +
                     count_tokens(m, "The pass key is 12345. Remember it. 12345 is the pass key.\n") + 1;
-    n_lengths = fit_lengths(m, ctx, cp.uio_keep_raw, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1),
+    n_lengths = fit_lengths(m, ctx, &cp, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1),
                             lengths_asked, lengths, n_lengths);
     if (n_lengths < 0) {
         rc = 2;

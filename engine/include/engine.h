@@ -130,7 +130,8 @@ MNEMO_API bool mnemo_model_has_memory(const mnemo_model *model);
  * The UIO directory (mnemo_model_params.uio_dir) holds uio_config.json (the reference's keys: num_memory,
  * lora_rank, lora_alpha, lora_dropout, chunk_size) and either the reference's checkpoint uio.pth (torch.save of a
  * list of tensors) or mnemo's uio.safetensors (named tensors; tests/fixtures/uio/README.md lists both).
- * A context's n_ctx bounds memory + raw positions (the reference: 4096, ~99K tokens at 32x); mnemo_decode takes
+ * A context's n_ctx bounds memory + raw positions (the reference: 4096, ~99K tokens at 32x; uio_mem_budget lifts
+ * this, see mnemo_context_params); mnemo_decode takes
  * inputs of any length that fit it; a mnemo_decode_batch entry must not cross a segment boundary (the segment it
  * completes is compressed before that context's next step). Snapshots, mnemo_context_memory and the progress
  * callback work as for LongLLaMA; a cancelled or failed decode resets the context. */
@@ -258,10 +259,19 @@ typedef struct {
                                 * (IVF: at most its 256 cells) */
     int64_t mem_dense_rows;    /* with mem_knn_k > 0: attention stays dense while a memory holds at most this many
                                 * rows (0: kNN from the first row) */
-    /* UIO models (ignored for others) */
+    /* UIO models (ignored for others; 0 = the reference's behaviour; see README "UIO-LLM compression").
+     * uio_keep_raw > 0 is not combined with uio_mem_budget > 0 or uio_encode_batch > 1: mnemo_context_new refuses
+     * either pair (MNEMO_ERR_INVALID_ARG, naming both options) */
     int32_t uio_keep_raw;      /* W, 0 .. chunk_size: after a compression the segment's last W tokens stay raw next
                                 * to the new memory, so the next token does not see memory only (0 = the reference;
                                 * see "UIO-LLM compression" in README.md for their positions) */
+    int32_t uio_mem_budget;    /* N > 0: at most N <mem> entries stay in the KV cache; older ones move to a kNN
+                                * memstore (mem_index, mem_knn_k, mem_dense_rows, mem_nprobe, mem_max_bytes as for
+                                * LongLLaMA), attended "at position 0" in the same softmax, so n_ctx bounds N + one
+                                * segment instead of the whole memory. Needs n_ctx >= N + chunk_size */
+    int32_t uio_encode_batch;  /* > 1: whole segments of a mnemo_decode call are compressed this many per encoder
+                                * forward, and (without logits_all) the decoder skips them, as only the last token's
+                                * logits are kept: the same result (within 1e-5), faster prefill. 0 or 1: one by one */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
@@ -303,7 +313,8 @@ typedef struct {
     uint64_t mem_entries;  /* rows each memory layer holds: LongLLaMA one per token; UIO num_memory per segment */
 } mnemo_memory_stats;
 /* Memory by kind; for a plain LLaMA context, local_kv_bytes = mnemo_context_kv_bytes and the rest 0. UIO: the
- * <mem> entries (mem_key_bytes + mem_value_bytes) live in the KV cache's first rows; local_kv_bytes is the rest. */
+ * <mem> entries (mem_key_bytes + mem_value_bytes) live in the KV cache's first rows; local_kv_bytes is the rest
+ * (with uio_mem_budget, mem_* also count the stored entries, their index and the cache entries' pre-RoPE keys). */
 MNEMO_API mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out);
 
 /* ---- progress of long inputs

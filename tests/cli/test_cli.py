@@ -359,6 +359,14 @@ check(rc == 0 and '"length":196' in out, f"passkey --uio at the capacity of 64 p
 rc, out, err = run(*pk, "--ctx", "64", "--uio-keep-raw", "4", "--lengths", "197")
 check(rc == 2 and "UIO context of 64 positions" in err and "at most 196" in err,
       f"passkey --uio past its positions says what fits: exit {rc}, {err!r}")
+# with a memory budget (option (b)) old entries leave the positions, so no length is refused for them; option (a)
+# is not combined with it (nor with batched compression)
+rc, out, err = run(*pk, "--ctx", "64", "--uio-mem-budget", "16", "--lengths", "400")
+check(rc == 0 and '"length":400' in out, f"passkey --uio with a memory budget past 64 positions: {rc} {err!r}")
+for opt in ("--uio-mem-budget", "--uio-encode-batch"):
+    rc, out, err = run(*gen, "--uio-keep-raw", "4", opt, "8")
+    check(rc == 1 and "cannot be combined" in err and opt[2:].replace("-", "_") in err,
+          f"--uio-keep-raw with {opt} is refused: exit {rc}, {err!r}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

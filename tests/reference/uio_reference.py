@@ -49,6 +49,16 @@ generate(prompt, n) (SegmentRecurrentModifier.generate): fresh session; prompt[:
   accumulator, compression when the accumulator reaches C) to produce the next; stop after n new tokens or
   after EOS (id 2 unless told); the last new token is not fed.
 
+Beyond the reference, mnemo's option (b) (issue 19, 2(b); session(budget=B), B > 0): the reference's RoPE table
+bounds memory + raw (4096 positions). With a memory budget B, after every compression the oldest mem_slots - B
+memory slots of every layer leave [memory | raw] for a per-layer STORE, and stay there for good. The decoder then
+attends over [store | memory | raw | new] in one softmax: memory, raw and new keep positions 0..N_local-1 exactly as
+above (the remaining memory slots shift down: their keys are pre-RoPE, so they are simply rotated at the new
+positions), and every store slot sits at RoPE position 0 — unrotated, as LongLLaMA's memory keys — seen by every
+query (no causal mask: all of it is older than any query). This is the DENSE statement; mnemo's top-k retrieval
+(mem_knn_k = k) keeps, per query and head, the k store slots of largest q_rot . k (k >= the store: this statement).
+B = 0 or B >= every slot ever made: the reference itself (no slot ever leaves).
+
 Option (a) of issue 19, beyond the reference (keep_raw W, 0 <= W <= C; W = 0 is everything above, unchanged):
   "keep the last W raw tokens after a compression so the next token does not see only memory". When a segment is
   compressed, the raw K/V of its LAST W tokens stay in the raw cache (ahead of any raw tokens that follow them);
@@ -56,6 +66,9 @@ Option (a) of issue 19, beyond the reference (keep_raw W, 0 <= W <= C; W = 0 is 
   again), so the raw cache now holds [kept | accumulator]. Positions follow the rule above, key j at position j
   over [memory | raw | new]: the kept tokens sit right after the memory, at M_total .. M_total + W - 1, their
   pre-RoPE keys rotated there at attention time. A context needs M_total + W + C positions before a compression.
+
+Options (a) and (b) are stated independently; this code would also run them together (the kept tokens simply
+follow the remaining memory slots), but mnemo refuses keep_raw W > 0 with a budget B > 0, so no fixture checks it.
 
 Everything runs in one dtype (float32 or float64), on the CPU.
 """
@@ -295,12 +308,12 @@ class UioRef:
         return [(self.lora(h, L["wk"], D["k_proj"]), self.lora(h, L["wv"], D["v_proj"]))
                 for h, L, D in zip(hs, self.base.layers, self.dec)]
 
-    def session(self):
-        return UioSession(self)
+    def session(self, budget=0):
+        return UioSession(self, budget)
 
-    def generate(self, prompt, max_new_tokens, eos=(2,), on_step=None):
+    def generate(self, prompt, max_new_tokens, eos=(2,), on_step=None, budget=0):
         """Reference generate(): returns (new token ids, list of logits rows that chose them, session)."""
-        sess = self.session()
+        sess = self.session(budget)
         prompt = list(prompt)
         ctx = prompt[:-1]
         for s in range(0, len(ctx), self.C):            # the reference's chunker: C-slices from the start
@@ -321,11 +334,14 @@ class UioRef:
 class UioSession:
     """Decoder cache per layer: memory K/V (pre-RoPE), raw K/V (pre-RoPE); accumulator of token ids."""
 
-    def __init__(self, model):
+    def __init__(self, model, budget=0):
         self.m = model
+        self.budget = budget  # mnemo's option (b): memory slots kept before the store (0: no store)
         b = model.base
         kvd = b.n_kv * b.hd
         z = lambda: torch.zeros(0, kvd, dtype=b.dtype)  # noqa: E731
+        self.store_k = [z() for _ in range(b.n_layers)]
+        self.store_v = [z() for _ in range(b.n_layers)]
         self.mem_k = [z() for _ in range(b.n_layers)]
         self.mem_v = [z() for _ in range(b.n_layers)]
         self.raw_k = [z() for _ in range(b.n_layers)]
@@ -341,6 +357,10 @@ class UioSession:
         return self.mem_k[0].shape[0]
 
     @property
+    def store_slots(self):
+        return self.store_k[0].shape[0]
+
+    @property
     def raw_tokens(self):
         return self.raw_k[0].shape[0]
 
@@ -353,12 +373,14 @@ class UioSession:
         for l, L in enumerate(b.layers):
             hn = b.rms(x, L["in_norm"])
             q, k, v = hn @ L["wq"].T, hn @ L["wk"].T, hn @ L["wv"].T
-            K = torch.cat([self.mem_k[l], self.raw_k[l], k])
-            V = torch.cat([self.mem_v[l], self.raw_v[l], v])
-            N = K.shape[0]
-            k_pos = torch.arange(N)
-            q_pos = k_pos[N - n:]
-            allowed = k_pos[None, :] <= q_pos[:, None]
+            K = torch.cat([self.store_k[l], self.mem_k[l], self.raw_k[l], k])
+            V = torch.cat([self.store_v[l], self.mem_v[l], self.raw_v[l], v])
+            S = self.store_slots                   # option (b): store slots at position 0, always visible
+            N = K.shape[0] - S
+            local = torch.arange(N)
+            k_pos = torch.cat([torch.zeros(S, dtype=torch.long), local])
+            q_pos = local[N - n:]
+            allowed = torch.cat([torch.ones(n, S, dtype=torch.bool), local[None, :] <= q_pos[:, None]], dim=1)
             x = x + b.attend(q, K, V, q_pos, k_pos, allowed) @ L["wo"].T
             x = x + b.mlp(L, x)
             self.raw_k[l] = torch.cat([self.raw_k[l], k])
@@ -377,11 +399,18 @@ class UioSession:
             self.mem_v[l] = torch.cat([self.mem_v[l], v])
             self.raw_k[l] = self.raw_k[l][drop:]         # the compressed tokens' raw K/V leave (but the last W)
             self.raw_v[l] = self.raw_v[l][drop:]
+            e = self.mem_k[l].shape[0] - self.budget     # option (b): the oldest slots past the budget leave
+            if self.budget and e > 0:
+                self.store_k[l] = torch.cat([self.store_k[l], self.mem_k[l][:e]])
+                self.store_v[l] = torch.cat([self.store_v[l], self.mem_v[l][:e]])
+                self.mem_k[l], self.mem_v[l] = self.mem_k[l][e:], self.mem_v[l][e:]
         self.n_kept = m.W
         self.memories.append((hs, kv))
-        self.events.append({"after_tokens": self.n_fed, "segment": len(self.events),
-                            "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
-                            "acc_tokens": len(self.acc)})
+        ev = {"after_tokens": self.n_fed, "segment": len(self.events), "mem_slots": self.mem_slots,
+              "raw_tokens": self.raw_tokens, "acc_tokens": len(self.acc)}
+        if self.budget:
+            ev["store_slots"] = self.store_slots
+        self.events.append(ev)
 
     def step(self, ids):
         """Reference EncoderDecoder.forward: decoder first, then accumulate and compress."""
@@ -405,8 +434,11 @@ class UioSession:
         return torch.cat(out) if out else torch.zeros(0, self.m.base.vocab, dtype=self.m.base.dtype)
 
     def state(self):
-        return {"tokens_fed": self.n_fed, "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
-                "acc_tokens": len(self.acc), "segments_compressed": len(self.events)}
+        st = {"tokens_fed": self.n_fed, "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
+              "acc_tokens": len(self.acc), "segments_compressed": len(self.events)}
+        if self.budget:
+            st["store_slots"] = self.store_slots
+        return st
 
 
 # ----------------------------------------------------------------------------------------------- CLI
@@ -442,6 +474,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     ap.add_argument("--logits", help="MNFXLGT1 file whose first record holds the rows of prompt + greedy[:-1]")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--budget", type=int, default=0,
+                    help="mnemo's option (b): memory slots kept before the store (0: the reference)")
     ap.add_argument("--write", help="write the rows of prompt + greedy[:-1] as MNFXLGT1")
     ap.add_argument("--keep-raw", type=int, default=0, help="option (a): raw tokens kept after a compression")
     a = ap.parse_args(argv)
@@ -456,8 +490,8 @@ def main(argv=None):
     model = UioRef(BaseModel.from_dir(a.model_dir, dt), UioWeights.from_dir(a.uio_dir), keep_raw=a.keep_raw)
     new = []
     if n_new:
-        new, _, _ = model.generate(ids, n_new)
-    sess = model.session()
+        new, _, _ = model.generate(ids, n_new, budget=a.budget)
+    sess = model.session(a.budget)
     rows = sess.feed(ids + new[:-1])
     print("greedy:", ",".join(map(str, new)))
     for e in sess.events:

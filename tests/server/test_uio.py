@@ -3,8 +3,9 @@
 prompts longer than --ctx (the positions hold memory + raw only) and compressions during prefill and generation;
 sessions keep their compressed memory between requests and through snapshots; a snapshot of a UIO model is refused
 by a plain model and the other way round; /props names the memory and its settings; /metrics gives the compressed
-memory and the raw KV in bytes. Option (a) (--uio-keep-raw) is served and equals the CLI too. The model is tiny
-and random: the checks are on equality with the CLI, token counts and accounting."""
+memory and the raw KV in bytes. Option (a) (--uio-keep-raw) is served and equals the CLI too, and so is option (b)
+(--uio-mem-budget: a prompt past the positions is served); (a) with (b) or (c) is refused at start. The model is
+tiny and random: the checks are on equality with the CLI, token counts and accounting."""
 import json
 import os
 import subprocess
@@ -120,7 +121,8 @@ def test_props_and_metrics_give_the_memory_by_kind(snapdir):
         st, p = s.get_json("/props")
         assert st == 200 and p["memory_kind"] == "uio"
         assert p["uio"] == {"chunk_size": 16, "num_memory": 4, "ratio": 4, "lora_rank": 4, "lora_alpha": 8.0,
-                            "keep_raw": 0, "weights_file": "uio.safetensors", "memory_entries": 4 * segments,
+                            "keep_raw": 0, "mem_budget": 0, "encode_batch": 1, "weights_file": "uio.safetensors",
+                            "memory_entries": 4 * segments,
                             "compressed_bytes": 4 * segments * ROW, "raw_kv_bytes": raw * ROW, "raw_tokens": raw}
     finally:
         assert s.stop() == 0, "".join(s.log)
@@ -201,7 +203,30 @@ def test_keep_raw_server_equals_cli(snapdir):
         assert s.stop() == 0, "".join(s.log)
 
 
+def test_mem_budget_serves_past_the_positions(snapdir):
+    """Option (b): the prompt that is a 400 without a budget is served, with the CLI's text (--uio-encode-batch is
+    accepted and shown; the server's prefill steps are single segments, so it changes nothing here)."""
+    prompt = " ".join([PROMPT] * 12)
+    s = start(snapdir, "--uio-mem-budget", "16", "--uio-encode-batch", "4")
+    try:
+        st, p = s.get_json("/props")
+        assert p["uio"]["mem_budget"] == 16 and p["uio"]["encode_batch"] == 4 and p["uio"]["keep_raw"] == 0
+        body = complete(s, prompt, 8)
+        assert body["usage"]["prompt_tokens"] > 4 * CTX
+        assert body["choices"][0]["text"] == cli_text(prompt, 8, "--uio-mem-budget", "16")
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
 def test_bad_uio_options_fail_at_start(tmp_path):
+    for opt in ("--uio-mem-budget", "--uio-encode-batch"):
+        r = subprocess.run([BIN, "--model", MODEL, opt, "2", "--port", "0"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 2 and "--uio DIR" in r.stderr and opt in r.stderr, r.stderr
+    for opt in ("--uio-mem-budget", "--uio-encode-batch"):
+        r = subprocess.run([BIN, "--model", MODEL, "--uio", UIO, "--uio-keep-raw", "2", opt, "16", "--port", "0"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "cannot be combined" in r.stderr and opt in r.stderr, r.stderr
     r = subprocess.run([BIN, "--model", MODEL, "--uio-keep-raw", "2", "--port", "0"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 2 and "--uio" in r.stderr

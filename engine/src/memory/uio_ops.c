@@ -1,8 +1,11 @@
 /*
  * uio_ops.c — UIO's row of the memory table (memory.h): a context's state (the accumulator, the encoder's
  * workspace) and the cache layout [memory | raw] the decoder runs over (uio_memory.h). The forward pass needs no
- * hook: every layer is a plain one over the cache (layer flags 0), so on_layer_kv and attend are never called.
- * The work itself: uio_encoder.c, uio_transfer.c, uio_decode.c, uio_snapshot.c.
+ * hook beyond attend: every layer is a plain one over the cache, and attend (uio_knn.c) is that plain attention
+ * until a memory budget (option (b)) has moved entries to its stores. Every layer asks for attend in every UIO
+ * context, budget or not: the forward pass takes one model's layer flags from the first context of a batch, so
+ * they must not depend on a context's options.
+ * The work itself: uio_encoder.c, uio_transfer.c, uio_decode.c, uio_knn.c, uio_snapshot.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@ static void destroy(void *st) {
     uio_state *s = st;
     if (!s) return;
     const kern_backend *be = s->be;
+    uio_knn_free(s);
     forward_buffers_free(&s->fb);
     if (be) {
         be->mem_free(s->kscr);
@@ -50,11 +54,28 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
                  "are the end of the segment compressed", W, u->chunk_size);
         return MNEMO_ERR_INVALID_ARG;
     }
-    if (a->n_ctx < u->chunk_size + u->num_memory + W) {
+    /* option (a) is not combined with (b) or (c): the budget's shift would have to move and re-rotate the kept raw
+     * rows too, and the batched encoder skips the decoder passes whose raw rows option (a) keeps */
+    if (W > 0 && a->params->uio_mem_budget > 0) {
+        snprintf(err, errlen, "uio_keep_raw (%d) cannot be combined with a memory budget (uio_mem_budget %d): use one "
+                 "of the two", W, a->params->uio_mem_budget);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (W > 0 && a->params->uio_encode_batch > 1) {
+        snprintf(err, errlen, "uio_keep_raw (%d) cannot be combined with batched compression (uio_encode_batch %d): "
+                 "the kept raw rows come from the decoder passes it skips", W, a->params->uio_encode_batch);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    /* (with a memory budget, uio_knn_init checks n_ctx >= budget + chunk_size instead) */
+    if (a->params->uio_mem_budget <= 0 && a->n_ctx < u->chunk_size + u->num_memory + W) {
         snprintf(err, errlen,
                  "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens, its %d <mem> "
                  "entries and %d kept raw tokens need %d positions",
                  a->n_ctx, u->chunk_size, u->num_memory, W, u->chunk_size + u->num_memory + W);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (a->params->uio_encode_batch < 0 || a->params->uio_encode_batch > 4096) {
+        snprintf(err, errlen, "uio_encode_batch must be in 0..4096 segments (got %d)", a->params->uio_encode_batch);
         return MNEMO_ERR_INVALID_ARG;
     }
     uio_state *s = calloc(1, sizeof *s);
@@ -70,17 +91,21 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     s->M = u->num_memory;
     s->c = u->chunk_size / u->num_memory;
     s->n_ctx = a->n_ctx;
+    s->enc_batch = a->params->uio_encode_batch > 1 ? a->params->uio_encode_batch : 1;
+    s->logits_all = a->params->logits_all;
     s->W = W;
     const size_t L = (size_t)cfg->num_hidden_layers, d = (size_t)cfg->hidden_size;
     const size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim, M = (size_t)s->M;
     s->acc = malloc((size_t)s->C * sizeof *s->acc);
-    s->layer_flags = calloc(L, 1);
-    bool ok = s->acc && s->layer_flags && forward_buffers_init(&s->fb, cfg, s->C + s->M, be) == 0 &&
+    s->layer_flags = malloc(L);
+    if (s->layer_flags) memset(s->layer_flags, MEMORY_LAYER_ATTEND, L);
+    const size_t nb = (size_t)s->enc_batch;
+    bool ok = s->acc && s->layer_flags && forward_buffers_init(&s->fb, cfg, s->enc_batch * (s->C + s->M), be) == 0 &&
               forward_buffers_reserve_lora(&s->fb, u->lora_rank) == 0;
     if (ok) {
         s->kscr = be->mem_alloc(((size_t)s->C + 1) * kvd * sizeof(float));
         s->vscr = be->mem_alloc(((size_t)s->C + 1) * kvd * sizeof(float));
-        s->h = be->mem_alloc(L * M * d * sizeof(float));
+        s->h = be->mem_alloc(nb * L * M * d * sizeof(float));
         s->tpos = be->mem_alloc(M * sizeof(int32_t));
         s->tpos_host = be->host_memory ? s->tpos : malloc(M * sizeof(int32_t));
         ok = s->kscr && s->vscr && s->h && s->tpos && s->tpos_host;
@@ -91,10 +116,15 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         }
     }
     if (!ok) {
+        const int32_t rows = s->enc_batch * (u->chunk_size + u->num_memory);
         destroy(s);
-        snprintf(err, errlen, "out of %s memory for the UIO encoder's workspace (%d rows)", be->name,
-                 u->chunk_size + u->num_memory);
+        snprintf(err, errlen, "out of %s memory for the UIO encoder's workspace (%d rows)", be->name, rows);
         return MNEMO_ERR_NOMEM;
+    }
+    mnemo_status st = uio_knn_init(s, a, err, errlen);
+    if (st != MNEMO_OK) {
+        destroy(s);
+        return st;
     }
     *state = s;
     return MNEMO_OK;
@@ -143,13 +173,17 @@ static void stats(const void *st, mnemo_memory_stats *out) {
     const uio_state *s = st;
     const uint64_t row = (uint64_t)s->cfg->num_hidden_layers * (uint64_t)s->cfg->num_key_value_heads *
                          (uint64_t)s->cfg->head_dim * sizeof(float);
+    mem_bytes b = uio_knn_bytes(s); /* option (b): entries past the budget, in the stores */
     out->local_tokens = s->n_kept + s->n_raw;
     out->mem_tokens = (uint64_t)s->segments * (uint64_t)s->C;
-    out->mem_entries = (uint64_t)s->n_mem;
-    out->mem_key_bytes = (uint64_t)s->n_mem * row;
-    out->mem_value_bytes = (uint64_t)s->n_mem * row;
-    /* the <mem> entries live in the cache's first rows: local_kv_bytes counts the rest of it */
-    out->local_kv_bytes -= out->mem_key_bytes + out->mem_value_bytes;
+    out->mem_entries = (uint64_t)s->n_mem + uio_knn_entries(s);
+    out->mem_key_bytes = (uint64_t)s->n_mem * row + b.keys;
+    out->mem_value_bytes = (uint64_t)s->n_mem * row + b.values;
+    out->mem_index_bytes = b.index;
+    /* the <mem> entries live in the cache's first rows: local_kv_bytes counts the rest of it; with a budget the
+     * entries' pre-RoPE keys are kept beside them (host) */
+    out->local_kv_bytes -= 2 * (uint64_t)s->n_mem * row;
+    if (s->knn.budget) out->mem_key_bytes += (uint64_t)s->n_mem * row;
 }
 
 const memory_ops uio_memory_ops = {
@@ -160,8 +194,8 @@ const memory_ops uio_memory_ops = {
     .free = destroy,
     .reset = reset,
     .layers = layers,
-    .on_layer_kv = NULL, /* no layer asks (layer flags 0) */
-    .attend = NULL,
+    .on_layer_kv = NULL, /* no layer asks */
+    .attend = uio_knn_attend, /* every layer: the plain attention op while no entry is stored */
     .next_row = next_row,
     .check_step = check_step,
     .make_room = make_room,

@@ -5,6 +5,8 @@
  *   UACC  the accumulator's token ids (int32, one per raw token): the encoder input of the next compression
  *   UKPT  only with uio_keep_raw W > 0 (option (a)): int32 W and the raw rows kept from the last compression (W, or
  *         0 before the first). A snapshot loads only into a context with the same W (absent: W = 0).
+ *   with a memory budget (option (b)), uio_knn.c's sections: the entries' pre-RoPE keys and one store per layer;
+ *   the cache then holds only the budget's entries (segments * num_memory = cache entries + stored ones)
  * The model fingerprint covers the UIO weights, so a snapshot never loads over other UIO weights.
  */
 #include <stdio.h>
@@ -34,12 +36,16 @@ int uio_save(const void *st, snap_writer *w, int32_t n_rows) {
     (void)n_rows; /* = n_mem + n_kept + n_raw */
     if (snap_section(w, TAG_ACC, s->acc, (uint64_t)s->n_raw * sizeof(int32_t)) != 0) return -1;
     const int32_t keep[2] = {s->W, s->n_kept};
-    return s->W > 0 ? snap_section(w, TAG_KEEP, keep, sizeof keep) : 0; /* W = 0: the file as before option (a) */
+    /* W = 0: the file as before option (a) */
+    if (s->W > 0 && snap_section(w, TAG_KEEP, keep, sizeof keep) != 0) return -1;
+    return uio_knn_save(s, w); /* nothing without a budget */
 }
 
 typedef struct {
     int32_t segments, n_kept, n_raw;
     const int32_t *acc; /* in the reader's memory, alive until it closes (after load_commit) */
+    int32_t n_mem;      /* entries in the cache */
+    void *knn;          /* uio_knn_load_check's staging (NULL without a budget) */
 } staged_load;
 
 static mnemo_status refuse(char *err, size_t errlen, const char *fmt, int a, int b, int c, int d) {
@@ -72,7 +78,9 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
     if (keep[1] != (segs > 0 ? s->W : 0))
         return refuse(err, errlen, "its kept raw rows (%d) do not match uio_keep_raw %d after %d segments", keep[1],
                       s->W, (int)segs, 0);
-    if (segs < 0 || raw < 0 || raw > s->C || segs * s->M + keep[1] + raw != sn->n_rows ||
+    /* stored: entries past a memory budget (option (b); never with W > 0, uio_ops.c) */
+    int64_t n_mem = sn->n_rows - keep[1] - raw, stored = segs * s->M - n_mem;
+    if (segs < 0 || raw < 0 || raw > s->C || n_mem < 0 || stored < 0 || (!s->knn.budget && stored != 0) ||
         segs * s->C + raw != sn->n_past)
         return refuse(err, errlen, "its UIO counts (%d segments, %d raw tokens) do not match its %d rows and %d tokens",
                       (int)segs, (int)raw, sn->n_rows, sn->n_past);
@@ -84,29 +92,37 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
         if (ids[i] < 0 || ids[i] >= s->cfg->vocab_size)
             return refuse(err, errlen, "its accumulator holds token %d, outside the vocabulary [0, %d)", ids[i],
                           s->cfg->vocab_size, 0, 0);
+    void *knn = NULL;
+    mnemo_status kst = uio_knn_load_check(s, r, (int32_t)n_mem, stored, &knn, err, errlen);
+    if (kst != MNEMO_OK) return kst;
     staged_load *sl = malloc(sizeof *sl);
     if (!sl) {
+        uio_knn_load_discard(s, knn);
         snprintf(err, errlen, "out of memory");
         return MNEMO_ERR_NOMEM;
     }
-    *sl = (staged_load){.segments = (int32_t)segs, .n_kept = keep[1], .n_raw = (int32_t)raw, .acc = ids};
+    *sl = (staged_load){.segments = (int32_t)segs, .n_kept = keep[1], .n_raw = (int32_t)raw, .acc = ids,
+                        .n_mem = (int32_t)n_mem, .knn = knn};
     *staged = sl;
     return MNEMO_OK;
 }
 
 void uio_load_commit(void *st, void *staged, const memory_snap *sn) {
     uio_state *s = st;
-    const staged_load *sl = staged;
+    staged_load *sl = staged;
     (void)sn;
     memcpy(s->acc, sl->acc, (size_t)sl->n_raw * sizeof(int32_t));
     s->segments = sl->segments;
-    s->n_mem = sl->segments * s->M;
+    s->n_mem = sl->n_mem;
     s->n_kept = sl->n_kept;
     s->n_raw = sl->n_raw;
-    uio_load_discard(st, staged);
+    if (s->knn.budget) uio_knn_load_commit(s, sl->knn); /* (frees its staging) */
+    else uio_knn_clear(s);
+    free(sl);
 }
 
 void uio_load_discard(const void *st, void *staged) {
-    (void)st;
-    free(staged);
+    staged_load *sl = staged;
+    if (sl) uio_knn_load_discard(st, sl->knn);
+    free((void *)sl);
 }
