@@ -9,7 +9,9 @@
  *     ->  fraction of the GEMM peak
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
- * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both]
+ * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both] [--vocab N]
+ *                     [--json]
+ * --json adds one JSON object per dtype on its own line (tests/bench/bench_vs_llamacpp.py reads it).
  */
 #include <cblas.h>
 #include <math.h>
@@ -94,9 +96,10 @@ static double sgemm_peak(int m) {
     return best;
 }
 
-static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb) {
+static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
+                int json) {
     bench_model bm;
-    bench_model_build(&bm, layers, dt, 2048);
+    bench_model_build_vocab(&bm, layers, dt, n_prompt + n_decode > 2048 ? n_prompt + n_decode : 2048, vocab);
     const model_config *c = &bm.cfg;
     kern_ctx *kc = kern_cpu_ctx_new(threads);
     kv_cache kv;
@@ -154,6 +157,14 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
            100 * pf_ratio[0], 100 * pf_ratio[2], tok_s,
            bytes / t_dec * 1e-9, bw_sum / done * 1e-9, 100 * med, done ? 100 * ratio[0] : 0,
            done ? 100 * ratio[done - 1] : 0, rd_sum / done * 1e-9, 100 * med_rd, rc);
+    if (json)
+        printf("{\"bench\":\"bench_engine\",\"dtype\":\"%s\",\"layers\":%d,\"vocab\":%d,\"threads\":%d,"
+               "\"prompt\":%d,\"prefill_tok_s\":%.3f,\"prefill_gflop_s\":%.3f,\"prefill_frac\":%.4f,"
+               "\"decode_depth\":%d,\"decode_tokens\":%d,\"decode_tok_s\":%.4f,\"decode_gb_s\":%.3f,"
+               "\"read_gb_s\":%.3f,\"decode_frac_read\":%.4f,\"rc\":%d}\n",
+               kern_dtype_name(dt), layers, vocab, threads, n_prompt, n / t_prefill, prefill_rate * 1e-9, pf_med,
+               n_prompt, done, tok_s, bytes / t_dec * 1e-9, rd_sum / done * 1e-9, med_rd, rc);
+    fflush(stdout);
     free(ratio);
     free(ratio_rd);
     free(logits); free(tokens);
@@ -162,17 +173,27 @@ static void run(int layers, kern_dtype dt, int n_prompt, int n_decode, int threa
 }
 
 int main(int argc, char **argv) {
-    int layers = 4, n_prompt = 512, n_decode = 32, threads = 0;
+    int layers = 4, n_prompt = 512, n_decode = 32, threads = 0, vocab = 32000, json = 0;
     const char *dts = "both";
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--json")) { json = 1; i--; continue; } /* the one flag without a value */
+        if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", argv[i]); return 2; }
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--vocab")) vocab = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) n_prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
-    if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0) { fprintf(stderr, "bad arguments\n"); return 2; }
+    if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0 || vocab < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both")) {
+        fprintf(stderr, "unknown --dtype %s (f32, bf16 or both)\n", dts);
+        return 2;
+    }
     kern_ctx *probe = kern_cpu_ctx_new(threads);
     threads = kern_ctx_threads(probe);
     kern_cpu_ctx_free(probe);
@@ -182,9 +203,9 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 5; r++) bw = fmax(bw, copy_bw_once(&cb)), rd = fmax(rd, read_bw_once(&cb));
     printf("machine: %d threads, copy bandwidth %.1f GB/s (best of 5; read-only %.1f GB/s), OpenBLAS sgemm peak "
            "%.1f GFLOP/s (m=%d)\n", threads, bw * 1e-9, rd * 1e-9, peak * 1e-9, n_prompt);
-    printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab 32000)\n");
-    if (strcmp(dts, "bf16")) run(layers, KERN_F32, n_prompt, n_decode, threads, &cb);
-    if (strcmp(dts, "f32")) run(layers, KERN_BF16, n_prompt, n_decode, threads, &cb);
+    printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab %d)\n", vocab);
+    if (strcmp(dts, "bf16")) run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json);
+    if (strcmp(dts, "f32")) run(layers, vocab, KERN_BF16, n_prompt, n_decode, threads, &cb, json);
     free(cb.a);
     free(cb.b);
     return 0;

@@ -52,15 +52,16 @@ typedef struct {
     llama_weights w;
 } bench_model;
 
-static void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {
+/* vocab: 32000 (LongLLaMA-3B's) unless a benchmark matches another model's (bench_vs_llamacpp.py: 8000). */
+static void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab) {
     memset(bm, 0, sizeof *bm);
     model_config *c = &bm->cfg;
     strcpy(c->architecture, "LlamaForCausalLM");
     c->hidden_size = 3200; c->intermediate_size = 8640; c->num_hidden_layers = layers;
     c->num_attention_heads = 32; c->num_key_value_heads = 32; c->head_dim = 100;
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
-    c->max_position_embeddings = max_pos; c->vocab_size = 32000;
-    size_t d = 3200, ff = 8640, V = 32000;
+    c->max_position_embeddings = max_pos; c->vocab_size = vocab;
+    size_t d = 3200, ff = 8640, V = (size_t)vocab;
     bm->w.tok_embd = bench_random_weight(V * d, dt);
     bm->w.out_norm = bench_random_weight(d, dt);
     bm->w.lm_head = bench_random_weight(V * d, dt);
@@ -75,6 +76,10 @@ static void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int ma
     }
     size_t es = kern_dtype_size(dt);
     bm->w.bytes_per_token = (uint64_t)layers * (4 * d * d + 3 * ff * d + 2 * d) * es + (V * d + d) * es;
+}
+
+static inline void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {
+    bench_model_build_vocab(bm, layers, dt, max_pos, 32000);
 }
 
 /* Frees the host weights (after an upload to a device they are no longer needed). */
