@@ -2,6 +2,8 @@
  * test_kernels_cpu.c — every CPU op against a naive double-precision reference written here, over shapes that
  * hit each code path: GEMV (m <= 8, with the 4-row m==1 path and its tail), sgemm with panel widening
  * (m > 8), odd sizes (k not a multiple of 16, head_dim 100 and 12), GQA, causal offsets, all weight dtypes.
+ * bf16 weights with m > 8 run twice where the CPU has AVX512_BF16: the vdpbf16ps tiles (activations rounded to
+ * bf16; bound 2^-8 * sum|x w| per element) and, with that path forbidden, the widening sgemm fallback (1e-5).
  * Also guard values around every output catch out-of-bounds writes.
  * Backward twins (second half): each against central finite differences of an fp64 forward and against an fp64
  * reference backward; cross_entropy against a direct fp64 computation; adamw against an fp64 torch-semantics step.
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_cpu_paths.h"
 #include "test_util.h"
 
 #define GUARD 8
@@ -60,6 +63,7 @@ static double rel_err(const float *got, const double *want, size_t n) {
 }
 
 static void test_matmul(const kern_backend *be, kern_ctx *kc) {
+    kern_cpu_bf16dot_allow(0); /* the exact paths; the bf16 dot-product tiles are checked by test_matmul_bf16dot */
     const int64_t ms[] = {1, 2, 3, 8, 9, 33}, ns[] = {1, 5, 64, 131}, ks[] = {7, 16, 100, 257};
     for (int dt = 0; dt < 3; dt++)
         for (size_t a = 0; a < 6; a++)
@@ -89,6 +93,56 @@ static void test_matmul(const kern_backend *be, kern_ctx *kc) {
     float y[4];
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 0, 0.f) == KERN_ESHAPE, "matmul k=0 must be a shape error");
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 1, 0.5f) == KERN_ESHAPE, "matmul beta 0.5 must be refused");
+    kern_cpu_bf16dot_allow(1);
+}
+
+/* bf16 weights, m > 8, on the AVX512_BF16 tiles: every element within 2^-8 * sum_k |x w| (+ 1e-6 |y|) of the fp64
+ * product (the activations' bf16 rounding is <= 2^-9 relative), and the rounding must be visible somewhere (the
+ * path really ran). Shapes: row tails 1..5 of the 6-row tile, column tails of the 64-column panel, odd k, two K
+ * blocks (k > 512). Skipped, with a note, where the CPU lacks AVX512_BF16. */
+static void test_matmul_bf16dot(const kern_backend *be, kern_ctx *kc) {
+    if (!kern_cpu_bf16dot_available()) {
+        printf("note: no AVX512_BF16 on this CPU: bf16 dot-product tiles not tested (the fallback is)\n");
+        return;
+    }
+    const int64_t ms[] = {9, 13, 34, 71}, ns[] = {1, 5, 64, 131}, ks[] = {7, 100, 257, 1100};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++)
+                for (int beta = 0; beta <= 1; beta++) {
+                    int64_t m = ms[a], n = ns[b], k = ks[c];
+                    float *x = malloc((size_t)(m * k) * sizeof(float)), *we = malloc((size_t)(n * k) * sizeof(float));
+                    for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+                    void *w = make_weights(KERN_BF16, (size_t)(n * k), we);
+                    float *y = guarded((size_t)(m * n));
+                    double *ref = malloc((size_t)(m * n) * sizeof(double)), *mag = malloc((size_t)(m * n) * sizeof(double));
+                    for (int64_t i = 0; i < m * n; i++) y[i] = beta ? frand() : NAN;
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double s = beta ? y[i * n + j] : 0.0, t = 0;
+                            for (int64_t q = 0; q < k; q++) {
+                                double p = (double)x[i * k + q] * we[j * k + q];
+                                s += p;
+                                t += fabs(p);
+                            }
+                            ref[i * n + j] = s;
+                            mag[i * n + j] = t / 256 + 1e-6 * fabs(s);
+                        }
+                    int rc = be->matmul(kc, y, x, w, KERN_BF16, m, n, k, (float)beta);
+                    double worst = 0, diff = 0; /* worst: error / bound; diff: largest error (must be > 0) */
+                    for (int64_t i = 0; i < m * n; i++) {
+                        double e = fabs(y[i] - ref[i]);
+                        if (isnan(y[i])) e = INFINITY;
+                        worst = fmax(worst, e / mag[i]);
+                        diff = fmax(diff, e);
+                    }
+                    CHECK(rc == KERN_OK && worst <= 1.0 && guards_ok(y, (size_t)(m * n)),
+                          "matmul bf16dot m=%ld n=%ld k=%ld beta=%d: rc %d, error %.2f of the bound", (long)m,
+                          (long)n, (long)k, beta, rc, worst);
+                    CHECK(k < 16 || diff > 1e-7, "matmul bf16dot m=%ld n=%ld k=%ld: no rounding seen, path not taken?",
+                          (long)m, (long)n, (long)k);
+                    free(x); free(we); free(w); free(ref); free(mag); guarded_free(y);
+                }
 }
 
 static void test_rmsnorm_embed(const kern_backend *be, kern_ctx *kc) {
@@ -848,6 +902,7 @@ int main(void) {
     for (int threads = 1; threads <= 2; threads++) {
         kern_ctx *kc = kern_cpu_ctx_new(threads);
         test_matmul(be, kc);
+        test_matmul_bf16dot(be, kc);
         test_rmsnorm_embed(be, kc);
         test_rope(be, kc);
         test_attention(be, kc);
