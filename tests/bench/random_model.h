@@ -93,15 +93,20 @@ static void bench_model_free_host(bench_model *bm, const llama_weights *host) {
     free((void *)host->tok_embd.data); free((void *)host->out_norm.data); free((void *)host->lm_head.data);
 }
 
+/* Attention FLOPs (QK^T and PV) of a prefill of n tokens after `past` cached ones. */
+static inline double bench_prefill_attn_flops(const model_config *c, double n, double past) {
+    double qd = (double)c->num_attention_heads * c->head_dim;
+    /* causal: row i sees past + i + 1 keys; QK^T and PV are 2 FLOPs per (query, key, dim) each */
+    double keys = n * past + n * (n + 1) / 2;
+    return 4.0 * c->num_hidden_layers * qd * keys;
+}
+
 /* Matmul + attention FLOPs of a prefill of n tokens after `past` cached ones, logits for the last row only. */
 static double bench_prefill_flops(const model_config *c, double n, double past) {
     double d = c->hidden_size, ff = c->intermediate_size, L = c->num_hidden_layers;
     double qd = (double)c->num_attention_heads * c->head_dim, kvd = (double)c->num_key_value_heads * c->head_dim;
     double mm = 2.0 * n * L * (2 * d * qd + 2 * d * kvd + 3 * ff * d) + 2.0 * d * c->vocab_size;
-    /* causal: row i sees past + i + 1 keys; QK^T and PV are 2 FLOPs per (query, key, dim) each */
-    double keys = n * past + n * (n + 1) / 2;
-    double att = 4.0 * L * qd * keys;
-    return mm + att;
+    return mm + bench_prefill_attn_flops(c, n, past);
 }
 
 #endif
