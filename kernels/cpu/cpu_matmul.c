@@ -6,9 +6,10 @@
  *     in registers (bf16 -> f32 is an exact shift) and dotted with all m activation rows. Threads split the
  *     output columns. This path decides decode speed, so it is measured against copy bandwidth in tests/bench.
  *   - many rows (prefill): compute-bound. bf16 weights on a CPU with AVX512_BF16: the CPU's bf16 dot products
- *     (cpu_gemm_bf16dot.c; activations rounded to bf16, fp32 sums, twice the fp32 FMA peak). Otherwise OpenBLAS
- *     sgemm; bf16/f16 weights are widened panel by panel into scratch first (O(n*k) work against O(m*n*k)
- *     flops) so activations keep full fp32 precision.
+ *     (cpu_gemm_bf16dot.c; activations rounded to bf16, fp32 sums, twice the fp32 FMA peak); fp32 weights on an
+ *     AVX-512 CPU: mnemo's own FMA tiles (cpu_gemm_f32.c, faster than Debian's OpenBLAS there). Otherwise
+ *     OpenBLAS sgemm; bf16/f16 weights are widened panel by panel into scratch first (O(n*k) work against
+ *     O(m*n*k) flops) so activations keep full fp32 precision.
  * Decode keeps exact widening: it is bandwidth-bound, so rounding the activations would buy nothing.
  *
  * Backward twins (training), both one OpenBLAS sgemm per call (training batches have many rows):
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 
 #include "cpu_gemm_bf16dot.h"
+#include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
 
 #define GEMV_MAX_ROWS 8
@@ -242,6 +244,8 @@ static void widen_panel(kern_ctx *kc, float *panel, const void *w, kern_dtype dt
 static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
     if (dt == KERN_F32) {
+        int rc = kern_cpu_gemm_f32(kc, y, x, (const float *)w, m, n, k, beta);
+        if (rc != KERN_EUNSUPPORTED) return rc;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, x, (int)k, w, (int)k,
                     beta, y, (int)n);
         return KERN_OK;

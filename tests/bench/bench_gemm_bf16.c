@@ -1,7 +1,8 @@
 /*
  * bench_gemm_bf16.c — the prefill GEMMs of bf16 weights, y[m,n] = x[m,k] . w[n,k]^T with x fp32, on each way
  * this machine can do them, to pick the fastest (issue 23):
- *   sgemm-f32      OpenBLAS sgemm on fp32 weights (the f32 model's path; the reference peak)
+ *   sgemm-f32      OpenBLAS sgemm on fp32 weights (the f32 model's path before issue 23; the fallback)
+ *   f32-tiles      mnemo's AVX-512 FMA tiles on fp32 weights (kernels/cpu/cpu_gemm_f32.c, through the matmul op)
  *   widen+sgemm    bf16 weights widened to fp32 panels + sgemm (mnemo's path before AVX512_BF16; the fallback)
  *   bf16dot        mnemo's AVX512_BF16 tiles (kernels/cpu/cpu_gemm_bf16dot.c, through the matmul op)
  *   onednn         oneDNN (libdnnl, Debian 2.6) bf16 x bf16 -> f32 matmul, x rounded to bf16 inside the timing
@@ -10,7 +11,8 @@
  * libxsmm-dev), never needed by the engine. Each figure is the best of --reps runs after one warm-up, GFLOP/s =
  * 2 m n k / s.
  *
- * usage: bench_gemm_bf16 [--m 512] [--threads 2] [--reps 5] [--only sgemm-f32|widen+sgemm|bf16dot|onednn|libxsmm]
+ * usage: bench_gemm_bf16 [--m 512] [--threads 2] [--reps 5] [--only sgemm-f32|f32-tiles|widen+sgemm|bf16dot|onednn|
+ *                        libxsmm]
  */
 #include <cblas.h>
 #include <math.h>
@@ -55,6 +57,10 @@ static void round_x(prob *p) { /* x -> bf16, as the bf16dot path does inside its
 static void run_sgemm(prob *p) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->m, (int)p->n, (int)p->k, 1.f, p->x, (int)p->k,
                 p->wf, (int)p->k, 0.f, p->y, (int)p->n);
+}
+static void run_f32tiles(prob *p) {
+    int rc = kern_cpu_backend()->matmul(p->kc, p->y, p->x, p->wf, KERN_F32, p->m, p->n, p->k, 0.f);
+    if (rc) fprintf(stderr, "f32 tiles: rc %d\n", rc);
 }
 static void run_widen(prob *p) {
     kern_cpu_bf16dot_allow(0);
@@ -207,6 +213,7 @@ int main(int argc, char **argv) {
         }
         printf("m %ld n %ld k %ld:\n", (long)m, (long)p.n, (long)p.k);
         report("sgemm-f32", run_sgemm, &p, reps);
+        if (kern_cpu_f32gemm_available()) report("f32-tiles", run_f32tiles, &p, reps);
         report("widen+sgemm", run_widen, &p, reps);
         if (kern_cpu_bf16dot_available()) report("bf16dot", run_bf16dot, &p, reps);
 #ifdef MNEMO_HAVE_DNNL
