@@ -3,7 +3,7 @@
 
   python3 tests/bench/bench_vs_llamacpp.py [--formats f32,bf16,q8_0,q4_0] [--pairs 3] [--threads 2] \\
       [--prompt 512] [--decode 32] [--bench-engine build/tests/bench_engine] [--venv build/train-venv] \\
-      [--cache ~/.cache/mnemo-bench-llamacpp] [--jsonl FILE] [--only mnemo|llama]
+      [--cache ~/.cache/mnemo-bench-llamacpp] [--jsonl FILE] [--only mnemo|llama] [--mnemo-env VAR=VALUE]...
 
 One command does everything, each step skipped when its output is already in the cache (outside git, never
 committed):
@@ -53,6 +53,17 @@ CASE = "lora3b"
 
 def log(msg):
     print(msg, flush=True)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def loadavg():
@@ -123,17 +134,27 @@ def ensure_gguf(o, lsrc, quantize, model_dir, fmt):
     return path
 
 
-def child_env(o):
+def child_env(o, extra=()):
     n = str(o.threads)
-    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
+    env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
+    for kv in extra:
+        k, _, v = kv.partition("=")
+        env[k] = v
+    return env
+
+
+def git_head():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return r.stdout.strip() or None
 
 
 def run_mnemo(o, fmt):
     """tokens/s of bench_engine, or None with the reason when it cannot run this format."""
     cmd = [o.bench_engine, "--layers", "4", "--vocab", str(bench_train.VOCAB), "--dtype", MNEMO_DTYPE[fmt],
            "--prompt", str(o.prompt), "--decode", str(o.decode), "--threads", str(o.threads), "--json"]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(o),
-                       timeout=o.timeout)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=child_env(o, o.mnemo_env), timeout=o.timeout)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     if r.returncode != 0 or not rows or rows[-1].get("rc"):
         return None, "cannot run (bench_engine rc %d: %s)" % (r.returncode, r.stdout.strip().splitlines()[-1:])
@@ -183,6 +204,9 @@ def main():
     ap.add_argument("--llama-sdist", help="a llama_cpp_python-*.tar.gz to use instead of the newest on PyPI")
     ap.add_argument("--build-jobs", type=int, default=2)
     ap.add_argument("--only", choices=["mnemo", "llama"], help="run one side alone (no ratios)")
+    ap.add_argument("--mnemo-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="environment for bench_engine, repeatable (e.g. MNEMO_CPU_BF16DOT=0 MNEMO_CPU_F32GEMM=0: "
+                         "the OpenBLAS paths)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is killed")
     ap.add_argument("--jsonl", help="append every run and pair to this file as JSON lines")
     o = ap.parse_args()
@@ -217,8 +241,8 @@ def main():
             jl.write(json.dumps(row) + "\n")
             jl.flush()
 
-    host = {"cpu": platform.processor() or platform.machine(), "llama_cpp_python": version,
-            "threads": o.threads, "prompt": o.prompt, "decode": o.decode}
+    host = {"cpu": cpu_model(), "llama_cpp_python": version, "threads": o.threads, "prompt": o.prompt,
+            "decode": o.decode, "mnemo_env": o.mnemo_env, "git": git_head()}
     log("side by side: %s; load average at start %s" % (json.dumps(host), loadavg()))
     summary = {}
     for f in formats:
