@@ -16,8 +16,9 @@
  *     and broadcasts one x dword per row (24 dot products, 10 loads).
  *   - loops: K blocks outermost (each thread's slice of x[:, block] stays in L2 across its panels), then the
  *     thread's panels (threads split the n columns in whole panels, no write sharing), then rows by MR.
- * Compiled for AVX512_BF16 by function attributes and chosen at run time (kern_cpu_bf16dot_available), so a
- * build for an older CPU keeps this file and simply never takes it: the caller falls back to widening + sgemm.
+ * Compiled for AVX512_BF16 by function attributes and taken at run time by FAST contexts on CPUs that have it
+ * (kernels_cpu_paths.h), so a build for an older CPU keeps this file and simply never takes it: the caller falls
+ * back to widening + sgemm, as it does for EXACT contexts.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -31,23 +32,13 @@
 #define MR 6          /* rows per microkernel tile: MR x NQ accumulators of 32 zmm */
 #define KCP 2048 /* most pairs per K block (blocks split evenly): fewer passes over y measured faster than an L1-sized panel */
 
-static int allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_BF16DOT=0 in the environment disables) */
-
 int kern_cpu_bf16dot_available(void) {
-    if (allowed < 0) {
-        const char *e = getenv("MNEMO_CPU_BF16DOT");
-        allowed = !(e && e[0] == '0');
-    }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    return allowed && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
 #else
     return 0;
 #endif
-}
-
-void kern_cpu_bf16dot_allow(int on) {
-    allowed = on != 0;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -142,7 +133,7 @@ BF16DOT static void panel_rows(const uint32_t *a, int64_t kp, const uint32_t *b,
 
 int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t *w, int64_t m, int64_t n,
                           int64_t k, float beta) {
-    if (!kern_cpu_bf16dot_available()) return KERN_EUNSUPPORTED;
+    if (!kc->gemm_fast || !kern_cpu_bf16dot_available()) return KERN_EUNSUPPORTED;
     if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
     int threads = kc->n_threads;
     int64_t kp = (k + 1) / 2, n_panels = (n + NR - 1) / NR;

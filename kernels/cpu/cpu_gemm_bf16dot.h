@@ -8,7 +8,8 @@
 #include "kernels_cpu_paths.h"
 
 /* y[m,n] = x[m,k] . w[n,k]^T + beta*y (beta 0 or 1), w bf16, x rounded to bf16 for the products (error bound in
- * the .c file). KERN_EUNSUPPORTED when the path is unavailable (caller falls back), KERN_ENOMEM, KERN_ESHAPE. */
+ * the .c file). KERN_EUNSUPPORTED when the CPU lacks AVX512_BF16 or kc is EXACT (caller falls back), KERN_ENOMEM,
+ * KERN_ESHAPE. */
 int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t *w, int64_t m, int64_t n,
                           int64_t k, float beta);
 

@@ -5,7 +5,8 @@
  *   - decode: weight + KV bytes read per token / read-only bandwidth (a vectorised sum over 256 MB, all threads,
  *     measured right after each token)  ->  fraction of the bandwidth bound (copy bandwidth also shown)
  *   - prefill: the time the FLOPs would take at the peak of the instructions the kernels use — the matmuls at
- *     the bf16 dot-product peak (vdpbf16ps) when bf16 weights take that path, else at the f32 FMA peak; attention
+ *     the bf16 dot-product peak (vdpbf16ps) when bf16 weights take that path (FAST mode, the default; see
+ *     kernels_cpu_paths.h, MNEMO_CPU_GEMM), else at the f32 FMA peak; attention
  *     at the f32 FMA peak — over the measured time, the peaks measured (bench_peak.h) right after each of three
  *     timed prefills  ->  fraction of the instruction-set bound
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
@@ -98,6 +99,12 @@ static double sgemm_peak(int m) {
     return best;
 }
 
+/* The contexts' GEMM mode (kernels_cpu_paths.h): FAST unless MNEMO_CPU_GEMM=exact. */
+static int gemm_fast(void) {
+    const char *g = getenv("MNEMO_CPU_GEMM");
+    return !(g && !strcmp(g, "exact"));
+}
+
 static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
                 int json) {
     bench_model bm;
@@ -128,7 +135,8 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         rc |= llama_forward(c, &bm.w, be, kc, &kv, &fb, tokens, n_prompt, 0, n_prompt - 1, logits);
         t = bench_now_s() - t;
         t_prefill += t / 3;
-        double pf32 = bench_peak(threads, 0, &isa_f32), pmm = dt == KERN_BF16 ? bench_peak(threads, 1, &isa_mm) : 0;
+        double pf32 = bench_peak(threads, 0, &isa_f32);
+        double pmm = dt == KERN_BF16 && gemm_fast() ? bench_peak(threads, 1, &isa_mm) : 0;
         if (pmm == 0) pmm = pf32, isa_mm = isa_f32;
         peak_mm += pmm / 3;
         pf_ratio[r] = (mm / pmm + att / pf32) / t;

@@ -3,8 +3,8 @@
  * this machine can do them, to pick the fastest (issue 23):
  *   sgemm-f32      OpenBLAS sgemm on fp32 weights (the f32 model's path before issue 23; the fallback)
  *   f32-tiles      mnemo's AVX-512 FMA tiles on fp32 weights (kernels/cpu/cpu_gemm_f32.c, through the matmul op)
- *   widen+sgemm    bf16 weights widened to fp32 panels + sgemm (mnemo's path before AVX512_BF16; the fallback)
- *   bf16dot        mnemo's AVX512_BF16 tiles (kernels/cpu/cpu_gemm_bf16dot.c, through the matmul op)
+ *   widen+sgemm    bf16 weights widened to fp32 panels + sgemm (mnemo's EXACT mode; the path before issue 23)
+ *   bf16dot        mnemo's AVX512_BF16 tiles (FAST mode: kernels/cpu/cpu_gemm_bf16dot.c, through the matmul op)
  *   onednn         oneDNN (libdnnl, Debian 2.6) bf16 x bf16 -> f32 matmul, x rounded to bf16 inside the timing
  *   libxsmm        libxsmm (Debian 1.17) libxsmm_xgemm_omp, bf16 in, f32 out, x rounded inside the timing
  * oneDNN and libxsmm are measured when the build found them (MNEMO_HAVE_DNNL, MNEMO_HAVE_XSMM: libdnnl-dev,
@@ -63,11 +63,12 @@ static void run_f32tiles(prob *p) {
     if (rc) fprintf(stderr, "f32 tiles: rc %d\n", rc);
 }
 static void run_widen(prob *p) {
-    kern_cpu_bf16dot_allow(0);
+    kern_cpu_set_gemm(p->kc, KERN_CPU_GEMM_EXACT);
     kern_cpu_backend()->matmul(p->kc, p->y, p->x, p->wb, KERN_BF16, p->m, p->n, p->k, 0.f);
-    kern_cpu_bf16dot_allow(1);
+    kern_cpu_set_gemm(p->kc, KERN_CPU_GEMM_FAST);
 }
 static void run_bf16dot(prob *p) {
+    kern_cpu_set_gemm(p->kc, KERN_CPU_GEMM_FAST);
     int rc = kern_cpu_backend()->matmul(p->kc, p->y, p->x, p->wb, KERN_BF16, p->m, p->n, p->k, 0.f);
     if (rc) fprintf(stderr, "bf16dot: rc %d\n", rc);
 }

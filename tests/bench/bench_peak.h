@@ -5,7 +5,7 @@
  *   f32 FMA peak      independent vfmadd231ps chains on registers: zmm where the kernels were compiled for
  *                     AVX-512, ymm for AVX2+FMA, scalar otherwise (2 FLOPs per lane)
  *   bf16 dot peak     independent vdpbf16ps chains (AVX512_BF16: 32 pairs, 64 FLOPs per instruction); 0 when
- *                     the CPU lacks it or the path is off (kern_cpu_bf16dot_available)
+ *                     the CPU lacks it (kern_cpu_bf16dot_available)
  * All threads run the loop at once (as the kernels do); the figure is the best of 5 runs of a few ms.
  * Header-only: each benchmark is one executable.
  */

@@ -205,7 +205,7 @@ def main():
     ap.add_argument("--build-jobs", type=int, default=2)
     ap.add_argument("--only", choices=["mnemo", "llama"], help="run one side alone (no ratios)")
     ap.add_argument("--mnemo-env", action="append", default=[], metavar="VAR=VALUE",
-                    help="environment for bench_engine, repeatable (e.g. MNEMO_CPU_BF16DOT=0 MNEMO_CPU_F32GEMM=0: "
+                    help="environment for bench_engine, repeatable (e.g. MNEMO_CPU_GEMM=exact MNEMO_CPU_F32GEMM=0: "
                          "the OpenBLAS paths)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is killed")
     ap.add_argument("--jsonl", help="append every run and pair to this file as JSON lines")

@@ -3,8 +3,8 @@
  * hit each code path: GEMV (m <= 8, with the 4-row m==1 path and its tail), sgemm with panel widening
  * (m > 8), odd sizes (k not a multiple of 16, head_dim 100 and 12), GQA, causal offsets, all weight dtypes.
  * fp32 weights with m > 8 run twice: mnemo's AVX-512 FMA tiles and, with them forbidden, OpenBLAS (both 1e-5).
- * bf16 weights with m > 8 run twice where the CPU has AVX512_BF16: the vdpbf16ps tiles (activations rounded to
- * bf16; bound 2^-8 * sum|x w| per element) and, with that path forbidden, the widening sgemm fallback (1e-5).
+ * bf16 weights with m > 8 run twice where the CPU has AVX512_BF16: in a FAST context on the vdpbf16ps tiles
+ * (activations rounded to bf16; bound 2^-8 * sum|x w| per element), in an EXACT one on the widening sgemm (1e-6).
  * Also guard values around every output catch out-of-bounds writes.
  * Backward twins (second half): each against central finite differences of an fp64 forward and against an fp64
  * reference backward; cross_entropy against a direct fp64 computation; adamw against an fp64 torch-semantics step.
@@ -65,7 +65,7 @@ static double rel_err(const float *got, const double *want, size_t n) {
 
 /* f32_tiles 1: fp32 weights with m > 8 take mnemo's AVX-512 FMA tiles where the CPU has them; 0: OpenBLAS. */
 static void test_matmul_paths(const kern_backend *be, kern_ctx *kc, int f32_tiles) {
-    kern_cpu_bf16dot_allow(0); /* the exact paths; the bf16 dot-product tiles are checked by test_matmul_bf16dot */
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_EXACT); /* bf16 dot-product tiles (FAST) are checked by test_matmul_bf16dot */
     kern_cpu_f32gemm_allow(f32_tiles);
     const int64_t ms[] = {1, 2, 3, 8, 9, 33}, ns[] = {1, 5, 64, 131}, ks[] = {7, 16, 100, 257, 1100};
     for (int dt = 0; dt < 3; dt++)
@@ -108,7 +108,7 @@ static void test_matmul_paths(const kern_backend *be, kern_ctx *kc, int f32_tile
     float y[4];
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 0, 0.f) == KERN_ESHAPE, "matmul k=0 must be a shape error");
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 1, 0.5f) == KERN_ESHAPE, "matmul beta 0.5 must be refused");
-    kern_cpu_bf16dot_allow(1);
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_FAST);
     kern_cpu_f32gemm_allow(1);
 }
 
@@ -123,6 +123,7 @@ static void test_matmul(const kern_backend *be, kern_ctx *kc) {
  * path really ran). Shapes: row tails 1..5 of the 6-row tile, column tails of the 64-column panel, odd k, two K
  * blocks (k > 512). Skipped, with a note, where the CPU lacks AVX512_BF16. */
 static void test_matmul_bf16dot(const kern_backend *be, kern_ctx *kc) {
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_FAST);
     if (!kern_cpu_bf16dot_available()) {
         printf("note: no AVX512_BF16 on this CPU: bf16 dot-product tiles not tested (the fallback is)\n");
         return;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "engine_impl.h"
+#include "kernels_cpu_paths.h"
 #include "log.h"
 #include "lr_schedule.h"
 #include "model_grad.h"
@@ -244,6 +245,7 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     t->rows = malloc((size_t)rows * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
     t->masks = malloc((size_t)rows * (size_t)t->p.seq_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
+    if (t->kc && t->model->be == kern_cpu_backend()) kern_cpu_set_gemm(t->kc, KERN_CPU_GEMM_EXACT); /* fp32 grads */
     if (!t->rows || !t->masks || !t->kc) {
         st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
         goto out;
