@@ -6,6 +6,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libj
 pkgs+=(libfaiss-dev)
 # mnemo-server: HTTP library; its tests need a venv (pytest + openai from PyPI, see scripts/test.sh) and curl.
 pkgs+=(libmicrohttpd-dev python3-venv curl ca-certificates)
+# mnemo eval's plots (scripts/plot_eval.py): matplotlib from Debian, for the system python3
+pkgs+=(python3-matplotlib)
 [ "${MNEMO_FUZZ:-0}" = 1 ] && pkgs+=(clang libclang-rt-dev)
 # tests/bench/bench_gemm_bf16 also measures oneDNN and libxsmm when they are installed (the engine never needs them)
 [ "${MNEMO_BENCH_LIBS:-0}" = 1 ] && pkgs+=(libdnnl-dev libxsmm-dev)

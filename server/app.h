@@ -37,6 +37,8 @@ typedef struct {
     char alias[256];
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
+    bool uio;         /* a UIO-LLM (--uio): n_ctx bounds memory + raw positions, the engine says what fits */
+    mnemo_uio_info uio_info;
     int n_vocab;
     int port;         /* the bound port (--port 0 picks one) */
     long long created;

@@ -26,7 +26,7 @@ typedef struct {
 #define OFF(f) offsetof(server_opts, f)
 static const opt_def OPTS[] = {
     {"--model", OPT_STR, OFF(model_dir), 0, 0,
-     "checkpoint directory (default: $MNEMO_MODEL, else the tiny-shakespeare demo installed with mnemo)"},
+     "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the tiny-shakespeare demo installed with mnemo)"},
     {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
     {"--alias", OPT_STR, OFF(alias), 0, 0, "model name served to clients (default: the model directory's name)"},
@@ -57,6 +57,12 @@ static const opt_def OPTS[] = {
      "hnsw"},
     {"--mem-nprobe", OPT_INT, OFF(mem_nprobe), 0, 65536,
      "ivf / ivf-grow: cells each query scans (default 0 = 16; more: higher recall, slower; ivf: <= 256)"},
+    {"--uio", OPT_STR, OFF(uio_dir), 0, 0,
+     "UIO-LLM: UIO weights over --model (uio_config.json + uio.pth or uio.safetensors); each chunk_size tokens "
+     "are compressed into num_memory <mem> entries, and --ctx bounds memory + raw positions"},
+    {"--uio-keep-raw", OPT_INT, OFF(uio_keep_raw), 0, 1 << 20,
+     "UIO: the last W tokens of a compressed segment stay raw beside the new memory (default 0, as the reference; "
+     "at most chunk_size)"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
      "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters (default: none, the /v1/files "
      "and /v1/fine_tuning endpoints answer 501); uploads are bounded by --max-body"},

@@ -37,6 +37,8 @@ typedef struct {
     const char *mem_index;     /* --mem-index: the kNN index (flat | brute | ivf | ivf-grow | hnsw) */
     int mem_nprobe;            /* --mem-nprobe: ivf / ivf-grow cells a query scans; 0 = the engine's default */
     int64_t mem_dense_rows;    /* --mem-dense-rows: with --mem-knn, memory layers stay dense up to this many rows */
+    const char *uio_dir;       /* --uio: UIO weights over --model (a UIO-LLM); NULL = none */
+    int uio_keep_raw;          /* --uio-keep-raw: raw tokens kept after each compression (option (a)); 0 = reference */
     const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
     int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
     int max_jobs;              /* --max-jobs: fine-tuning jobs running at once (the rest queue) */

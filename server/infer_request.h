@@ -76,6 +76,7 @@ struct ireq {
     int n_done;                /* choices that have ended */
     atomic_int cancel;         /* 0, or the ireq_end reason it was cancelled for */
     char error[256];           /* IREQ_END_ERROR's message */
+    bool error_full;           /* that error: the prompt did not fit the context (UIO: only the engine can tell) */
     bool progress;             /* send PROGRESS events while the prompt is decoded */
     /* A session's request (one choice) runs on the session's context instead of a fresh one; the session is given
      * back (sessions_release) when the choice ends, before the consumer hears of it. */

@@ -113,6 +113,7 @@ static int load(server_app *app) {
     if (delay && atoi(delay) > 0 && wait_signal(atoi(delay) / 1000.0)) return 1; /* stopped while loading */
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = o->threads;
+    mp.uio_dir = o->uio_dir;
     if (!strcmp(o->device, "cpu")) mp.device = MNEMO_DEVICE_CPU;
     else if (!strcmp(o->device, "cuda")) mp.device = MNEMO_DEVICE_CUDA;
     mnemo_model *m = NULL;
@@ -127,6 +128,7 @@ static int load(server_app *app) {
     int n_train = mnemo_model_n_ctx_train(m);
     app->n_ctx = o->ctx ? o->ctx : (n_train < 4096 ? n_train : 4096);
     app->unbounded = mnemo_model_has_memory(m);
+    app->uio = mnemo_model_uio(m, &app->uio_info) == MNEMO_OK;
     app->n_vocab = mnemo_model_n_vocab(m);
     if (!strcmp(o->chat_template, "auto")) {
         char why[512];
@@ -141,6 +143,7 @@ static int load(server_app *app) {
     cp.mem_index = app->mem_index;
     cp.mem_nprobe = o->mem_nprobe;
     cp.mem_dense_rows = o->mem_dense_rows;
+    cp.uio_keep_raw = o->uio_keep_raw;
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch, .ctx = cp};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
@@ -169,6 +172,11 @@ static int load(server_app *app) {
     atomic_store(&app->state, APP_READY); /* publishes model and sched to the HTTP threads */
     log_line("ready: model '%s' (%s), %d slots x %d tokens, batch %d, chat template %s", app->alias,
              mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
+    if (app->uio)
+        log_line("UIO: %s, chunk_size %d -> %d <mem> entries (ratio %d), %d raw tokens kept after a compression; "
+                 "memory + raw within %d positions per slot",
+                 app->uio_info.file, app->uio_info.chunk_size, app->uio_info.num_memory,
+                 app->uio_info.chunk_size / app->uio_info.num_memory, o->uio_keep_raw, app->n_ctx);
     log_line("sessions: up to %d, %zu bytes of memory each%s, snapshots %s%s", o->max_sessions, o->session_max_bytes,
              o->session_max_bytes ? "" : " (no limit)", o->session_dir ? "in " : "off (no --session-dir)",
              o->session_dir ? o->session_dir : "");
@@ -258,6 +266,10 @@ int main(int argc, char **argv) {
     if (app.mem_index == MNEMO_MEM_INDEX_IVF && o->mem_nprobe > 256) { /* engine.h: IVF has 256 cells */
         fprintf(stderr, "mnemo-server: --mem-nprobe must be at most 256 with --mem-index ivf (got %d)\n",
                 o->mem_nprobe);
+        return 2;
+    }
+    if (o->uio_keep_raw && !o->uio_dir) {
+        fprintf(stderr, "mnemo-server: --uio-keep-raw applies to a UIO model: give --uio DIR\n");
         return 2;
     }
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {

@@ -109,6 +109,24 @@ static void counter(strbuf *b, const char *name, const char *help, uint64_t v) {
     sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
 }
 
+/* A UIO model's memory in bytes by kind: the <mem> entries (compressed) and the raw tokens' keys and values. */
+static void uio_gauges(strbuf *b, const char *prefix, const char *over, const mnemo_memory_stats *ms,
+                       int64_t row_bytes) {
+    sb_printf(b, "# HELP mnemo_%suio_memory_bytes UIO memory by kind over all %s: compressed (<mem> entries' keys "
+                 "and values) and raw_kv (keys and values of the raw tokens)\n# TYPE mnemo_%suio_memory_bytes gauge\n",
+              prefix, over, prefix);
+    sb_printf(b, "mnemo_%suio_memory_bytes{kind=\"compressed\"} %llu\n", prefix,
+              (unsigned long long)(ms->mem_key_bytes + ms->mem_value_bytes));
+    sb_printf(b, "mnemo_%suio_memory_bytes{kind=\"raw_kv\"} %llu\n", prefix,
+              (unsigned long long)ms->local_tokens * (unsigned long long)row_bytes);
+    sb_printf(b, "# HELP mnemo_%suio_memory_entries <mem> entries per layer over all %s\n"
+                 "# TYPE mnemo_%suio_memory_entries gauge\nmnemo_%suio_memory_entries %llu\n",
+              prefix, over, prefix, prefix, (unsigned long long)ms->mem_entries);
+    sb_printf(b, "# HELP mnemo_%suio_raw_tokens Raw (not compressed) tokens over all %s\n"
+                 "# TYPE mnemo_%suio_raw_tokens gauge\nmnemo_%suio_raw_tokens %d\n",
+              prefix, over, prefix, prefix, ms->local_tokens);
+}
+
 char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
     strbuf b = {0};
     gauge(&b, "mnemo_model_loading", "1 while the model is loading", g->loading);
@@ -130,7 +148,9 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
         sb_printf(&b, "mnemo_memory_bytes{kind=\"memory_keys\"} %llu\n", (unsigned long long)ms->mem_key_bytes);
         sb_printf(&b, "mnemo_memory_bytes{kind=\"memory_values\"} %llu\n", (unsigned long long)ms->mem_value_bytes);
         sb_printf(&b, "mnemo_memory_bytes{kind=\"index\"} %llu\n", (unsigned long long)ms->mem_index_bytes);
-        gauge(&b, "mnemo_memory_tokens", "Tokens held in LongLLaMA memory over all slots", (double)ms->mem_tokens);
+        gauge(&b, "mnemo_memory_tokens", "Tokens held in memory over all slots (LongLLaMA; UIO: tokens compressed)",
+              (double)ms->mem_tokens);
+        if (g->uio) uio_gauges(&b, "", "slots", ms, g->kv_row_bytes);
     }
     if (g->have_sessions) {
         const mnemo_memory_stats *ms = &g->session_memory;
@@ -143,8 +163,9 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
         sb_printf(&b, "mnemo_session_memory_bytes{kind=\"memory_values\"} %llu\n",
                   (unsigned long long)ms->mem_value_bytes);
         sb_printf(&b, "mnemo_session_memory_bytes{kind=\"index\"} %llu\n", (unsigned long long)ms->mem_index_bytes);
-        gauge(&b, "mnemo_session_memory_tokens", "Tokens held in LongLLaMA memory over all sessions",
-              (double)ms->mem_tokens);
+        gauge(&b, "mnemo_session_memory_tokens",
+              "Tokens held in memory over all sessions (LongLLaMA; UIO: tokens compressed)", (double)ms->mem_tokens);
+        if (g->uio) uio_gauges(&b, "session_", "sessions", ms, g->kv_row_bytes);
     }
     if (g->have_jobs) {
         static const char *const st[6] = {"validating_files", "queued", "running", "succeeded", "failed", "cancelled"};

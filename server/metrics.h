@@ -29,6 +29,8 @@ typedef struct {
     bool have_sessions;
     int sessions, sessions_max;
     mnemo_memory_stats session_memory; /* by kind over every session (as of their last request) */
+    bool uio;                          /* a UIO model: its memory as compressed vs raw KV too */
+    int64_t kv_row_bytes;              /* keys + values of one cache position, all layers */
     bool have_jobs;                    /* --jobs-dir: fine-tuning */
     int jobs_by_status[6];             /* validating_files, queued, running, succeeded, failed, cancelled */
     double train_tokens_per_s;         /* the last step a worker reported */

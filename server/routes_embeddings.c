@@ -74,6 +74,10 @@ static int embed_all(server_app *app, mnemo_token **toks, const int32_t *lens, i
     mnemo_context_params cp = mnemo_context_default_params();
     cp.n_ctx = longest;
     cp.n_batch = app->opts.batch < longest ? app->opts.batch : longest;
+    /* UIO: the decoder over raw tokens, nothing compressed (the base model's states); its contexts still need room
+     * for a segment and its entries */
+    const int32_t uio_min = app->uio ? app->uio_info.chunk_size + app->uio_info.num_memory : 0;
+    if (cp.n_ctx < uio_min) cp.n_ctx = uio_min;
     mnemo_context *ctx = NULL;
     float *v = malloc((size_t)d * sizeof *v);
     int status = 0;
@@ -130,7 +134,8 @@ void route_embeddings(server_app *app, const http_request *req, http_reply *rep)
         reply_error(rep, 503, "shutting_down", NULL, NULL, "the server is shutting down");
         goto out;
     }
-    /* LongLLaMA: the local window, run with an empty memory (mnemo_embed); plain LLaMA: the slot context. */
+    /* LongLLaMA: the local window, run with an empty memory (mnemo_embed); plain LLaMA and UIO (nothing compressed,
+     * the base model's states): the slot context. */
     const int32_t limit = app->unbounded ? mnemo_model_n_ctx_train(app->model) : app->n_ctx;
     toks = calloc((size_t)r.n_inputs, sizeof *toks);
     lens = calloc((size_t)r.n_inputs, sizeof *lens);

@@ -183,6 +183,9 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
     j->gp = gp;
     uint64_t seed = r->seed_set ? r->sampling.seed
                                 : mix64((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&app->seq, 1) << 32));
+    /* n_ctx bounds plain LLaMA sequences; LongLLaMA has none; UIO compresses as it goes, so only the engine knows
+     * what fits (a prompt past its positions ends with a message naming them, a generation with "length") */
+    const bool capped = !app->unbounded && !app->uio;
     for (int p = 0; p < n_prompts; p++) {
         tokvec t = {0};
         if (prompt_tokens(app, r, p, &t, e) != 0) {
@@ -200,7 +203,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
             build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
             return NULL;
         }
-        if (sess && !app->unbounded && held + t.n > app->n_ctx) {
+        if (sess && capped && held + t.n > app->n_ctx) {
             free(t.v);
             ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
@@ -209,7 +212,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
                        r->session, held, t.n, app->n_ctx);
             return NULL;
         }
-        if (t.n > app->n_ctx && !app->unbounded) { /* LongLLaMA: the prefix goes to memory window by window */
+        if (t.n > app->n_ctx && capped) { /* LongLLaMA: the prefix goes to memory window by window */
             free(t.v);
             ireq_unref(j);
             build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
@@ -218,7 +221,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
                        t.n, app->n_ctx);
             return NULL;
         }
-        if (r->max_tokens >= 0 && !app->unbounded && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
+        if (r->max_tokens >= 0 && capped && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
             int32_t room = app->n_ctx - held - t.n;
             free(t.v);
             ireq_unref(j);
@@ -328,6 +331,10 @@ static const char *outcome(const ireq *j) {
 
 /* Why a choice produced nothing (it ended before reaching a slot, or the engine failed): status + message. */
 static int choice_failure(const server_app *app, const ireq *j, const ireq_choice *ch, char *msg, size_t n) {
+    if (ch->end == IREQ_END_ERROR && j->error_full) { /* found while prefilling (UIO positions) */
+        snprintf(msg, n, "%s", j->error);
+        return 400;
+    }
     if (ch->end == IREQ_END_ERROR) {
         snprintf(msg, n, "generation failed: %s", j->error[0] ? j->error : "engine error");
         return 500;
@@ -347,6 +354,12 @@ static int choice_failure(const server_app *app, const ireq *j, const ireq_choic
         return 400;
     }
     return 0;
+}
+
+/* The error code of choice_failure's status (a stream's error event has always named one). */
+static const char *failure_code(int status, const ireq *j, bool stream) {
+    if (status == 400 && j->error_full) return "context_length_exceeded";
+    return status == 500 ? "generation_failed" : status == 503 || stream ? "unavailable" : NULL;
 }
 
 /* Waits for the next batch of events. Once the server has stopped (STOPPED: the scheduler no longer runs this request)
@@ -383,8 +396,7 @@ static void respond_collected(consumer *c, http_reply *rep) {
         char msg[384];
         int st = choice_failure(c->app, j, &j->choices[i], msg, sizeof msg);
         if (st) {
-            reply_error(rep, st, st == 500 ? "generation_failed" : st == 503 ? "unavailable" : NULL, NULL, NULL, "%s",
-                        msg);
+            reply_error(rep, st, failure_code(st, j, false), NULL, NULL, "%s", msg);
             return;
         }
         if (c->text[i].failed) {
@@ -419,7 +431,7 @@ static void stream_fill_llama(consumer *c) {
         if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
-            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+            if (st) sse_event(&c->out, api_error_json(st, failure_code(st, j, true), NULL, msg));
         } else if (e->kind == IREQ_EV_TOKEN && (e->text_len > 0 || e->token >= 0)) {
             sse_event(&c->out, llama_chunk(e->text, e->text_len, e->token));
         }
@@ -457,7 +469,7 @@ static void stream_fill(consumer *c) {
         if (e->kind == IREQ_EV_END) {
             char msg[384];
             int st = choice_failure(c->app, j, &j->choices[e->choice], msg, sizeof msg);
-            if (st) sse_event(&c->out, api_error_json(st, st == 500 ? "generation_failed" : "unavailable", NULL, msg));
+            if (st) sse_event(&c->out, api_error_json(st, failure_code(st, j, true), NULL, msg));
             else
                 sse_event(&c->out, oai_chunk(&c->oc, e->choice, "", 0, NULL, &j->choices[e->choice], false,
                                              c->include_usage));

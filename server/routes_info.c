@@ -88,6 +88,18 @@ json_t *memory_json(const mnemo_memory_stats *m) {
                      (json_int_t)m->mem_tokens);
 }
 
+/* A UIO model's settings and its memory over all slots: compressed (<mem> entries) vs raw KV, in bytes. */
+static json_t *uio_json(const server_app *app, const sched_stats *ss) {
+    const mnemo_uio_info *u = &app->uio_info;
+    const int64_t row = ss->kv_capacity ? ss->kv_bytes / ss->kv_capacity : 0; /* one position, all layers, K + V */
+    return json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:s, s:I, s:I, s:I, s:i}", "chunk_size", u->chunk_size,
+                     "num_memory", u->num_memory, "ratio", u->chunk_size / u->num_memory, "lora_rank", u->lora_rank,
+                     "lora_alpha", u->lora_alpha, "keep_raw", app->opts.uio_keep_raw, "weights_file", u->file,
+                     "memory_entries", (json_int_t)ss->memory.mem_entries, "compressed_bytes",
+                     (json_int_t)(ss->memory.mem_key_bytes + ss->memory.mem_value_bytes), "raw_kv_bytes",
+                     (json_int_t)((int64_t)ss->memory.local_tokens * row), "raw_tokens", ss->memory.local_tokens);
+}
+
 void route_props(server_app *app, const http_request *req, http_reply *rep) {
     const server_opts *o = &app->opts;
     sched_stats ss;
@@ -116,6 +128,8 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "queue_size", json_integer(o->queue));
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
     json_object_set_new(p, "memory", memory_json(&ss.memory)); /* by kind, over all slots */
+    json_object_set_new(p, "memory_kind", json_string(app->uio ? "uio" : app->unbounded ? "longllama" : "none"));
+    if (app->uio) json_object_set_new(p, "uio", uio_json(app, &ss));
     if (mnemo_model_has_memory(app->model)) { /* how LongLLaMA memory layers read their memory */
         mnemo_mem_index index = mnemo_mem_index_resolve(app->model, app->mem_index);
         bool knn = o->mem_knn > 0;
@@ -171,6 +185,8 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.kv_bytes = ss.kv_bytes;
         g.have_memory = true;
         g.memory = ss.memory;
+        g.uio = app->uio;
+        g.kv_row_bytes = ss.kv_capacity ? ss.kv_bytes / ss.kv_capacity : 0;
         g.have_sessions = true;
         g.sessions_max = app->opts.max_sessions;
         sessions_totals(app->sessions, &g.session_memory, &g.sessions);

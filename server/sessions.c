@@ -323,6 +323,7 @@ void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions
         sum->mem_key_bytes += m->mem_key_bytes;
         sum->mem_value_bytes += m->mem_value_bytes;
         sum->mem_index_bytes += m->mem_index_bytes;
+        sum->mem_entries += m->mem_entries;
     }
     pthread_mutex_unlock(&st->mu);
 }

@@ -120,6 +120,7 @@ void worker_memory(const worker *w, mnemo_memory_stats *sum) {
         sum->mem_key_bytes += m.mem_key_bytes;
         sum->mem_value_bytes += m.mem_value_bytes;
         sum->mem_index_bytes += m.mem_index_bytes;
+        sum->mem_entries += m.mem_entries;
     }
 }
 
@@ -177,10 +178,9 @@ static void fail_slot(worker *w, slot *s, const char *what) {
     end_slot(w, s, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
 }
 
-/* Whether one more token fits (a LongLLaMA context moves a full window to memory: always). */
-static bool has_room(mnemo_context *ctx) {
-    return mnemo_context_last_context_length(ctx) > 0 || mnemo_context_n_past(ctx) < mnemo_context_n_ctx(ctx);
-}
+/* Whether one more token fits (a LongLLaMA context moves a full window to memory: always; UIO: while its positions
+ * hold memory + raw). */
+static bool has_room(mnemo_context *ctx) { return mnemo_context_entry_max(ctx) > 0; }
 
 /* Phase 1: sample one token for every generating slot; returns the batch entries added. */
 static int sample_all(worker *w, int *budget) {
@@ -228,10 +228,22 @@ static int add_prefill(worker *w, int ne, int budget) {
         const ireq_choice *c = &oldest->ireq->choices[oldest->choice];
         int32_t left = c->n_prompt - oldest->n_fed;
         oldest->chunk = left < budget ? left : budget;
-        /* LongLLaMA: batch entries are at most last_context_length tokens; a long prompt streams through the
-         * local window, each full window moving to memory (the reference's behaviour for a continued session) */
-        int32_t cap = mnemo_context_last_context_length(oldest->ctx);
-        if (cap > 0 && oldest->chunk > cap) oldest->chunk = cap;
+        /* What one batch entry of this context may hold: LongLLaMA at most last_context_length tokens (a long prompt
+         * streams through the local window, each full window moving to memory, the reference's behaviour for a
+         * continued session); UIO up to the next segment boundary (that segment is compressed before the next
+         * step); 0 when not one more token fits (only UIO, whose positions the route cannot count ahead) */
+        int32_t cap = mnemo_context_entry_max(oldest->ctx);
+        if (cap <= 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "the prompt does not fit: the context is full after %d of its %d tokens (--ctx %d positions)",
+                     oldest->n_fed, c->n_prompt, mnemo_context_n_ctx(oldest->ctx));
+            oldest->ireq->error_full = true; /* a 400 context_length_exceeded, as the route's own checks give */
+            ireq_cancel(oldest->ireq, IREQ_END_ERROR);
+            end_slot(w, oldest, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
+            continue;
+        }
+        if (oldest->chunk > cap) oldest->chunk = cap;
         budget -= oldest->chunk;
         w->entries[ne] = (mnemo_batch_entry){.ctx = oldest->ctx, .tokens = c->prompt + oldest->n_fed, .n = oldest->chunk};
         w->entry_slot[ne++] = oldest;

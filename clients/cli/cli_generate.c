@@ -21,7 +21,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo generate [--model DIR] (--prompt TEXT | -f FILE) [options]\n\n"
-            "  --model DIR            Hugging Face LLaMA checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --model DIR            Hugging Face LLaMA checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the\n"
+            "                         demo model)\n"
             "  --prompt TEXT          the prompt\n"
             "  -f, --file FILE        read the prompt from FILE (- = standard input), for prompts of any length\n"
             "  -n, --max-tokens N     tokens to generate (default 128)\n"

@@ -1,4 +1,4 @@
-/* cli_memory.c — LongLLaMA memory options (see cli_memory.h); defaults are the engine's
+/* cli_memory.c — LongLLaMA and UIO memory options (see cli_memory.h); defaults are the engine's
  * (mnemo_context_default_params), so the CLI, the server and the C API behave alike. */
 #include "cli_memory.h"
 
@@ -19,6 +19,8 @@ void cli_memory_usage(FILE *f, int col) {
         {"--mem-index KIND", "kNN index: auto (default: ivf-grow on the CPU, exact on a GPU), flat (exact),"},
         {"", "brute, ivf, ivf-grow (approximate, cells grow with the memory), hnsw"},
         {"--mem-nprobe N", "ivf, ivf-grow: cells a query scans (default 16; more: higher recall, slower)"},
+        {"--uio-keep-raw W", "UIO (--uio): the last W tokens of a compressed segment stay raw beside its memory"},
+        {"", "(default 0, as the reference; at most chunk_size)"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
         fprintf(f, "  %-*s %s\n", col - 3, lines[i][0], lines[i][1]);
@@ -29,8 +31,10 @@ int cli_memory_option(const char *cmd, int argc, char **argv, int *i, mnemo_cont
     /* --knn: the name `mnemo passkey` had before the options were shared */
     bool knn = !strcmp(a, "--mem-knn") || !strcmp(a, "--knn"), index = !strcmp(a, "--mem-index");
     bool nprobe = !strcmp(a, "--mem-nprobe"), dense = !strcmp(a, "--mem-dense-rows");
-    if (!knn && !index && !nprobe && !dense) return 0;
+    bool keep = !strcmp(a, "--uio-keep-raw");
+    if (!knn && !index && !nprobe && !dense && !keep) return 0;
     if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+    if (keep) return cli_int(cmd, a, v, 0, 1 << 20, &cp->uio_keep_raw) ? 1 : -1; /* the model checks chunk_size */
     if (knn) return cli_int(cmd, a, v, 0, 1 << 20, &cp->mem_knn_k) ? 1 : -1;
     if (nprobe) return cli_int(cmd, a, v, 1, 65536, &cp->mem_nprobe) ? 1 : -1;
     if (dense) {

@@ -1,4 +1,4 @@
-/* cli_memory.h — the LongLLaMA memory options shared by `mnemo generate` and `mnemo passkey`. */
+/* cli_memory.h — the LongLLaMA and UIO memory options shared by `mnemo generate` and `mnemo passkey`. */
 #ifndef MNEMO_CLI_MEMORY_H
 #define MNEMO_CLI_MEMORY_H
 

@@ -35,7 +35,7 @@ static const char *QUESTION = "What is the pass key? The pass key is";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo passkey [--model DIR] [options]\n\n"
-            "  --model DIR          checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --model DIR          checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the demo model)\n"
             "  --lengths L,L,...    prompt lengths in tokens (default 4096,8192,16384,32768 on a model with memory\n"
             "                       layers; else 1/4, 1/2, 3/4 and all of the model's context, less the answer)\n"
             "  --depths D,D,...     key depth as a fraction of the filler, 0..1 (default 0,0.25,0.5,0.75,1)\n"
@@ -44,6 +44,9 @@ static void usage(FILE *f) {
             "  -f, --file FILE      filler text (- = standard input) instead of the built-in line, taken line by\n"
             "                       line and from its start again when it runs out\n"
             "  --last-context-length N  LongLLaMA: tokens kept local (default: config.json's)\n"
+            "  --uio DIR            a UIO-LLM: UIO weights over the model (as mnemo generate --uio); prompts are\n"
+            "                       compressed segment by segment, so they may be longer than --ctx\n"
+            "  --ctx N              positions of the context (UIO: <mem> entries + raw tokens; default the model's)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
@@ -140,13 +143,27 @@ static int trial(mnemo_model *m, mnemo_context *ctx, const mnemo_token *ids, int
     return strstr(answer, want) != NULL;
 }
 
-/* A model without memory layers holds at most its context, less the answer's tokens; with them, any length. Checks
+/* The most tokens a fresh UIO context of n_ctx positions takes: segment k (k = 0, 1, ...) is decoded next to the k*M
+ * entries before it (and the W raw tokens kept from the last one, option (a)) and compressed while those rows fit;
+ * then a tail of what is left. */
+static int32_t uio_capacity(int32_t n_ctx, const mnemo_uio_info *u, int32_t keep_raw) {
+    int64_t k = 0;
+    while (k * u->num_memory + (k ? keep_raw : 0) + u->chunk_size <= n_ctx) k++;
+    int64_t total = k * u->chunk_size + n_ctx - k * u->num_memory - (k ? keep_raw : 0);
+    return total > (1 << 24) ? 1 << 24 : (int32_t)total;
+}
+
+/* A model without memory layers holds at most its context, less the answer's tokens; a UIO-LLM what its positions
+ * take with compression (uio_capacity), less the answer; with memory layers, any length. Checks
  * the asked lengths against that and against the shortest prompt (shortest tokens: the fixed text and one filler
  * unit), or, with none asked, keeps the defaults (memory layers) or picks a quarter, half, three quarters and all
  * of what the context holds. Returns the number of lengths, or -1 after a message. */
-static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t shortest, bool asked, double *lengths,
-                       int n) {
+static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t keep_raw, int32_t shortest, bool asked,
+                       double *lengths, int n) {
     int32_t n_ctx = mnemo_context_n_ctx(ctx), longest = mnemo_model_has_memory(m) ? 1 << 24 : n_ctx - ANSWER_TOKENS;
+    mnemo_uio_info u;
+    bool uio = mnemo_model_uio(m, &u) == MNEMO_OK;
+    if (uio) longest = uio_capacity(n_ctx, &u, keep_raw) - ANSWER_TOKENS;
     if (!asked && !mnemo_model_has_memory(m)) {
         n = 0;
         for (int q = 1; q <= 4; q++)
@@ -159,9 +176,15 @@ static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t s
     }
     for (int i = 0; i < n; i++) {
         if (lengths[i] > longest) {
-            fprintf(stderr, "mnemo passkey: a %.0f-token prompt does not fit the model's context of %d tokens: without "
-                    "memory layers --lengths can be at most %d (%d tokens are kept for the answer); a LongLLaMA "
-                    "checkpoint takes any length\n", lengths[i], n_ctx, longest, ANSWER_TOKENS);
+            if (uio)
+                fprintf(stderr, "mnemo passkey: a %.0f-token prompt does not fit this UIO context of %d positions: "
+                        "each %d tokens become %d <mem> entries, so --lengths can be at most %d (%d tokens are kept "
+                        "for the answer); raise --ctx\n", lengths[i], n_ctx, u.chunk_size, u.num_memory, longest,
+                        ANSWER_TOKENS);
+            else
+                fprintf(stderr, "mnemo passkey: a %.0f-token prompt does not fit the model's context of %d tokens: "
+                        "without memory layers --lengths can be at most %d (%d tokens are kept for the answer); a "
+                        "LongLLaMA checkpoint takes any length\n", lengths[i], n_ctx, longest, ANSWER_TOKENS);
             return -1;
         }
         if (lengths[i] < shortest) {
@@ -174,7 +197,7 @@ static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, int32_t s
 }
 
 int cli_passkey(int argc, char **argv) {
-    const char *cmd = "passkey", *model_dir = NULL, *filler_file = NULL, *v;
+    const char *cmd = "passkey", *model_dir = NULL, *filler_file = NULL, *uio_dir = NULL, *v;
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
     int32_t trials = 2, lcl = 0, threads = 0;
@@ -189,6 +212,8 @@ int cli_passkey(int argc, char **argv) {
         if (mem) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
+        else if (!strcmp(a, "--uio")) { VALUE(); uio_dir = v; }
+        else if (!strcmp(a, "--ctx")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &cp.n_ctx)) return 2; }
         else if (!strcmp(a, "--lengths")) {
             VALUE();
             if ((n_lengths = parse_list(cmd, a, v, 64, 1 << 24, lengths)) < 0) return 2;
@@ -216,6 +241,7 @@ int cli_passkey(int argc, char **argv) {
     if (!filler) goto out;
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = threads;
+    mp.uio_dir = uio_dir;
     if (!model_dir && !(model_dir = cli_default_model(cmd))) goto out;
     if (mnemo_model_load(model_dir, &mp, &m) != MNEMO_OK) {
         fprintf(stderr, "mnemo passkey: cannot load model: %s\n", mnemo_model_error(m));
@@ -232,8 +258,8 @@ int cli_passkey(int argc, char **argv) {
     }
     int32_t fixed = count_tokens(m, HEAD) + count_tokens(m, QUESTION) +
                     count_tokens(m, "The pass key is 12345. Remember it. 12345 is the pass key.\n") + 1;
-    n_lengths = fit_lengths(m, ctx, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1), lengths_asked, lengths,
-                            n_lengths);
+    n_lengths = fit_lengths(m, ctx, cp.uio_keep_raw, fixed + (hay.n_tokens[0] > 0 ? hay.n_tokens[0] : 1),
+                            lengths_asked, lengths, n_lengths);
     if (n_lengths < 0) {
         rc = 2;
         goto out;
@@ -278,7 +304,7 @@ int cli_passkey(int argc, char **argv) {
         }
         if (rc) break;
         if (json)
-            printf("{\"length\":%.0f,\"trials\":%d,\"accuracy\":%.4f,\"prefill_tok_per_s\":%.1f}\n", lengths[li],
+            printf("{\"eval\":\"passkey\",\"length\":%.0f,\"trials\":%d,\"accuracy\":%.4f,\"prefill_tok_per_s\":%.1f}\n", lengths[li],
                    total, (double)ok / total, tok / secs);
         else
             printf("%10.0f %8d %8.1f%% %12.1f\n", lengths[li], total, 100.0 * ok / total, tok / secs);

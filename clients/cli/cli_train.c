@@ -3,12 +3,14 @@
  * (mnemo_trainer_*). A progress line on a terminal; with --json one JSON object per step on stdout and a last one
  * naming what was written. Ctrl-C stops after the current step with a checkpoint that --resume continues.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_args.h"
@@ -27,6 +29,22 @@ static void usage(FILE *f) {
             "  --lora-plus            LoRA + embeddings and every norm trained (LongLoRA)\n"
             "  --full                 every weight trained (writes a whole checkpoint, fp32)\n"
             "  --init-adapter DIR     start LoRA from this peft adapter (its rank, alpha and targets)\n"
+            "  --uio DIR              UIO-LLM: train the encoder LoRA (q,v), transfer head LoRA (k,v) and <mem> over the\n"
+            "                         frozen base on documents of --seq-len tokens; DIR (instead of --out) receives\n"
+            "                         uio_config.json + uio.safetensors for generate --uio (LoRA flags: its rank/alpha)\n"
+            "  --uio-chunk C          segment length (required unless --uio-init)\n"
+            "  --uio-num-memory M     <mem> entries per segment, C a multiple of M (required unless --uio-init)\n"
+            "  --uio-init DIR         start from this UIO directory (its chunk, M, rank and alpha)\n"
+            "  --tbptt-slots S        encoder graphs kept by reservoir sampling (default 2; 0: full BPTT)\n"
+            "  --no-compensation      without the unbiased factor max(1, (t-1)/S) on memory gradients\n"
+            "long context (LongLLaMA / Focused Transformer):\n"
+            "  --fot SCHEDULE         FoT cross-batch training of a LongLLaMA-layout model's memory layers, e.g.\n"
+            "                         1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0): per fraction of the rows, (previous\n"
+            "                         contexts of the same document, contexts of other documents) seen; --batch\n"
+            "                         counts documents, each K rows of --seq-len (K: the fractions' denominator)\n"
+            "  --init random          start from random weights (transformers' init, --seed) instead of --model:\n"
+            "  --config FILE          ... the config.json to build (LongLLaMA layout with mem_layers, or plain)\n"
+            "  --tokenizer FILE|DIR   ... its tokenizer.model, or a directory to copy it (and its settings) from\n"
             "length and batch:\n"
             "  --steps N | --epochs E optimizer steps, or passes over the data (default 1 epoch)\n"
             "  --batch B              rows per micro-batch (default 1)\n"
@@ -79,7 +97,7 @@ static bool report(const mnemo_train_progress *p, void *user) {
 }
 
 int cli_train(int argc, char **argv) {
-    const char *cmd = "train", *model = NULL, *v;
+    const char *cmd = "train", *model = NULL, *v, *init = NULL, *config = NULL, *tokenizer = NULL;
     mnemo_train_params tp = mnemo_train_default_params();
     mnemo_model_params mp = mnemo_model_default_params();
     report_opts ro = {0};
@@ -106,6 +124,16 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--lora-plus")) { tp.method = MNEMO_TRAIN_LORA_PLUS; methods++; }
         else if (!strcmp(a, "--full")) { tp.method = MNEMO_TRAIN_FULL; methods++; }
         else if (!strcmp(a, "--init-adapter")) { VALUE(); tp.init_adapter = v; }
+        else if (!strcmp(a, "--uio")) { VALUE(); tp.out_dir = v; tp.method = MNEMO_TRAIN_UIO; methods++; }
+        else if (!strcmp(a, "--uio-init")) { VALUE(); tp.uio_init = v; }
+        else if (!strcmp(a, "--uio-chunk")) { COUNT(tp.uio_chunk, 1, 1 << 20); }
+        else if (!strcmp(a, "--uio-num-memory")) { COUNT(tp.uio_num_memory, 1, 1 << 20); }
+        else if (!strcmp(a, "--tbptt-slots")) { COUNT(tp.tbptt_slots, 0, 1 << 20); }
+        else if (!strcmp(a, "--no-compensation")) tp.tbptt_compensation = false;
+        else if (!strcmp(a, "--fot")) { VALUE(); tp.fot_schedule = v; }
+        else if (!strcmp(a, "--init")) { VALUE(); init = v; }
+        else if (!strcmp(a, "--config")) { VALUE(); config = v; }
+        else if (!strcmp(a, "--tokenizer")) { VALUE(); tokenizer = v; }
         else if (!strcmp(a, "--steps")) { COUNT(tp.steps, 1, (long long)1e12); }
         else if (!strcmp(a, "--epochs")) { NUM(tp.epochs, 1e-9, 1e6); }
         else if (!strcmp(a, "--batch")) { COUNT(tp.batch, 1, 4096); }
@@ -153,11 +181,29 @@ int cli_train(int argc, char **argv) {
 #undef COUNT
     }
     if (!tp.data || !tp.out_dir) {
-        fprintf(stderr, "mnemo train: --data and --out are required (try --help)\n");
+        fprintf(stderr, "mnemo train: --data and --out (or --uio) are required (try --help)\n");
         return 2;
     }
     if (methods > 1) {
-        fprintf(stderr, "mnemo train: --lora-plus and --full exclude each other\n");
+        fprintf(stderr, "mnemo train: --lora-plus, --full and --uio exclude each other\n");
+        return 2;
+    }
+    bool uio = tp.method == MNEMO_TRAIN_UIO;
+    if (uio && (tp.init_adapter || (tp.lora_targets && shape_set && strcmp(tp.lora_targets, "q,v")))) {
+        fprintf(stderr, "mnemo train: --uio trains fixed targets (encoder q,v; transfer head k,v): no --lora-targets "
+                        "or --init-adapter\n");
+        return 2;
+    }
+    if (uio && !tp.uio_init && (!tp.uio_chunk || !tp.uio_num_memory)) {
+        fprintf(stderr, "mnemo train: --uio needs --uio-chunk and --uio-num-memory (or --uio-init DIR)\n");
+        return 2;
+    }
+    if (!uio && (tp.uio_init || tp.uio_chunk || tp.uio_num_memory)) {
+        fprintf(stderr, "mnemo train: --uio-* options need --uio DIR\n");
+        return 2;
+    }
+    if (uio && tp.uio_init && rank_set) {
+        fprintf(stderr, "mnemo train: --uio-init takes its rank and alpha from the UIO directory\n");
         return 2;
     }
     if (tp.method == MNEMO_TRAIN_FULL && (rank_set || shape_set || tp.init_adapter)) {
@@ -169,8 +215,37 @@ int cli_train(int argc, char **argv) {
         return 2;
     }
     if (tp.init_adapter && !rank_set) tp.lora_rank = 0; /* the adapter's (a given rank must match it) */
-    if (!model && !(model = cli_default_model(cmd))) return 1;
+    if (init && strcmp(init, "random")) {
+        fprintf(stderr, "mnemo train: --init expects random, got '%s'\n", init);
+        return 2;
+    }
+    if (init && (model || !config || !tokenizer)) {
+        fprintf(stderr, "mnemo train: --init random builds the model from --config FILE and --tokenizer FILE|DIR "
+                "(no --model)\n");
+        return 2;
+    }
+    if (!init && (config || tokenizer)) {
+        fprintf(stderr, "mnemo train: --config and --tokenizer go with --init random\n");
+        return 2;
+    }
     cli_log_init(verbose);
+    char init_dir[4200];
+    if (init) { /* the random checkpoint goes beside the run's output; the same seed writes the same weights */
+        char err[512] = "";
+        snprintf(init_dir, sizeof init_dir, "%s/init", tp.out_dir);
+        mnemo_status ist = MNEMO_ERR_IO;
+        if (mkdir(tp.out_dir, 0755) != 0 && errno != EEXIST)
+            snprintf(err, sizeof err, "%s: cannot create: %s", tp.out_dir, strerror(errno));
+        else
+            ist = mnemo_init_random_checkpoint(config, tokenizer, tp.seed, init_dir, err, sizeof err);
+        if (ist != MNEMO_OK) {
+            fprintf(stderr, "mnemo train: %s\n", err);
+            return ist == MNEMO_ERR_FORMAT ? 2 : 1;
+        }
+        fprintf(stderr, "mnemo train: random weights (seed %llu) written to %s\n", (unsigned long long)tp.seed, init_dir);
+        model = init_dir;
+    }
+    if (!model && !(model = cli_default_model(cmd))) return 1;
     ro.bar = isatty(STDERR_FILENO);
     tp.progress = report;
     tp.progress_user = &ro;
@@ -206,9 +281,9 @@ int cli_train(int argc, char **argv) {
             json_t *o = json_pack("{s:b, s:b, s:I, s:I, s:s, s:s, s:s}", "done", st == MNEMO_OK, "cancelled",
                                   st == MNEMO_ERR_CANCELLED, "steps", (json_int_t)mnemo_trainer_steps_done(t),
                                   "total_steps", (json_int_t)mnemo_trainer_total_steps(t),
-                                  tp.method == MNEMO_TRAIN_FULL ? "model" : "adapter", tp.out_dir, "checkpoint", ckpt,
-                                  "method", tp.method == MNEMO_TRAIN_FULL ? "full"
-                                            : tp.method == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora");
+                                  tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "uio" : "adapter", tp.out_dir,
+                                  "checkpoint", ckpt, "method", tp.method == MNEMO_TRAIN_FULL ? "full"
+                                            : tp.method == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : uio ? "uio" : "lora");
             char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
             if (s) printf("%s\n", s);
             free(s);
@@ -217,7 +292,7 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%smnemo train: %s after %lld of %lld steps: %s written to %s (resume state %s)\n",
                 ro.bar && st == MNEMO_ERR_CANCELLED ? "\n" : "", st == MNEMO_OK ? "done" : "stopped",
                 (long long)mnemo_trainer_steps_done(t), (long long)mnemo_trainer_total_steps(t),
-                tp.method == MNEMO_TRAIN_FULL ? "model" : "adapter", tp.out_dir, ckpt);
+                tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "UIO directory" : "adapter", tp.out_dir, ckpt);
         rc = st == MNEMO_OK ? 0 : 130;
     }
     mnemo_trainer_free(t);

@@ -12,6 +12,8 @@ int cli_tokenize(int argc, char **argv);
 int cli_passkey(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_train(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
+int cli_eval(int argc, char **argv);
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -20,9 +22,11 @@ static void usage(FILE *f) {
             "commands:\n"
             "  generate   stream a completion for a prompt\n"
             "  tokenize   print the token ids of a text\n"
-            "  passkey    passkey retrieval accuracy at chosen prompt lengths (long-context check)\n"
+            "  eval       what a model remembers: perplexity, forgetting-curve, dict-lookup, passkey\n"
+            "  passkey    passkey retrieval accuracy at chosen prompt lengths (= 'mnemo eval passkey')\n"
             "  train      fine-tune a checkpoint (LoRA, LoRA+ or full) on a text or JSON-lines file\n"
-            "  export     write a checkpoint with a LoRA adapter merged into its weights\n\n"
+            "  export     write a checkpoint with a LoRA adapter merged into its weights\n"
+            "  quantize   write a checkpoint as one GGUF file with q8_0 / q4_0 weights\n\n"
             "Run 'mnemo <command> --help' for its options.\n");
 }
 
@@ -38,6 +42,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "passkey")) return cli_passkey(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return cli_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cli_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cli_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cli_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

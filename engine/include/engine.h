@@ -258,6 +258,10 @@ typedef struct {
                                 * (IVF: at most its 256 cells) */
     int64_t mem_dense_rows;    /* with mem_knn_k > 0: attention stays dense while a memory holds at most this many
                                 * rows (0: kNN from the first row) */
+    /* UIO models (ignored for others) */
+    int32_t uio_keep_raw;      /* W, 0 .. chunk_size: after a compression the segment's last W tokens stay raw next
+                                * to the new memory, so the next token does not see memory only (0 = the reference;
+                                * see "UIO-LLM compression" in README.md for their positions) */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
@@ -288,6 +292,10 @@ MNEMO_API mnemo_status mnemo_context_set_last_context_length(mnemo_context *ctx,
 /* The current last_context_length: also the longest entry mnemo_decode_batch accepts for this context (longer
  * inputs go through mnemo_decode). 0 for plain LLaMA contexts. */
 MNEMO_API int32_t mnemo_context_last_context_length(const mnemo_context *ctx);
+/* The longest entry mnemo_decode_batch accepts for this context now (longer inputs go through mnemo_decode): plain
+ * LLaMA n_ctx - n_past, LongLLaMA last_context_length, UIO the tokens until the next compression (an entry must not
+ * cross a segment boundary) or fewer when its positions run out. 0: not one more token fits (or ctx is NULL). */
+MNEMO_API int32_t mnemo_context_entry_max(const mnemo_context *ctx);
 typedef struct {
     int32_t local_tokens;  /* tokens in the local window (UIO: raw tokens not compressed yet) */
     uint64_t mem_tokens;   /* tokens in memory (each memory layer holds them all; UIO: tokens compressed) */
@@ -318,7 +326,8 @@ MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn 
  * truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves
  * the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it
  * had them) and every later decode gives what the saved context would have given. The context keeps its own
- * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. */
+ * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. A UIO snapshot records uio_keep_raw
+ * and loads only into a context with the same value (MNEMO_ERR_FORMAT otherwise). */
 MNEMO_API mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path);
 MNEMO_API mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path);
 
@@ -364,9 +373,18 @@ MNEMO_API mnemo_status mnemo_context_set_adapter(mnemo_context *ctx, const mnemo
 MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir, const char *out_dir,
                                            char *err, size_t errlen);
 
+/* Writes the Hugging Face checkpoint in model_dir (LlamaForCausalLM or LongLlamaForCausalLM) as one GGUF file at
+ * out_path, matrices in type: "q8_0", "q4_0" (GGML's block formats), "f16", "bf16" or "f32". The file follows
+ * llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original tokenizer.model ride
+ * along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that are not whole
+ * 32-blocks stay f16 and norms f32, as llama.cpp's converter does. MNEMO_OK, or an error with the reason in err. */
+MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char *out_path, char *err,
+                                      size_t errlen);
+
 /* ---------------------------------------------------------------- training
- * Fine-tuning a plain LLaMA checkpoint on the CPU: LoRA (peft's arithmetic and file format), LoRA+ (LongLoRA: the
- * adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that resume bit for bit.
+ * Fine-tuning a LLaMA (or LongLLaMA: fot_schedule) checkpoint on the CPU: LoRA (peft's arithmetic and file format),
+ * LoRA+ (LongLoRA: the adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that
+ * resume bit for bit.
  * A trainer owns its own copy of the model (full fine-tuning rewrites the weights in fp32).
  *
  * Data (.txt: one stream of BOS + ids cut into windows of seq_len + 1 overlapping by one; .jsonl: one
@@ -383,7 +401,11 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
  *          checksummed file tied to the model, the data and the settings (written to a temp name and renamed, so
  *          a run killed at any moment resumes from its last checkpoint and gives the same losses and final
  *          weights, bit for bit, as a run never stopped — with the same number of threads). */
-typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2 } mnemo_train_method;
+/* UIO (issue 19): a UIO-LLM's encoder LoRA (q, v), transfer-head LoRA (k, v) and <mem> token over the frozen base
+ * (lora_rank / lora_alpha their rank and alpha), trained over documents of seq_len tokens cut into uio_chunk-token
+ * segments with the paper's unbiased incremental TBPTT (engine/src/train/uio_train.h); out_dir receives a UIO
+ * directory (uio_config.json + uio.safetensors) that mnemo_model_params.uio_dir loads. */
+typedef enum { MNEMO_TRAIN_LORA = 0, MNEMO_TRAIN_LORA_PLUS = 1, MNEMO_TRAIN_FULL = 2, MNEMO_TRAIN_UIO = 3 } mnemo_train_method;
 typedef enum { MNEMO_OPTIM_ADAMW = 0, MNEMO_OPTIM_SGD = 1 } mnemo_optimizer;
 typedef enum { MNEMO_LR_CONSTANT = 0, MNEMO_LR_LINEAR = 1, MNEMO_LR_COSINE = 2 } mnemo_lr_schedule;
 
@@ -427,11 +449,33 @@ typedef struct {
     int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
     bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
+    const char *fot_schedule;   /* NULL: none. FoT cross-batch training of a LongLLaMA-layout model (mem_layers):
+                                 * "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)" = per fraction of the rows, (previous
+                                 * contexts of the same document, contexts of other documents) its memory layers see.
+                                 * batch then counts documents of K rows of seq_len (K: the fractions' denominator),
+                                 * each cut from K * seq_len + 1 tokens of the data (a .txt stream runs on into the
+                                 * next document when one is shorter; a .jsonl line is one document, padded) */
     mnemo_train_progress_fn progress;
     void *progress_user;
+    /* method UIO only */
+    const char *uio_init;       /* NULL: fresh (A ~ U(+-1/sqrt(in)) from seed, B = 0, <mem> = embedding row 2); else
+                                 * a UIO directory to start from (its chunk, memory count, rank and alpha) */
+    int32_t uio_chunk;          /* C: tokens per segment (0 with uio_init: its own) */
+    int32_t uio_num_memory;     /* M: <mem> entries per segment, C a multiple of M (0 with uio_init: its own) */
+    int32_t tbptt_slots;        /* S: 2 (the paper's); encoder graphs kept by reservoir sampling; 0: full BPTT */
+    bool tbptt_compensation;    /* true: memory gradients times max(1, (t-1)/S), the paper's unbiased factor */
 } mnemo_train_params;
 
 MNEMO_API mnemo_train_params mnemo_train_default_params(void);
+
+/* Writes out_dir (created if needed): a checkpoint with config_path's config.json, randomly initialised weights as
+ * transformers initialises a LLaMA (projections, embeddings and lm_head ~ N(0, initializer_range^2), default 0.02;
+ * the pad_token_id embedding row 0; norms 1) drawn from seed (the same seed, the same file on every machine), one
+ * fp32 model.safetensors, and the tokenizer: a tokenizer.model file, or a directory's tokenizer.model with its
+ * tokenizer_config.json and the like. A LongLLaMA-layout config (mem_layers) gives a LongLLaMA checkpoint, e.g. to
+ * train from scratch with fot_schedule. MNEMO_OK, or an error with the reason (file named) in err. */
+MNEMO_API mnemo_status mnemo_init_random_checkpoint(const char *config_path, const char *tokenizer, uint64_t seed,
+                                                    const char *out_dir, char *err, size_t errlen);
 
 /* Reads and checks a training file for model as mnemo_trainer_new would (every line; every example within seq_len +
  * 1 tokens), without training: MNEMO_OK with *examples (may be NULL), or MNEMO_ERR_FORMAT / _IO with the message

@@ -116,13 +116,15 @@ float *kern_cpu_scratch(kern_ctx *kc, size_t n_floats) {
     return kc->scratch;
 }
 
-size_t kern_dtype_size(kern_dtype dt) { return dt == KERN_F32 ? 4 : 2; }
+size_t kern_dtype_size(kern_dtype dt) { return dt == KERN_F32 ? 4 : kern_dtype_is_quant(dt) ? 0 : 2; }
 
 const char *kern_dtype_name(kern_dtype dt) {
     switch (dt) {
     case KERN_F32: return "f32";
     case KERN_F16: return "f16";
     case KERN_BF16: return "bf16";
+    case KERN_Q8_0: return "q8_0";
+    case KERN_Q4_0: return "q4_0";
     }
     return "?";
 }
@@ -152,6 +154,10 @@ uint16_t kern_f32_to_f16(float f) {
 
 /* Widen n elements of a weight row to fp32. */
 void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n) {
+    if (kern_dtype_is_quant(dt)) {
+        kern_dequantize_row(dst, src, dt, n);
+        return;
+    }
     if (dt == KERN_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;

@@ -15,12 +15,11 @@
 
 int kern_cpu_embed(kern_ctx *kc, float *out, const void *table, kern_dtype dt, int64_t vocab, int64_t d,
                    const int32_t *ids, int64_t n) {
-    if (vocab <= 0 || d <= 0 || n < 0) return KERN_ESHAPE;
+    if (vocab <= 0 || d <= 0 || n < 0 || (kern_dtype_is_quant(dt) && d % KERN_QBLOCK)) return KERN_ESHAPE;
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab) return KERN_ERANGE;
-    size_t es = kern_dtype_size(dt);
-    for (int64_t i = 0; i < n; i++)
-        kern_cpu_widen(out + i * d, (const char *)table + (size_t)ids[i] * (size_t)d * es, dt, d);
+    size_t row = kern_dtype_bytes(dt, d); /* quantized tables: rows of d/32 blocks, dequantized */
+    for (int64_t i = 0; i < n; i++) kern_cpu_widen(out + i * d, (const char *)table + (size_t)ids[i] * row, dt, d);
     return KERN_OK;
 }
 
@@ -45,7 +44,7 @@ int kern_cpu_embed_backward(kern_ctx *kc, float *dtable, const float *dout, int6
 
 int kern_cpu_rmsnorm(kern_ctx *kc, float *y, float *rstd, const float *x, const void *w, kern_dtype wdt,
                      int64_t n, int64_t d, float eps) {
-    if (n < 0 || d <= 0) return KERN_ESHAPE;
+    if (n < 0 || d <= 0 || kern_dtype_is_quant(wdt)) return KERN_ESHAPE;
     float *wf = kern_cpu_scratch(kc, (size_t)d);
     if (!wf) return KERN_ENOMEM;
     kern_cpu_widen(wf, w, wdt, d);
@@ -64,7 +63,7 @@ int kern_cpu_rmsnorm(kern_ctx *kc, float *y, float *rstd, const float *x, const 
  *   dx_j = r * g_j - r^3 / d * x_j * sum_k g_k x_k        dw_j += sum_i dy_ij * x_ij * r_i */
 int kern_cpu_rmsnorm_backward(kern_ctx *kc, float *dx, float *dw, const float *dy, const float *x, const void *w,
                               kern_dtype wdt, const float *rstd, int64_t n, int64_t d, float beta) {
-    if (n < 0 || d <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (n < 0 || d <= 0 || (beta != 0.f && beta != 1.f) || kern_dtype_is_quant(wdt)) return KERN_ESHAPE;
     if (n == 0) return KERN_OK;
     int nt = n * d > 65536 ? kc->n_threads : 1;
     /* scratch: the widened weight [d], then one partial dw row [d] per thread */

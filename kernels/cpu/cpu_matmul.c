@@ -23,6 +23,7 @@
 #include "cpu_gemm_bf16dot.h"
 #include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
+#include "quant.h"
 
 #define GEMV_MAX_ROWS 8
 #define PANEL_FLOATS (32u << 20) /* 128 MB of widened weights per sgemm call: fewer calls = fewer repacks of x */
@@ -235,10 +236,10 @@ static int64_t panel_rows(int64_t n, int64_t k) {
 }
 
 static void widen_panel(kern_ctx *kc, float *panel, const void *w, kern_dtype dt, int64_t j0, int64_t nb, int64_t k) {
-    size_t es = kern_dtype_size(dt);
+    size_t row = kern_dtype_bytes(dt, k); /* q8_0/q4_0 rows too: kern_cpu_widen dequantizes them */
 #pragma omp parallel for num_threads(kc->n_threads) schedule(static)
     for (int64_t j = 0; j < nb; j++)
-        kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * (size_t)k * es, dt, k);
+        kern_cpu_widen(panel + j * k, (const char *)w + (size_t)(j0 + j) * row, dt, k);
 }
 
 static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
@@ -268,6 +269,7 @@ static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, ke
 
 int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
                     int64_t k, float beta) {
+    if (kern_dtype_is_quant(wdt)) return kern_cpu_matmul_quant(kc, y, x, w, wdt, m, n, k, beta); /* quant_matmul.c */
     if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
@@ -281,6 +283,7 @@ int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_
 int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m,
                                int64_t n, int64_t k, float beta) {
     if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK) return KERN_ESHAPE; /* q8_0/q4_0: dequantized panel by panel */
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
     if (wdt == KERN_F32) {

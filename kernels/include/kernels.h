@@ -35,7 +35,12 @@
 extern "C" {
 #endif
 
-typedef enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2 } kern_dtype;
+/* Weight dtypes. Q8_0 and Q4_0 are GGML's block-quantized types (32 weights per block, one f16 scale each; see
+ * "block-quantized weights" below): only the CPU backend's matmul, matmul_backward_x and embed take them (the engine
+ * dequantizes them to bf16 when it uploads weights to CUDA). matmul with them rounds each 32-block of x to int8 with
+ * its own fp32 scale and sums integer products, as llama.cpp does; matmul_backward_x and embed use the dequantized
+ * values exactly; every other op refuses them with KERN_ESHAPE. */
+typedef enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4 } kern_dtype;
 
 enum {
     KERN_OK = 0,
@@ -175,9 +180,28 @@ typedef struct kern_backend {
 extern const char *const kern_op_names[KERN_OP_COUNT];
 extern const char *const kern_op_docs[KERN_OP_COUNT];
 
-/* Bytes per element of a weight dtype, and its name ("f32", "f16", "bf16"). */
+/* Bytes per element of a weight dtype (0 for the block-quantized ones: use kern_dtype_bytes), and its name ("f32",
+ * "f16", "bf16", "q8_0", "q4_0"). */
 size_t kern_dtype_size(kern_dtype dt);
 const char *kern_dtype_name(kern_dtype dt);
+
+/* ---- block-quantized weights (GGML's layouts, so GGUF files map directly)
+ *   q8_0: 34 bytes per 32 weights: f16 scale d, int8 q[32];            w[i] = d * q[i]
+ *   q4_0: 18 bytes per 32 weights: f16 scale d, uint8 q[16] (nibbles); w[i] = d * ((q[i] & 15) - 8) and
+ *         w[i + 16] = d * ((q[i] >> 4) - 8), i < 16
+ * A row of a quantized matrix holds k / 32 blocks (k must be a multiple of 32). */
+#define KERN_QBLOCK 32
+static inline int kern_dtype_is_quant(kern_dtype dt) { return dt == KERN_Q8_0 || dt == KERN_Q4_0; }
+/* Bytes of n consecutive elements of dt (quantized: n a multiple of KERN_QBLOCK, else 0). */
+size_t kern_dtype_bytes(kern_dtype dt, int64_t n);
+/* Quantize n floats (a multiple of KERN_QBLOCK) as GGML's reference quantize_row_q8_0 / q4_0 do; dequantize back. */
+void kern_quantize_row(void *dst, const float *src, kern_dtype dt, int64_t n);
+void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n);
+/* Which vector path the CPU's quantized matmul uses: the best this CPU has (default), or a lower one (tests run
+ * every path: AVX512_VNNI, AVX2, scalar). Returns the level now in force (a level the CPU lacks is lowered). */
+typedef enum { KERN_QPATH_SCALAR = 0, KERN_QPATH_AVX2 = 1, KERN_QPATH_AVX512_VNNI = 2, KERN_QPATH_BEST = 3 } kern_qpath;
+kern_qpath kern_cpu_quant_path(kern_qpath want);
+const char *kern_qpath_name(kern_qpath p);
 
 /* ---- the CPU backend (reference) */
 const kern_backend *kern_cpu_backend(void);
@@ -225,7 +249,8 @@ static inline uint16_t kern_f32_to_bf16(float f) { /* round to nearest even, NaN
 }
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
-/* n stored values (F32, F16 or BF16) widened to fp32 in host memory (vectorised), for any host code. */
+/* n stored values (F32, F16, BF16, or Q8_0/Q4_0 with n a multiple of 32) widened to fp32 in host memory
+ * (vectorised), for any host code. */
 void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n);
 
 #ifdef __cplusplus

@@ -11,8 +11,9 @@
  *     timed prefills  ->  fraction of the instruction-set bound
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
- * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both] [--vocab N]
- *                     [--json]
+ * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both|q8_0|q4_0]
+ *                     [--vocab N] [--json] [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the
+ *                     random one: its shape and dtypes)
  * --json adds one JSON object per dtype on its own line (tests/bench/bench_vs_llamacpp.py reads it).
  */
 #include <cblas.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "bench_peak.h"
+#include "engine_impl.h"
 #include "kernels.h"
 #include "llama_forward.h"
 #include "random_model.h"
@@ -105,10 +107,27 @@ static int gemm_fast(void) {
     return !(g && !strcmp(g, "exact"));
 }
 
+/* model_path: a checkpoint directory or GGUF file to run instead of the random model (its own shape and dtypes). */
 static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
-                int json) {
+                int json, const char *model_path) {
     bench_model bm;
-    bench_model_build_vocab(&bm, layers, dt, n_prompt + n_decode > 2048 ? n_prompt + n_decode : 2048, vocab);
+    mnemo_model *file_model = NULL;
+    if (model_path) {
+        mnemo_model_params mp = mnemo_model_default_params();
+        mp.device = MNEMO_DEVICE_CPU;
+        if (mnemo_model_load(model_path, &mp, &file_model) != MNEMO_OK) {
+            fprintf(stderr, "bench: %s\n", mnemo_model_error(file_model));
+            exit(1);
+        }
+        bm.cfg = file_model->cfg;
+        bm.w = file_model->w;
+        layers = bm.cfg.num_hidden_layers;
+        vocab = bm.cfg.vocab_size;
+        dt = bm.w.layers[0].wq.dt;
+        if (n_prompt + n_decode > bm.cfg.max_position_embeddings) bm.cfg.max_position_embeddings = n_prompt + n_decode;
+    } else {
+        bench_model_build_vocab(&bm, layers, dt, n_prompt + n_decode > 2048 ? n_prompt + n_decode : 2048, vocab);
+    }
     const model_config *c = &bm.cfg;
     kern_ctx *kc = kern_cpu_ctx_new(threads);
     kv_cache kv;
@@ -183,13 +202,18 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
     free(ratio);
     free(ratio_rd);
     free(logits); free(tokens);
-    kv_cache_free(&kv); forward_buffers_free(&fb); kern_cpu_ctx_free(kc); bench_model_free_host(&bm, &bm.w);
+    kv_cache_free(&kv); forward_buffers_free(&fb); kern_cpu_ctx_free(kc);
+    if (file_model) {
+        mnemo_model_free(file_model);
+        return;
+    }
+    bench_model_free_host(&bm, &bm.w);
     free(bm.w.layers);
 }
 
 int main(int argc, char **argv) {
     int layers = 4, n_prompt = 512, n_decode = 32, threads = 0, vocab = 32000, json = 0;
-    const char *dts = "both";
+    const char *dts = "both", *model_path = NULL;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--json")) { json = 1; i--; continue; } /* the one flag without a value */
         if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", argv[i]); return 2; }
@@ -199,14 +223,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
+        else if (!strcmp(argv[i], "--model")) model_path = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0 || vocab < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
-    if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both")) {
-        fprintf(stderr, "unknown --dtype %s (f32, bf16 or both)\n", dts);
+    if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both") && strcmp(dts, "q8_0") && strcmp(dts, "q4_0")) {
+        fprintf(stderr, "unknown --dtype %s (f32, bf16, both, q8_0 or q4_0)\n", dts);
         return 2;
     }
     kern_ctx *probe = kern_cpu_ctx_new(threads);
@@ -221,9 +246,17 @@ int main(int argc, char **argv) {
     printf("machine: %d threads, read-only bandwidth %.1f GB/s (best of 5; copy %.1f GB/s); %s peak %.1f GFLOP/s, "
            "AVX512_BF16 dot-product peak %.1f GFLOP/s (0: not used), OpenBLAS sgemm %.1f GFLOP/s (m=%d)\n", threads,
            rd * 1e-9, bw * 1e-9, isa, fma * 1e-9, dot * 1e-9, peak * 1e-9, n_prompt);
-    printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab %d)\n", vocab);
-    if (strcmp(dts, "bf16")) run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json);
-    if (strcmp(dts, "f32")) run(layers, vocab, KERN_BF16, n_prompt, n_decode, threads, &cb, json);
+    if (!model_path)
+        printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab %d)\n", vocab);
+    if (model_path) {
+        printf("model: %s\n", model_path);
+        run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, model_path);
+    } else if (!strcmp(dts, "q8_0") || !strcmp(dts, "q4_0")) { /* block-quantized weights (quant_matmul.c) */
+        run(layers, vocab, !strcmp(dts, "q8_0") ? KERN_Q8_0 : KERN_Q4_0, n_prompt, n_decode, threads, &cb, json, NULL);
+    } else {
+        if (strcmp(dts, "bf16")) run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, NULL);
+        if (strcmp(dts, "f32")) run(layers, vocab, KERN_BF16, n_prompt, n_decode, threads, &cb, json, NULL);
+    }
     free(cb.a);
     free(cb.b);
     return 0;

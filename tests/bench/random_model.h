@@ -27,8 +27,20 @@ static void *bench_alloc(size_t bytes) {
     return p;
 }
 
-/* Random weights in [-0.05, 0.05), filled in parallel (a xorshift per thread). */
+/* Random weights in [-0.05, 0.05), filled in parallel (a xorshift per thread); q8_0 / q4_0 are quantized from fp32
+ * row by row (rows of 3200 or 8640: whole 32-blocks). */
 static weight_ref bench_random_weight(size_t n, kern_dtype dt) {
+    if (kern_dtype_is_quant(dt)) {
+        weight_ref f = bench_random_weight(n, KERN_F32);
+        void *q = bench_alloc(kern_dtype_bytes(dt, (int64_t)n));
+        const size_t chunk = 3200 * 32;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i += chunk)
+            kern_quantize_row((char *)q + kern_dtype_bytes(dt, (int64_t)i), (const float *)f.data + i, dt,
+                              (int64_t)(n - i < chunk ? n - i : chunk));
+        free((void *)f.data);
+        return (weight_ref){q, dt};
+    }
     void *p = bench_alloc(n * kern_dtype_size(dt));
 #pragma omp parallel
     {
@@ -62,20 +74,22 @@ static void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, 
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
     c->max_position_embeddings = max_pos; c->vocab_size = vocab;
     size_t d = 3200, ff = 8640, V = (size_t)vocab;
+    kern_dtype ndt = kern_dtype_is_quant(dt) ? KERN_F32 : dt; /* norms: plain vectors, as in GGUF files */
     bm->w.tok_embd = bench_random_weight(V * d, dt);
-    bm->w.out_norm = bench_random_weight(d, dt);
+    bm->w.out_norm = bench_random_weight(d, ndt);
     bm->w.lm_head = bench_random_weight(V * d, dt);
     bm->w.layers = calloc((size_t)layers, sizeof(layer_weights));
     for (int l = 0; l < layers; l++) {
         layer_weights *L = &bm->w.layers[l];
-        L->attn_norm = bench_random_weight(d, dt); L->ffn_norm = bench_random_weight(d, dt);
+        L->attn_norm = bench_random_weight(d, ndt); L->ffn_norm = bench_random_weight(d, ndt);
         L->wq = bench_random_weight(d * d, dt); L->wk = bench_random_weight(d * d, dt);
         L->wv = bench_random_weight(d * d, dt); L->wo = bench_random_weight(d * d, dt);
         L->w_gate = bench_random_weight(ff * d, dt); L->w_up = bench_random_weight(ff * d, dt);
         L->w_down = bench_random_weight(d * ff, dt);
     }
-    size_t es = kern_dtype_size(dt);
-    bm->w.bytes_per_token = (uint64_t)layers * (4 * d * d + 3 * ff * d + 2 * d) * es + (V * d + d) * es;
+    bm->w.bytes_per_token = (uint64_t)layers * (kern_dtype_bytes(dt, (int64_t)(4 * d * d + 3 * ff * d)) +
+                                                kern_dtype_bytes(ndt, (int64_t)(2 * d))) +
+                            kern_dtype_bytes(dt, (int64_t)(V * d)) + kern_dtype_bytes(ndt, (int64_t)d);
 }
 
 static inline void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {

@@ -231,7 +231,7 @@ for kind in ("flat", "ivf-grow"):
     check(rc == 0 and len(lines) >= 2, f"passkey --mem-index {kind}: exit {rc}, {len(lines)} lines, {err[-200:]!r}")
 # Passkey with its defaults on the default model (a 256-token window, no memory layers): lengths chosen to fit it.
 rc, out, err = run("passkey", "--json")
-lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"length"')]
+lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"eval":"passkey","length"')]
 check(rc == 0 and lengths and max(lengths) <= 256 - 8 and not err, f"passkey defaults: exit {rc}, {out!r} {err!r}")
 rc, out, err = run("passkey", "--lengths", "4096")
 check(rc == 2 and "does not fit the model's context of 256 tokens" in err and "at most 248" in err,
@@ -336,7 +336,29 @@ with tempfile.TemporaryDirectory() as td:
     rc, out, err = run("generate", "--model", mha, "--uio", td, "--prompt", "x")
     check(rc == 1 and "uio_config.json" in err and "not a multiple" in err, f"--uio with a bad config: exit {rc}, {err!r}")
 rc, out, err = run("generate", "--help")
-check(rc == 0 and "--uio DIR" in out, "generate --help names --uio")
+check(rc == 0 and "--uio DIR" in out and "--uio-keep-raw W" in out, "generate --help names --uio, --uio-keep-raw")
+# option (a): keeping raw tokens after a compression changes what follows it; past chunk_size it is refused
+mha_uio = os.path.join(FIX, "uio", "mha_c16_m4", "uio_st")
+gen = ["generate", "--model", mha, "--uio", mha_uio, "--prompt", uio_text, "-n", "30", "--temp", "0", "--json"]
+rc0, out0, _ = run(*gen)
+rc, out, err = run(*gen, "--uio-keep-raw", "4")
+check(rc0 == 0 and rc == 0 and out != out0, f"--uio-keep-raw 4 runs and changes the text: {err!r}")
+rc, out, err = run(*gen, "--uio-keep-raw", "17")
+check(rc == 1 and "uio_keep_raw 17 outside 0..16" in err, f"--uio-keep-raw past chunk_size: exit {rc}, {err!r}")
+
+# passkey --uio: a UIO-LLM's prompts are compressed as they go, so they reach past --ctx; the default lengths are
+# fractions of what its positions take (128 positions, 16 -> 4: 13 + ... segments), longer ones are refused saying so
+pk = ["passkey", "--model", mha, "--uio", mha_uio, "--trials", "1", "--depths", "0.5", "--json"]
+rc, out, err = run(*pk)
+rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+lens = [r["length"] for r in rows if "length" in r]
+check(rc == 0 and len(lens) >= 2 and max(lens) > 128 and all(r["tokens"] <= 468 for r in rows if "tokens" in r),
+      f"passkey --uio: exit {rc}, lengths {lens}, {err[-200:]!r}")
+rc, out, err = run(*pk, "--ctx", "64", "--uio-keep-raw", "4", "--lengths", "196")
+check(rc == 0 and '"length":196' in out, f"passkey --uio at the capacity of 64 positions keeping 4: {rc} {err!r}")
+rc, out, err = run(*pk, "--ctx", "64", "--uio-keep-raw", "4", "--lengths", "197")
+check(rc == 2 and "UIO context of 64 positions" in err and "at most 196" in err,
+      f"passkey --uio past its positions says what fits: exit {rc}, {err!r}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -64,6 +64,14 @@ CASES = [
          dtype="float32", pth="tensors", prompt_len=6 * 12 + 5, new_tokens=24, seed=1920,
          splits=[11, 2, 25, 12, 6]),
 ]
+# Option (a) (uio_reference.py, keep_raw W): the weights of an existing case, a shorter prompt, W = 5 (the kept rows
+# move down) and W = 14 (> C - M: the first time they move up); only reference.json and logits.bin per case.
+KEEP_CASES = [
+    dict(name="mha_c16_m4_keep5", uio_case="mha_c16_m4", keep_raw=5, prompt_len=3 * 16 + 2, new_tokens=16,
+         seed=1930),
+    dict(name="mha_c16_m4_keep14", uio_case="mha_c16_m4", keep_raw=14, prompt_len=3 * 16 + 9, new_tokens=16,
+         seed=1940),
+]
 TOL_F32 = 5e-5     # reference fp32 self-consistency (logits up to ~|20|)
 TOL_HF = 1e-4      # reference vs transformers + peft (fp32 both)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -415,6 +423,54 @@ def run_case(case, tokens, out_root):
             "compressions_during_generation": len(gen_events), "checks": ref["checks"]}
 
 
+def run_keep_case(case, tokens, out_root):
+    """Option (a): greedy generation and the logits of every fed token with keep_raw W, on a case's weights."""
+    name, W = case["name"], case["keep_raw"]
+    out = os.path.join(out_root, "keep_raw", name)
+    os.makedirs(out)
+    uio_rel = os.path.join(out_root, case["uio_case"], "uio_st")
+    base_dir = os.path.join(MODELS, [c for c in CASES if c["name"] == case["uio_case"]][0]["base"])
+    with open(os.path.join(base_dir, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    base_sd = load_file(os.path.join(base_dir, "model.safetensors"))
+    uio = U.UioWeights.from_dir(uio_rel)
+    b64, b32 = U.BaseModel(cfg, base_sd, torch.float64), U.BaseModel(cfg, base_sd, torch.float32)
+    m64, m32 = U.UioRef(b64, uio, keep_raw=W), U.UioRef(b32, uio, keep_raw=W)
+    prompt, off, new, margin, attempts = pick_prompt(m64, m32, tokens, case)
+    P, seq = len(prompt), prompt + new[:-1]
+    s64 = m64.session()
+    lg64 = s64.feed(seq)
+    tok64 = torch.cat([s.feed([t]) for s in [m64.session()] for t in seq])
+    assert maxdiff(tok64, lg64) < 1e-10
+    d_f32 = maxdiff(m32.session().feed(seq), lg64)
+    assert d_f32 < TOL_F32, d_f32
+    _, gen_rows, g_sess = m64.generate(prompt, case["new_tokens"], eos=(EOS,))
+    assert maxdiff(torch.stack(gen_rows), lg64[P - 1:]) < 1e-10 and g_sess.events == s64.events
+    assert any(e["after_tokens"] > P for e in s64.events), "no compression during generation"
+    assert all(e["raw_tokens"] == W + e["acc_tokens"] for e in s64.events)
+    d_w0 = maxdiff(lg64, U.UioRef(b64, uio).session().feed(seq))
+    assert d_w0 > 1e-2, d_w0  # W changes the logits after a compression
+    first = s64.events[0]["after_tokens"]
+    assert maxdiff(lg64[:first], U.UioRef(b64, uio).session().feed(seq)[:first]) < 1e-12  # and nothing before
+    write_logits(os.path.join(out, "logits.bin"), [lg64])
+    ref = {
+        "format": "mnemo-uio-keep-fixture", "version": 1, "name": name, "keep_raw": W,
+        "base": base_dir, "uio_dir": os.path.join("tests/fixtures/uio", case["uio_case"], "uio_st"),
+        "uio_config": uio.config,
+        "prompt": {"corpus_offset": off, "ids": prompt, "n_tokens": P, "attempts": attempts},
+        "greedy": new, "min_greedy_margin": margin,
+        "fed": "ids = prompt + greedy[:-1]; logits.bin row t = logits after fed token t",
+        "n_rows": len(seq),
+        "compressions": s64.events,
+        "final_state": dict(s64.state(), kept_tokens=s64.n_kept),
+        "checks": {"fp32_vs_fp64_max_abs": d_f32, "vs_keep_raw_0_max_abs": d_w0},
+    }
+    dump_json(ref, os.path.join(out, "reference.json"))
+    print("%-18s W=%d P=%d new=%d compressions=%d margin=%.3g vs W=0 %.3g" % (
+        name, W, P, len(new), len(s64.events), margin, d_w0))
+    return {"prompt_tokens": P, "greedy": len(new), "compressions": len(s64.events), "checks": ref["checks"]}
+
+
 def generate(out):
     import sentencepiece as spm
     torch.set_num_threads(1)
@@ -427,6 +483,7 @@ def generate(out):
     summary = {"format": "mnemo-uio-fixtures", "version": 1, "versions": versions(), "cases": {}}
     for case in CASES:
         summary["cases"][case["name"]] = run_case(case, tokens, out)
+    summary["keep_raw_cases"] = {c["name"]: run_keep_case(c, tokens, out) for c in KEEP_CASES}
     dump_json(summary, os.path.join(out, "summary.json"))
 
 

@@ -49,6 +49,14 @@ generate(prompt, n) (SegmentRecurrentModifier.generate): fresh session; prompt[:
   accumulator, compression when the accumulator reaches C) to produce the next; stop after n new tokens or
   after EOS (id 2 unless told); the last new token is not fed.
 
+Option (a) of issue 19, beyond the reference (keep_raw W, 0 <= W <= C; W = 0 is everything above, unchanged):
+  "keep the last W raw tokens after a compression so the next token does not see only memory". When a segment is
+  compressed, the raw K/V of its LAST W tokens stay in the raw cache (ahead of any raw tokens that follow them);
+  the rest of its raw K/V leave as before. The accumulator is unchanged (the kept tokens are never compressed
+  again), so the raw cache now holds [kept | accumulator]. Positions follow the rule above, key j at position j
+  over [memory | raw | new]: the kept tokens sit right after the memory, at M_total .. M_total + W - 1, their
+  pre-RoPE keys rotated there at attention time. A context needs M_total + W + C positions before a compression.
+
 Everything runs in one dtype (float32 or float64), on the CPU.
 """
 import json
@@ -235,13 +243,15 @@ class UioWeights:
 
 # ----------------------------------------------------------------------------------------------- UIO model
 class UioRef:
-    def __init__(self, base, uio):
+    def __init__(self, base, uio, keep_raw=0):
         uio.check_shapes(base)
         self.base = base
         dt = base.dtype
         self.C = uio.config["chunk_size"]
         self.M = uio.config["num_memory"]
         self.c = self.C // self.M
+        assert 0 <= keep_raw <= self.C, "keep_raw must be 0..chunk_size"
+        self.W = keep_raw                               # option (a); 0 = the reference
         self.s = uio.scale
         self.mem_vec = uio.retrieval_token.reshape(-1).to(dt)
         self.enc = [{p: (a.to(dt), b.to(dt)) for p, (a, b) in e.items()} for e in uio.enc]
@@ -321,6 +331,7 @@ class UioSession:
         self.raw_k = [z() for _ in range(b.n_layers)]
         self.raw_v = [z() for _ in range(b.n_layers)]
         self.acc = []
+        self.n_kept = 0       # option (a): raw entries kept from the last compression, ahead of the accumulator's
         self.n_fed = 0
         self.events = []      # one per compression: sizes after it
         self.memories = []    # one per compression: (hs, kv)
@@ -357,14 +368,16 @@ class UioSession:
     def compress(self):
         m = self.m
         seg, self.acc = self.acc[: m.C], self.acc[m.C:]
-        assert self.raw_tokens == len(seg) + len(self.acc), "raw cache and accumulator out of step"
+        assert self.raw_tokens == self.n_kept + len(seg) + len(self.acc), "raw cache and accumulator out of step"
         hs = m.encode_segment(seg)
         kv = m.memory_kv(hs)
+        drop = self.n_kept + m.C - m.W                   # raw cache: [kept | seg | rest]: keep seg[C-W:] and rest
         for l, (k, v) in enumerate(kv):
             self.mem_k[l] = torch.cat([self.mem_k[l], k])
             self.mem_v[l] = torch.cat([self.mem_v[l], v])
-            self.raw_k[l] = self.raw_k[l][m.C:]          # the compressed tokens' raw K/V leave
-            self.raw_v[l] = self.raw_v[l][m.C:]
+            self.raw_k[l] = self.raw_k[l][drop:]         # the compressed tokens' raw K/V leave (but the last W)
+            self.raw_v[l] = self.raw_v[l][drop:]
+        self.n_kept = m.W
         self.memories.append((hs, kv))
         self.events.append({"after_tokens": self.n_fed, "segment": len(self.events),
                             "mem_slots": self.mem_slots, "raw_tokens": self.raw_tokens,
@@ -430,6 +443,7 @@ def main(argv=None):
     ap.add_argument("--logits", help="MNFXLGT1 file whose first record holds the rows of prompt + greedy[:-1]")
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--write", help="write the rows of prompt + greedy[:-1] as MNFXLGT1")
+    ap.add_argument("--keep-raw", type=int, default=0, help="option (a): raw tokens kept after a compression")
     a = ap.parse_args(argv)
     n_new = a.new
     if a.reference:
@@ -439,7 +453,7 @@ def main(argv=None):
     else:
         ids = [int(t) for t in a.ids.split(",")]
     dt = {"float32": torch.float32, "float64": torch.float64}[a.dtype]
-    model = UioRef(BaseModel.from_dir(a.model_dir, dt), UioWeights.from_dir(a.uio_dir))
+    model = UioRef(BaseModel.from_dir(a.model_dir, dt), UioWeights.from_dir(a.uio_dir), keep_raw=a.keep_raw)
     new = []
     if n_new:
         new, _, _ = model.generate(ids, n_new)

@@ -906,6 +906,8 @@ static void test_adamw(const kern_backend *be, kern_ctx *kc) {
     CHECK(be->adamw(kc, b, b, b, b, 1, 1.f, 1e-3, 1.0, 0.999, 1e-8, 0, 1) == KERN_ESHAPE, "adamw beta1 1 refused");
 }
 
+#include "kernels_quant_cases.h" /* test_quant: q8_0 / q4_0 on every vector path */
+
 static void test_conversions(void) {
     bool ok = true;
     for (uint32_t h = 0; h < 0x10000; h++) { /* f16 -> f32 -> f16 is the identity on non-NaN values */
@@ -939,6 +941,7 @@ int main(void) {
         test_swiglu_backward(be, kc);
         test_cross_entropy(be, kc);
         test_adamw(be, kc);
+        test_quant(be, kc);
         kern_cpu_ctx_free(kc);
     }
     test_conversions();

@@ -356,6 +356,41 @@ static void check_chat_refused(mnemo_model *m) {
                    "both.jsonl:1: an example is {\"prompt\", \"completion\"} or {\"messages\"}");
 }
 
+/* {"tokens", "loss"} lines: ids as given, padded; the loss where it is 1 (absent: all but the first token). */
+static void check_token_lines(mnemo_model *m) {
+    const char *lines = "{\"tokens\": [1, 3, 7, 9, 4, 11], \"loss\": [0, 0, 0, 0, 1, 1]}\n"
+                        "{\"tokens\": [5, 6, 7]}\n";
+    const char *path = write_file("ids.jsonl", lines, strlen(lines));
+    char err[512];
+    int32_t L = 8;
+    train_data *d = train_data_open(m, path, L, false, 0, err, sizeof err);
+    CHECK(d && train_data_examples(d) == 2, "two token examples (%s)", d ? "" : err);
+    if (d) {
+        mnemo_token t[9];
+        uint8_t mask[8];
+        train_data_row(d, 0, 2, 0, t, mask);
+        static const mnemo_token want0[] = {1, 3, 7, 9, 4, 11};
+        static const uint8_t mask0[] = {0, 0, 0, 1, 1, 0, 0, 0};
+        CHECK(!memcmp(t, want0, sizeof want0) && t[6] == mnemo_model_eos(m) && !memcmp(mask, mask0, 8),
+              "example 0: ids as given, EOS padding, the loss on tokens 4 and 5 (predicted at 3 and 4)");
+        train_data_row(d, 0, 2, 1, t, mask);
+        static const uint8_t mask1[] = {1, 1, 0, 0, 0, 0, 0, 0};
+        CHECK(t[0] == 5 && t[2] == 7 && !memcmp(mask, mask1, 8), "example 1: no loss given -> all but the first");
+    }
+    train_data_free(d);
+    expect_refused(m, "idrange.jsonl", "{\"tokens\": [1, 512]}\n", 8, "idrange.jsonl:1: tokens[1] must be a token id");
+    expect_refused(m, "idneg.jsonl", "{\"tokens\": [1, -1]}\n", 8, "idneg.jsonl:1: tokens[1] must be a token id");
+    expect_refused(m, "idlong.jsonl", "{\"tokens\": [1,2,3,4,5,6,7,8,9,10]}\n", 8, "idlong.jsonl:1: the example has 10");
+    expect_refused(m, "idloss.jsonl", "{\"tokens\": [1, 2], \"loss\": [1]}\n", 8,
+                   "idloss.jsonl:1: \"loss\" must be an array of 0 and 1 as long");
+    expect_refused(m, "idloss2.jsonl", "{\"tokens\": [1, 2], \"loss\": [0, 2]}\n", 8,
+                   "idloss2.jsonl:1: loss[1] must be 0 or 1");
+    expect_refused(m, "idnone.jsonl", "{\"tokens\": [1, 2], \"loss\": [1, 0]}\n", 8,
+                   "idnone.jsonl:1: no token after the first has loss 1");
+    expect_refused(m, "idboth.jsonl", "{\"tokens\": [1, 2], \"prompt\": \"a\"}\n", 8,
+                   "idboth.jsonl:1: an example is {\"tokens\"}");
+}
+
 int main(void) {
     CHECK(mkdtemp(g_dir) != NULL, "temp dir");
     char dir[4096];
@@ -370,6 +405,7 @@ int main(void) {
     check_chat_llama2(m);
     check_chat_chatml(dir);
     check_chat_refused(m);
+    check_token_lines(m);
     const char *big = "{\"prompt\": \"a b c d e f g h i j k l m n o p q r s t u v w x y z\", \"completion\": \" ok\"}\n";
     expect_refused(m, "/nonexistent/data.txt", "", 8, "cannot open");
     expect_refused(m, "empty.txt", "", 8, "the file is empty");

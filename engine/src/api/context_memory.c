@@ -17,6 +17,20 @@ int32_t mnemo_context_last_context_length(const mnemo_context *ctx) {
     return ctx && !ctx->failed && ctx->mem && ctx->mem->local_tail ? ctx->mem->local_tail(ctx->mem_state) : 0;
 }
 
+/* Asked of the memory's check_step, which is monotone in n (a shorter step fits whenever a longer one does). */
+int32_t mnemo_context_entry_max(const mnemo_context *ctx) {
+    if (!ctx || ctx->failed) return 0;
+    if (!ctx->mem) return ctx->n_ctx - ctx->n_past;
+    char why[256];
+    int32_t ok = 0, bad = ctx->n_ctx + 1; /* check_step(ok) passes, check_step(bad) fails: n_ctx bounds a step */
+    while (bad - ok > 1) {
+        int32_t mid = ok + (bad - ok) / 2;
+        if (ctx->mem->check_step(ctx->mem_state, mid, why, sizeof why) == MNEMO_OK) ok = mid;
+        else bad = mid;
+    }
+    return ok;
+}
+
 mnemo_status mnemo_context_memory(const mnemo_context *ctx, mnemo_memory_stats *out) {
     if (!ctx || ctx->failed || !out) return MNEMO_ERR_MISUSE;
     memset(out, 0, sizeof *out);

@@ -46,7 +46,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 
 /* First and last SAMPLE_BYTES of a weight (host or device memory). */
 static uint64_t hash_weight(uint64_t h, const mnemo_model *m, const weight_ref *w, size_t elems) {
-    size_t bytes = elems * kern_dtype_size(w->dt), n = bytes < SAMPLE_BYTES ? bytes : SAMPLE_BYTES;
+    size_t bytes = kern_dtype_bytes(w->dt, (int64_t)elems), n = bytes < SAMPLE_BYTES ? bytes : SAMPLE_BYTES;
     unsigned char buf[SAMPLE_BYTES];
     const char *base = w->data;
     if (m->be->mem_copy(NULL, buf, base, n, KERN_D2H) == KERN_OK) h = fnv(h, buf, n);
@@ -148,14 +148,42 @@ static mnemo_status upload_rows(mnemo_context *ctx, float *buf, const float *row
     return MNEMO_OK;
 }
 
+/* A snapshot refused for its model fingerprint may come from the same base model with another memory (UIO weights
+ * change the fingerprint): then the memory kinds say more than two hashes. Reads the file's own fingerprint, opens
+ * it under that (fully checked) and, when its context's memory differs from `kind`, rewrites err to say so. */
+static void explain_other_memory(const char *path, uint32_t kind, char *err, size_t errlen) {
+    unsigned char head[24];
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof head) return;
+    uint64_t fp;
+    memcpy(&fp, head + 16, sizeof fp); /* snapshot.h: magic, version, 0, fingerprint */
+    char ignored[256];
+    snap_reader *r = snap_reader_open(path, fp, ignored, sizeof ignored);
+    if (!r) return;
+    const char *problem = NULL;
+    const void *hp = section(r, TAG_HEADER, sizeof(snap_header), &problem);
+    snap_header hd;
+    if (hp) memcpy(&hd, hp, sizeof hd);
+    if (hp && hd.format == FORMAT && hd.memory != kind) {
+        char was[512];
+        snprintf(was, sizeof was, "%s", err);
+        snprintf(err, errlen, "%s; it holds a %s context and this model's is %s", was, memory_kind_name(hd.memory),
+                 memory_kind_name(kind));
+    }
+    snap_reader_close(r);
+}
+
 mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
     if (!path || !*path) return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "snapshot path is empty");
-    char err[256];
-    snap_reader *r = snap_reader_open(path, model_fingerprint(ctx->model), err, sizeof err);
-    if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "%s", err);
+    char err[512];
     const memory_ops *mem = ctx->mem;
     const uint32_t kind = mem ? mem->snapshot_kind : 0;
+    snap_reader *r = snap_reader_open(path, model_fingerprint(ctx->model), err, sizeof err);
+    if (!r && strstr(err, "different model")) explain_other_memory(path, kind, err, sizeof err);
+    if (!r) return ctx_fail(ctx, MNEMO_ERR_FORMAT, "%s", err);
     const char *problem = NULL;
     char why[256], mismatch[128];
     mnemo_status st = MNEMO_ERR_FORMAT;

@@ -59,6 +59,9 @@ static inline bool ctx_progress(mnemo_context *ctx, int64_t done, int64_t total)
     return !ctx->progress || ctx->progress(done, total, ctx->progress_user);
 }
 
+/* Fills m->cfg, m->tok and m->ws from a GGUF file (model_gguf.c); MNEMO_OK or a status with m->err set. */
+mnemo_status model_open_gguf(mnemo_model *m, const char *path);
+
 /* A hash of the model's config and samples of its embedding and output weights: what snapshots and training
  * checkpoints are tied to (context_snapshot.c). */
 uint64_t model_fingerprint(const mnemo_model *m);

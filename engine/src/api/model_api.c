@@ -50,6 +50,9 @@ static mnemo_status pick_backend(mnemo_model *m, mnemo_device dev) {
 /* Device backends: weights go to the device once, in their stored dtype. */
 static mnemo_status upload_weights(mnemo_model *m) {
     uint64_t bytes = 0;
+    if (!m->be->host_memory && kern_dtype_is_quant(m->w.layers[0].wq.dt))
+        mnemo_log(MNEMO_LOG_INFO, "%s has no quantized kernels: %s weights are dequantized to bf16 on upload",
+                  m->be->name, kern_dtype_name(m->w.layers[0].wq.dt));
     if (llama_weights_upload(&m->w, &m->cfg, m->be, &m->dev_weights, &bytes) != 0) {
         snprintf(m->err, sizeof m->err, "out of %s memory uploading the weights to the device", m->be->name);
         return MNEMO_ERR_NOMEM;
@@ -86,6 +89,35 @@ static mnemo_status load_uio(mnemo_model *m, const char *dir) {
     return MNEMO_OK;
 }
 
+/* A Hugging Face checkpoint directory: config.json, tokenizer.model, the weight files. */
+static mnemo_status open_dir(mnemo_model *m, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (a Hugging Face model directory has one)", path);
+        return MNEMO_ERR_IO;
+    }
+    if (model_config_load(dir, &m->cfg, m->err, sizeof m->err) != 0)
+        return config_status(m->err);
+
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (mnemo needs the SentencePiece tokenizer.model)",
+                 path);
+        return MNEMO_ERR_IO;
+    }
+    if (tokenizer_load(path, &m->tok, m->err, sizeof m->err) != 0) return MNEMO_ERR_FORMAT;
+    if (tokenizer_vocab_size(m->tok) > m->cfg.vocab_size) {
+        snprintf(m->err, sizeof m->err, "%s: tokenizer has %d pieces but config.json vocab_size is %d", path,
+                 (int)tokenizer_vocab_size(m->tok), (int)m->cfg.vocab_size);
+        return MNEMO_ERR_FORMAT;
+    }
+
+    if (weight_store_open(dir, &m->ws, m->err, sizeof m->err) != 0)
+        return strstr(m->err, "no weights found") ? MNEMO_ERR_IO : MNEMO_ERR_FORMAT;
+    return MNEMO_OK;
+}
+
 mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params, mnemo_model **out) {
     if (!out) return MNEMO_ERR_INVALID_ARG;
     mnemo_model *m = calloc(1, sizeof *m);
@@ -105,38 +137,20 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
         return load_fail(m, MNEMO_ERR_NOMEM);
     }
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(m->err, sizeof m->err, "%s: not a directory", dir);
-        return load_fail(m, MNEMO_ERR_IO);
+    mnemo_status s;
+    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+        s = model_open_gguf(m, dir); /* model_gguf.c */
+    } else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(m->err, sizeof m->err, "%s: not a directory or a GGUF file", dir);
+        s = MNEMO_ERR_IO;
+    } else {
+        s = open_dir(m, dir);
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (a Hugging Face model directory has one)", path);
-        return load_fail(m, MNEMO_ERR_IO);
-    }
-    if (model_config_load(dir, &m->cfg, m->err, sizeof m->err) != 0)
-        return load_fail(m, config_status(m->err));
-
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (mnemo needs the SentencePiece tokenizer.model)",
-                 path);
-        return load_fail(m, MNEMO_ERR_IO);
-    }
-    if (tokenizer_load(path, &m->tok, m->err, sizeof m->err) != 0) return load_fail(m, MNEMO_ERR_FORMAT);
-    if (tokenizer_vocab_size(m->tok) > m->cfg.vocab_size) {
-        snprintf(m->err, sizeof m->err, "%s: tokenizer has %d pieces but config.json vocab_size is %d", path,
-                 (int)tokenizer_vocab_size(m->tok), (int)m->cfg.vocab_size);
-        return load_fail(m, MNEMO_ERR_FORMAT);
-    }
-
-    if (weight_store_open(dir, &m->ws, m->err, sizeof m->err) != 0)
-        return load_fail(m, strstr(m->err, "no weights found") ? MNEMO_ERR_IO : MNEMO_ERR_FORMAT);
+    if (s != MNEMO_OK) return load_fail(m, s);
     if (llama_weights_bind(&m->w, &m->cfg, m->ws, m->err, sizeof m->err) != 0)
         return load_fail(m, strstr(m->err, "dtype") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT);
 
-    mnemo_status s = pick_backend(m, p.device);
+    s = pick_backend(m, p.device);
     if (s == MNEMO_OK) s = upload_weights(m);
     if (s == MNEMO_OK && p.uio_dir) s = load_uio(m, p.uio_dir);
     if (s != MNEMO_OK) return load_fail(m, s);

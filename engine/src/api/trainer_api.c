@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "engine_impl.h"
+#include "fot_attention.h"
+#include "fot_schedule.h"
 #include "kernels_cpu_paths.h"
 #include "log.h"
 #include "lr_schedule.h"
@@ -27,17 +29,21 @@
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "trainable.h"
+#include "uio_trainer.h"
 
 struct mnemo_trainer {
     bool failed;
     char err[MNEMO_ERRLEN];
     mnemo_model *model;
-    char *model_dir, *data_path, *out_dir, *init_adapter, *targets;
+    char *model_dir, *data_path, *out_dir, *init_adapter, *targets, *fot_text;
     mnemo_train_params p;
     train_data *data;
     trainable tr;
     optimizer opt;
     model_train_ws *ws;
+    uio_run *uio;         /* method UIO: its tensors, workspace and TBPTT settings (uio_trainer.h) */
+    fot_schedule fot;   /* FoT: K rows per document; without FoT K = 1 (each example is one row) */
+    fot_ws *fot_ws;     /* NULL without FoT */
     kern_ctx *kc;
     lr_schedule sched;
     int64_t step, total, tokens;
@@ -45,8 +51,10 @@ struct mnemo_trainer {
     uint64_t data_digest;
     uint64_t fingerprint; /* the base model's, taken before training changes its weights */
     char settings[2048];
-    mnemo_token *rows;  /* [batch * grad_accum][seq_len + 1] */
-    uint8_t *masks;     /* [batch * grad_accum][seq_len] */
+    mnemo_token *rows;  /* [batch * grad_accum * K][seq_len + 1] */
+    uint8_t *masks;     /* [batch * grad_accum * K][seq_len] */
+    mnemo_token *doc;   /* [K * seq_len + 1]: one example before it is cut into K rows */
+    uint8_t *doc_mask;  /* [K * seq_len] */
     volatile sig_atomic_t cancel;
 };
 
@@ -69,7 +77,8 @@ mnemo_train_params mnemo_train_default_params(void) {
     return (mnemo_train_params){.method = MNEMO_TRAIN_LORA, .lora_rank = 8, .lora_alpha = 16, .lora_targets = "q,v",
                                 .epochs = 1, .batch = 1, .seq_len = 512, .grad_accum = 1, .lr = 1e-4,
                                 .schedule = MNEMO_LR_CONSTANT, .optimizer = MNEMO_OPTIM_ADAMW, .beta1 = 0.9,
-                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true};
+                                .beta2 = 0.999, .eps = 1e-8, .grad_clip = 1.0, .shuffle = true, .tbptt_slots = 2,
+                                .tbptt_compensation = true};
 }
 
 mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int32_t seq_len, int64_t *examples,
@@ -90,7 +99,10 @@ mnemo_status mnemo_train_data_check(const mnemo_model *m, const char *path, int3
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const char *method_name(mnemo_train_method m) {
-    return m == MNEMO_TRAIN_FULL ? "full" : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus" : "lora";
+    return m == MNEMO_TRAIN_FULL        ? "full"
+           : m == MNEMO_TRAIN_LORA_PLUS ? "lora_plus"
+           : m == MNEMO_TRAIN_UIO       ? "uio"
+                                        : "lora";
 }
 
 /* A digest of every row the data can give (epoch 0's order), so a checkpoint resumes only on the same examples. */
@@ -123,6 +135,27 @@ static void describe_settings(mnemo_trainer *t) {
              p->seq_len, p->grad_accum, p->lr, lr_kind_name((lr_kind)p->schedule), (long long)p->warmup,
              p->optimizer == MNEMO_OPTIM_SGD ? "sgd" : "adamw", p->beta1, p->beta2, p->eps, p->weight_decay,
              p->momentum, p->grad_clip, (unsigned long long)p->seed, p->shuffle);
+    if (t->uio) { /* the UIO settings join the object before its closing brace */
+        size_t n = strlen(t->settings);
+        uio_run_settings(t->uio, t->settings + n - 1, sizeof t->settings - n);
+        strncat(t->settings, "}", sizeof t->settings - strlen(t->settings) - 1);
+    }
+    if (p->fot_schedule) { /* only then, so checkpoints of runs without FoT keep their settings text */
+        size_t len = strlen(t->settings);
+        snprintf(t->settings + len - 1, sizeof t->settings - (len - 1), ",\"fot\":\"%s\"}", p->fot_schedule);
+    }
+}
+
+/* Example r of the `rows` examples step `step` takes (K * seq_len + 1 tokens), cut into K rows of seq_len + 1 that
+ * overlap by one, into tokens[K][seq_len + 1] and mask[K][seq_len]. */
+static void fill_example(mnemo_trainer *t, const train_data *d, int64_t step, int32_t rows, int32_t r,
+                         mnemo_token *tokens, uint8_t *mask) {
+    const int32_t K = t->fot.K, L = t->p.seq_len;
+    train_data_row(d, step, rows, r, t->doc, t->doc_mask);
+    for (int32_t j = 0; j < K; j++) {
+        memcpy(tokens + (size_t)j * (size_t)(L + 1), t->doc + (size_t)j * (size_t)L, (size_t)(L + 1) * sizeof *tokens);
+        memcpy(mask + (size_t)j * (size_t)L, t->doc_mask + (size_t)j * (size_t)L, (size_t)L);
+    }
 }
 
 static char *state_path(const mnemo_trainer *t) {
@@ -135,7 +168,7 @@ static char *state_path(const mnemo_trainer *t) {
 /* Every setting in range, or a message naming the first that is not. */
 static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) {
     if (!p->data || !p->out_dir) return tfail(t, MNEMO_ERR_INVALID_ARG, "training needs a data file and an output directory");
-    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_FULL)
+    if (p->method < MNEMO_TRAIN_LORA || p->method > MNEMO_TRAIN_UIO)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "unknown training method %d", (int)p->method);
     if (p->batch < 1 || p->batch > 4096 || p->grad_accum < 1 || p->grad_accum > 65536 || p->seq_len < 1)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "batch %d, grad_accum %d, seq_len %d: each at least 1", p->batch,
@@ -183,10 +216,20 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     t->p = *params;
     t->model_dir = strdup(model_dir), t->data_path = strdup(params->data), t->out_dir = strdup(params->out_dir);
     t->init_adapter = dup_or_null(params->init_adapter), t->targets = dup_or_null(params->lora_targets);
+    t->fot_text = dup_or_null(params->fot_schedule);
     if (!t->model_dir || !t->data_path || !t->out_dir || (params->init_adapter && !t->init_adapter) ||
-        (params->lora_targets && !t->targets))
+        (params->lora_targets && !t->targets) || (params->fot_schedule && !t->fot_text))
         return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
     t->p.data = t->data_path, t->p.out_dir = t->out_dir, t->p.init_adapter = t->init_adapter, t->p.lora_targets = t->targets;
+    t->p.fot_schedule = t->fot_text;
+    char err[MNEMO_ERRLEN] = "";
+    t->fot.K = 1;
+    if (t->fot_text && t->p.method == MNEMO_TRAIN_UIO)
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "--fot trains LongLLaMA memory layers; it does not combine with --uio");
+    if (t->fot_text && fot_schedule_parse(&t->fot, t->fot_text, err, sizeof err))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "%s", err);
+    if (t->fot_text && fot_schedule_check_docs(&t->fot, t->p.batch, err, sizeof err))
+        return tfail(t, MNEMO_ERR_INVALID_ARG, "%s", err);
     struct stat a, b;
     if (stat(t->out_dir, &b) == 0 && stat(model_dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return tfail(t, MNEMO_ERR_INVALID_ARG, "the output directory %s is the model's own: choose another", t->out_dir);
@@ -211,54 +254,73 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     }
     if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU");
     mp.device = MNEMO_DEVICE_CPU;
-    char err[MNEMO_ERRLEN] = "";
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
         tfail(t, st, "%s", mnemo_model_error(t->model));
         goto out;
     }
     t->fingerprint = model_fingerprint(t->model);
-    if (t->p.seq_len > t->model->cfg.max_position_embeddings) {
+    if (t->p.method != MNEMO_TRAIN_UIO && t->p.seq_len > t->model->cfg.max_position_embeddings) { /* UIO: segments */
         st = tfail(t, MNEMO_ERR_INVALID_ARG, "seq_len %d is past the model's max_position_embeddings %d", t->p.seq_len,
                    t->model->cfg.max_position_embeddings);
         goto out;
     }
-    if (t->model->cfg.is_longllama) {
-        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a LongLLaMA checkpoint: training its memory layers (FoT) is not "
-                   "built yet", model_dir);
+    const int32_t K = t->fot.K, doc_len = K * t->p.seq_len; /* an example: one document's K contexts */
+    if (t->fot_text && !t->model->cfg.n_mem_layers) {
+        st = tfail(t, MNEMO_ERR_INVALID_ARG, "--fot trains LongLLaMA memory layers: %s/config.json has no mem_layers "
+                   "(a LongLLaMA-layout model has, e.g. \"mem_layers\": [6, 12, 18])", model_dir);
         goto out;
     }
-    if (!(t->data = train_data_open(t->model, t->data_path, t->p.seq_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
+    if (!strcmp(weight_store_format(t->model->ws), "gguf") && t->p.method != MNEMO_TRAIN_LORA) {
+        st = tfail(t, MNEMO_ERR_UNSUPPORTED, "%s is a GGUF file: only LoRA trains over it (its weights stay frozen as "
+                   "they are); %s needs the Hugging Face checkpoint directory", model_dir, method_name(t->p.method));
+        goto out;
+    }
+    if (!(t->data = train_data_open(t->model, t->data_path, doc_len, t->p.shuffle, t->p.seed, err, sizeof err))) {
         st = tfail(t, MNEMO_ERR_FORMAT, "%s", err);
         goto out;
     }
     int64_t rows = (int64_t)t->p.batch * t->p.grad_accum;
     t->total = t->p.steps ? t->p.steps : (int64_t)ceil(t->p.epochs * (double)train_data_examples(t->data) / (double)rows);
     if (t->total < 1) t->total = 1;
-    if (trainable_init(&t->tr, t->model, &t->p, err, sizeof err) || optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
+    if ((t->p.method == MNEMO_TRAIN_UIO ? uio_run_init(&t->uio, &t->tr, t->model, &t->p, err, sizeof err)
+                                        : trainable_init(&t->tr, t->model, &t->p, err, sizeof err)) ||
+        optimizer_init(&t->opt, &t->tr, &t->p, err, sizeof err)) {
         st = tfail(t, strstr(err, "out of memory") ? MNEMO_ERR_NOMEM : MNEMO_ERR_INVALID_ARG, "%s", err);
         goto out;
     }
-    if (!(t->ws = model_train_ws_new(t->model, t->p.batch, t->p.seq_len, t->tr.lora.r, t->p.recompute, err, sizeof err))) {
+    if (!t->uio &&
+        (!(t->ws = model_train_ws_new(t->model, t->p.batch * K, t->p.seq_len, t->tr.lora.r, t->p.recompute, err,
+                                      sizeof err)) ||
+         (t->fot_text && (!(t->fot_ws = fot_ws_new(&t->model->cfg, &t->fot, t->p.batch, t->p.seq_len, t->p.recompute,
+                                                   err, sizeof err)) ||
+                          model_train_ws_set_fot(t->ws, t->fot_ws, err, sizeof err))))) {
         st = tfail(t, MNEMO_ERR_NOMEM, "%s", err);
         goto out;
     }
-    t->rows = malloc((size_t)rows * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
-    t->masks = malloc((size_t)rows * (size_t)t->p.seq_len);
+    t->rows = malloc((size_t)rows * (size_t)K * (size_t)(t->p.seq_len + 1) * sizeof *t->rows);
+    t->masks = malloc((size_t)rows * (size_t)K * (size_t)t->p.seq_len);
+    t->doc = malloc((size_t)(doc_len + 1) * sizeof *t->doc);
+    t->doc_mask = malloc((size_t)doc_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
     if (t->kc && t->model->be == kern_cpu_backend()) kern_cpu_set_gemm(t->kc, KERN_CPU_GEMM_EXACT); /* fp32 grads */
-    if (!t->rows || !t->masks || !t->kc) {
+    if (!t->rows || !t->masks || !t->doc || !t->doc_mask || !t->kc) {
         st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
         goto out;
     }
     t->sched = (lr_schedule){.kind = (lr_kind)t->p.schedule, .lr = t->p.lr, .warmup = t->p.warmup, .total = t->total};
-    t->data_digest = data_digest(t->data, t->p.seq_len);
+    t->data_digest = data_digest(t->data, doc_len);
     describe_settings(t);
     if (t->p.resume && (st = load_checkpoint(t, sp)) != MNEMO_OK) goto out;
     t->failed = false;
     mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
               "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
-              (long long)train_data_examples(t->data), (long long)t->total, (long long)rows, t->p.seq_len, t->tr.count,
-              (double)trainable_floats(&t->tr) / 2e6, (double)model_train_ws_bytes(t->ws) / (1 << 20));
+              (long long)train_data_examples(t->data), (long long)t->total, (long long)rows * K, t->p.seq_len,
+              t->tr.count, (double)trainable_floats(&t->tr) / 2e6,
+              (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws) + fot_ws_bytes(t->fot_ws)) /
+                  (1 << 20));
+    if (t->fot_text)
+        mnemo_log(MNEMO_LOG_INFO, "FoT cross-batch %s: %d documents of %d contexts per micro-batch, up to %d extra "
+                  "contexts per row", t->fot_text, t->p.batch, K, fot_schedule_max_extra(&t->fot));
 out:
     free(sp);
     return st;
@@ -268,18 +330,22 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     if (t->step >= t->total) return tfail(t, MNEMO_ERR_MISUSE, "all %lld steps are done", (long long)t->total);
     double t0 = now_s();
-    const int32_t B = t->p.batch, G = t->p.grad_accum, L = t->p.seq_len, rows = B * G;
+    const int32_t K = t->fot.K, G = t->p.grad_accum, L = t->p.seq_len, docs = t->p.batch * G, B = t->p.batch * K;
+    const int32_t rows = docs * K; /* B rows per micro-batch: batch examples of K rows each */
     int64_t counted = 0, per[G > 0 ? G : 1];
     for (int32_t g = 0; g < G; g++) per[g] = 0;
-    for (int32_t r = 0; r < rows; r++) {
-        train_data_row(t->data, t->step, rows, r, t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
+    for (int32_t e = 0; e < docs; e++)
+        fill_example(t, t->data, t->step, docs, e, t->rows + (size_t)e * K * (size_t)(L + 1),
+                     t->masks + (size_t)e * K * (size_t)L);
+    for (int32_t r = 0; r < rows; r++)
         for (int32_t k = 0; k < L; k++) per[r / B] += t->masks[(size_t)r * (size_t)L + (size_t)k];
-    }
     for (int32_t g = 0; g < G; g++) counted += per[g];
     trainable_zero_grads(&t->tr);
     double loss = 0;
     char err[MNEMO_ERRLEN];
-    for (int32_t g = 0; g < G && counted > 0; g++) {
+    if (t->uio && uio_run_rows(t->uio, t->model, t->rows, t->masks, rows, L, t->step, &loss, err, sizeof err))
+        return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
+    for (int32_t g = 0; g < G && counted > 0 && !t->uio; g++) {
         if (!per[g]) continue; /* nothing counted in this micro-batch: no loss, no gradient */
         float share = (float)((double)per[g] / (double)counted), lg = 0; /* the step's mean over every counted token */
         if (model_loss_and_grads_ws(t->ws, t->model, t->rows + (size_t)g * (size_t)B * (size_t)(L + 1),
@@ -308,21 +374,27 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
 mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *loss, int64_t *tokens) {
     if (!t || t->failed || !path || !loss) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
-    train_data *d = train_data_open(t->model, path, t->p.seq_len, false, 0, err, sizeof err);
+    const int32_t B = t->p.batch, L = t->p.seq_len, K = t->fot.K;
+    train_data *d = train_data_open(t->model, path, K * L, false, 0, err, sizeof err);
     if (!d) return tfail(t, MNEMO_ERR_FORMAT, "%s", err);
-    const int32_t B = t->p.batch, L = t->p.seq_len;
+    if (t->uio) { /* documents one at a time through the UIO model */
+        int rc = uio_run_evaluate(t->uio, t->model, d, t->rows, t->masks, t->p.seq_len, loss, tokens, err, sizeof err);
+        train_data_free(d);
+        return rc ? tfail(t, MNEMO_ERR_BACKEND, "evaluating %s: %s", path, err) : MNEMO_OK;
+    }
     const int64_t n = train_data_examples(d);
     double sum = 0; /* loss x counted tokens, summed over every batch */
     int64_t counted = 0;
     mnemo_status st = MNEMO_OK;
     for (int64_t first = 0; first < n && st == MNEMO_OK; first += B) {
         int32_t rows = (int32_t)(n - first < B ? n - first : B), cnt = 0;
-        for (int32_t r = 0; r < B; r++) { /* a short last batch repeats its rows with nothing counted */
+        for (int32_t r = 0; r < B; r++) { /* a short last batch repeats its examples with nothing counted */
             int64_t ex = first + (r < rows ? r : 0);
-            train_data_row(d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex,
-                           t->rows + (size_t)r * (size_t)(L + 1), t->masks + (size_t)r * (size_t)L);
-            if (r >= rows) memset(t->masks + (size_t)r * (size_t)L, 0, (size_t)L);
-            for (int32_t k = 0; k < L; k++) cnt += t->masks[(size_t)r * (size_t)L + (size_t)k];
+            mnemo_token *tok = t->rows + (size_t)r * K * (size_t)(L + 1);
+            uint8_t *mask = t->masks + (size_t)r * K * (size_t)L;
+            fill_example(t, d, 0, (int32_t)(n < INT32_MAX ? n : INT32_MAX), (int32_t)ex, tok, mask);
+            if (r >= rows) memset(mask, 0, (size_t)K * (size_t)L);
+            for (int32_t k = 0; k < K * L; k++) cnt += mask[k];
         }
         float lg = 0;
         if (cnt && model_loss_and_grads_ws(t->ws, t->model, t->rows, t->masks, 0.0f, &t->tr.grads, 0,
@@ -341,7 +413,8 @@ mnemo_status mnemo_trainer_evaluate(mnemo_trainer *t, const char *path, double *
 mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
     if (!t || t->failed) return MNEMO_ERR_MISUSE;
     char err[MNEMO_ERRLEN];
-    if (trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
+    if (t->uio ? uio_run_write(t->uio, t->out_dir, err, sizeof err)
+               : trainable_write(&t->tr, t->model, t->model_dir, t->out_dir, err, sizeof err))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
     train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
@@ -379,7 +452,7 @@ int64_t mnemo_trainer_total_steps(const mnemo_trainer *t) { return t && !t->fail
 
 void mnemo_trainer_memory(const mnemo_trainer *t, uint64_t *act, uint64_t *state) {
     bool ok = t && !t->failed;
-    if (act) *act = ok ? model_train_ws_bytes(t->ws) : 0;
+    if (act) *act = ok ? (t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws) + fot_ws_bytes(t->fot_ws)) : 0;
     if (state) *state = ok ? (trainable_floats(&t->tr) + optimizer_floats(&t->opt, &t->tr)) * sizeof(float) : 0;
 }
 
@@ -389,11 +462,13 @@ void mnemo_trainer_free(mnemo_trainer *t) {
     if (!t) return;
     if (t->kc) t->model->be->ctx_free(t->kc);
     model_train_ws_free(t->ws);
+    fot_ws_free(t->fot_ws);
     optimizer_free(&t->opt);
     train_data_free(t->data);
     mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
     trainable_free(&t->tr);
-    free(t->rows), free(t->masks);
-    free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets);
+    uio_run_free(t->uio);
+    free(t->rows), free(t->masks), free(t->doc), free(t->doc_mask);
+    free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets), free(t->fot_text);
     free(t);
 }

@@ -56,8 +56,8 @@ static int parse_tensor(const char *name, size_t namelen, json_t *desc, const ui
     if (!json_is_string(jd))
         return fail(err, errlen, file, "tensor '%s' dtype must be a string, got %s", name, json_type_name(jd));
     int dt = -1;
-    for (int i = 0; i < TENSOR_DTYPE_COUNT; i++)
-        if (strcmp(json_string_value(jd), st_dtype_names[i]) == 0) dt = i;
+    for (int i = 0; i < TENSOR_DTYPE_COUNT; i++) /* GGUF-only dtypes have no safetensors name */
+        if (st_dtype_names[i] && strcmp(json_string_value(jd), st_dtype_names[i]) == 0) dt = i;
     if (dt < 0) return fail(err, errlen, file, "tensor '%s' has unknown dtype '%s'", name, json_string_value(jd));
 
     if (!json_is_array(js))

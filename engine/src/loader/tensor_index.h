@@ -19,7 +19,9 @@
 /* Every dtype a checkpoint file can hold; only F32/F16/BF16 feed the model. */
 typedef enum {
     TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_F64, TENSOR_I64, TENSOR_I32, TENSOR_I16, TENSOR_I8, TENSOR_U8,
-    TENSOR_BOOL, TENSOR_F8_E4M3, TENSOR_F8_E5M2, TENSOR_DTYPE_COUNT
+    TENSOR_BOOL, TENSOR_F8_E4M3, TENSOR_F8_E5M2,
+    TENSOR_Q8_0, TENSOR_Q4_0, /* GGUF only: blocks of 32 (tensor_dtype_size 0; nbytes from the GGUF parser) */
+    TENSOR_DTYPE_COUNT
 } tensor_dtype;
 
 typedef struct {
@@ -30,6 +32,8 @@ typedef struct {
     const void *data;                /* into the file image; contiguous row-major */
     uint64_t nbytes;                 /* = numel * element size, checked by the parser */
     const char *file;                /* file it came from (for messages); owned by the list/store */
+    void *owned;                     /* a heap copy data points into (GGUF Q/K rows reordered), freed with the
+                                        list; NULL when data is in the file image */
 } tensor_entry;
 
 typedef struct {
@@ -72,6 +76,10 @@ void weight_store_close(weight_store *ws);                         /* NULL is a 
 const tensor_entry *weight_store_find(const weight_store *ws, const char *name); /* NULL if absent */
 size_t weight_store_count(const weight_store *ws);
 const tensor_entry *weight_store_at(const weight_store *ws, size_t i);
-const char *weight_store_format(const weight_store *ws);          /* "safetensors" or "pytorch" */
+const char *weight_store_format(const weight_store *ws);          /* "safetensors", "pytorch" or "gguf" */
+
+/* A GGUF file (llama architecture) as a store: tensors under their Hugging Face names, shapes [out, in], Q/K rows
+ * put back in Hugging Face's order (gguf_llama.c). 0 on success, -1 with a message. */
+int weight_store_open_gguf(const char *path, weight_store **out, char *err, size_t errlen);
 
 #endif

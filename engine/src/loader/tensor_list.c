@@ -16,6 +16,7 @@ static const struct {
     [TENSOR_F64] = {"F64", 8},      [TENSOR_I64] = {"I64", 8},   [TENSOR_I32] = {"I32", 4},
     [TENSOR_I16] = {"I16", 2},      [TENSOR_I8] = {"I8", 1},     [TENSOR_U8] = {"U8", 1},
     [TENSOR_BOOL] = {"BOOL", 1},    [TENSOR_F8_E4M3] = {"F8_E4M3", 1}, [TENSOR_F8_E5M2] = {"F8_E5M2", 1},
+    [TENSOR_Q8_0] = {"Q8_0", 0},    [TENSOR_Q4_0] = {"Q4_0", 0},
 };
 
 size_t tensor_dtype_size(tensor_dtype dt) {
@@ -31,13 +32,18 @@ int tensor_dtype_to_kern(tensor_dtype dt, kern_dtype *out) {
     case TENSOR_F32: *out = KERN_F32; return 0;
     case TENSOR_F16: *out = KERN_F16; return 0;
     case TENSOR_BF16: *out = KERN_BF16; return 0;
+    case TENSOR_Q8_0: *out = KERN_Q8_0; return 0;
+    case TENSOR_Q4_0: *out = KERN_Q4_0; return 0;
     default: return -1;
     }
 }
 
 void tensor_list_free(tensor_list *list) {
     if (!list) return;
-    for (size_t i = 0; i < list->count; i++) free(list->items[i].name);
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].name);
+        free(list->items[i].owned);
+    }
     free(list->items);
     list->items = NULL;
     list->count = list->cap = 0;
@@ -96,7 +102,11 @@ int ld_list_push(tensor_list *list, const char *name, size_t namelen, tensor_dty
 }
 
 void ld_list_truncate(tensor_list *list, size_t count) {
-    while (list->count > count) free(list->items[--list->count].name);
+    while (list->count > count) {
+        list->count--;
+        free(list->items[list->count].name);
+        free(list->items[list->count].owned);
+    }
 }
 
 static int cmp_entry(const void *a, const void *b) {

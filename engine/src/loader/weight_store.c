@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gguf_llama.h"
 #include "loader_util.h"
 
 #define MAX_SHARDS 4096
@@ -277,6 +278,29 @@ int weight_store_open_adapter(const char *dir, weight_store **out, char *err, si
         {"adapter_model.bin", 0, torch_zip_parse, "pytorch"},
     };
     return open_first(dir, kinds, 2, "adapter_model.safetensors, adapter_model.bin", out, err, errlen);
+}
+
+int weight_store_open_gguf(const char *path, weight_store **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!is_file(path)) return fail(err, errlen, "%s: not a readable file", path);
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
+    weight_store *ws = calloc(1, sizeof *ws);
+    if (!dir || !ws || !(ws->files = calloc(1, sizeof *ws->files))) {
+        free(dir);
+        weight_store_close(ws);
+        return fail(err, errlen, "out of memory");
+    }
+    ws->format = "gguf";
+    int rc = add_file(ws, dir, slash ? slash + 1 : path, gguf_weights_parse, err, errlen);
+    if (rc == 0) rc = sort_and_check(ws, dir, err, errlen);
+    free(dir);
+    if (rc) {
+        weight_store_close(ws);
+        return -1;
+    }
+    *out = ws;
+    return 0;
 }
 
 void weight_store_close(weight_store *ws) {

@@ -9,11 +9,14 @@
  *   and a forward step of n new tokens runs the plain LLaMA forward at cache rows pos0 = n_mem + n_raw, so key j
  *   sits at RoPE position j and the new queries at N-n .. N-1, causal: exactly the reference's positions 0..N-1
  *   over [memories | raw | new]. The reference caches keys before RoPE and rotates at attention time because its
- *   raw tokens' positions could move; here they never do: a compression always empties the raw cache (a call is cut
- *   where the accumulator reaches C), and the M new entries take rows n_mem .. n_mem+M-1, rotated once at the
- *   positions they keep for good. So each key is rotated once, by the same rope op at the same position — the
- *   same numbers, with no per-step re-rotation. The cache's n_ctx rows bound memory + raw (the reference's 4096).
- * Accumulator (uio_decode.c): the ids of the raw tokens (raw cache and accumulator always hold the same tokens).
+ *   raw tokens' positions could move; here they do not: a compression empties the raw cache (a call is cut where
+ *   the accumulator reaches C), and the M new entries take rows n_mem .. n_mem+M-1, rotated once at the positions
+ *   they keep for good. So each key is rotated once, by the same rope op at the same position — the same numbers,
+ *   with no per-step re-rotation. The one exception is option (a) (uio_keep_raw W > 0): a compression keeps the
+ *   segment's last W raw rows, which move to rows n_mem+M .. and are turned once by their position shift
+ *   (uio_keep.c). The cache's n_ctx rows bound memory + raw (the reference's 4096).
+ * Accumulator (uio_decode.c): the ids of the raw tokens not compressed yet (the raw cache holds them, after the W
+ *   kept rows of option (a)).
  *   When it reaches C the segment is compressed: right after the decoder pass of the token that completes it in
  *   mnemo_decode; before the next step in mnemo_decode_batch (make_room; memory_ops.advance has no backend).
  * Compression: the encoder (uio_encoder.c: the base model with LoRA on q, v over the segment + M <mem> rows, its
@@ -45,7 +48,9 @@ typedef struct uio_state {
     int32_t C, M, c;        /* chunk_size, num_memory, tokens per <mem> slot C / M */
     int32_t n_ctx;          /* cache rows: n_mem + n_raw <= n_ctx */
     int32_t n_mem;          /* <mem> entries per layer, cache rows [0, n_mem): M * segments */
-    int32_t n_raw;          /* raw tokens, cache rows [n_mem, n_mem + n_raw); the accumulator holds their ids */
+    int32_t W;              /* uio_keep_raw (option (a), uio_keep.c): raw tokens kept after a compression */
+    int32_t n_kept;         /* raw rows [n_mem, n_mem + n_kept) kept from the last compression (W, or 0 before) */
+    int32_t n_raw;          /* raw tokens, cache rows [n_mem + n_kept, + n_raw); the accumulator holds their ids */
     int64_t segments;       /* segments compressed so far */
     int32_t *acc;           /* [C] host: the accumulator's token ids; n_raw of them; C = a compression is due */
     uint8_t *layer_flags;   /* [n_layer] all 0: the decoder pass is a plain forward over the cache */
@@ -55,6 +60,7 @@ typedef struct uio_state {
     float *h;               /* [n_layer, M, hidden]: the last segment's <mem> attention inputs */
     int32_t *tpos;          /* [M] backend: the new memory rows' positions (the transfer head's RoPE) */
     int32_t *tpos_host;     /* [M] host staging (== tpos on host backends) */
+    int32_t *kpos, *kpos_host; /* [W] the kept rows' position shift (uio_keep.c); NULL when W == 0 */
 } uio_state;
 
 /* The encoder over the accumulator's C tokens: s->h receives every layer's normed attention input at the M <mem>
@@ -63,6 +69,10 @@ int uio_encode(uio_state *s, kern_ctx *kc);
 /* The transfer head: from s->h, each layer's M memory keys (rotated at positions row0 .. row0+M-1) and values into
  * rows row0 .. row0+M-1 of the context's cache kv. KERN_* code. */
 int uio_transfer(uio_state *s, kern_ctx *kc, const kv_cache *kv, int32_t row0);
+
+/* Option (a): before the transfer head writes the new memory, the segment's last W raw rows move to rows
+ * n_mem + M .., their keys re-rotated at those positions. KERN_* code. */
+int uio_keep_rows(uio_state *s, kern_ctx *kc, const kv_cache *kv);
 
 /* Compresses the accumulator's full segment (n_raw == C) into M memory entries; empties the raw cache and the
  * accumulator. MNEMO_OK, or a status with the message in h->err (the state is then unusable: reset it). */

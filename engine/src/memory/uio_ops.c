@@ -27,7 +27,8 @@ static void destroy(void *st) {
         be->mem_free(s->vscr);
         be->mem_free(s->h);
         be->mem_free(s->tpos);
-        if (!be->host_memory) free(s->tpos_host);
+        be->mem_free(s->kpos);
+        if (!be->host_memory) free(s->tpos_host), free(s->kpos_host);
     }
     free(s->acc);
     free(s->layer_flags);
@@ -43,11 +44,17 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         snprintf(err, errlen, "a UIO context needs the model's UIO weights");
         return MNEMO_ERR_MISUSE;
     }
-    if (a->n_ctx < u->chunk_size + u->num_memory) {
+    const int32_t W = a->params->uio_keep_raw;
+    if (W < 0 || W > u->chunk_size) {
+        snprintf(err, errlen, "uio_keep_raw %d outside 0..%d (chunk_size): the raw tokens kept after a compression "
+                 "are the end of the segment compressed", W, u->chunk_size);
+        return MNEMO_ERR_INVALID_ARG;
+    }
+    if (a->n_ctx < u->chunk_size + u->num_memory + W) {
         snprintf(err, errlen,
-                 "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens and its %d <mem> "
-                 "entries need %d positions",
-                 a->n_ctx, u->chunk_size, u->num_memory, u->chunk_size + u->num_memory);
+                 "n_ctx %d is too small for this UIO model: a segment of chunk_size %d tokens, its %d <mem> "
+                 "entries and %d kept raw tokens need %d positions",
+                 a->n_ctx, u->chunk_size, u->num_memory, W, u->chunk_size + u->num_memory + W);
         return MNEMO_ERR_INVALID_ARG;
     }
     uio_state *s = calloc(1, sizeof *s);
@@ -63,6 +70,7 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     s->M = u->num_memory;
     s->c = u->chunk_size / u->num_memory;
     s->n_ctx = a->n_ctx;
+    s->W = W;
     const size_t L = (size_t)cfg->num_hidden_layers, d = (size_t)cfg->hidden_size;
     const size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim, M = (size_t)s->M;
     s->acc = malloc((size_t)s->C * sizeof *s->acc);
@@ -76,6 +84,11 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
         s->tpos = be->mem_alloc(M * sizeof(int32_t));
         s->tpos_host = be->host_memory ? s->tpos : malloc(M * sizeof(int32_t));
         ok = s->kscr && s->vscr && s->h && s->tpos && s->tpos_host;
+        if (ok && W > 0) {
+            s->kpos = be->mem_alloc((size_t)W * sizeof(int32_t));
+            s->kpos_host = be->host_memory ? s->kpos : malloc((size_t)W * sizeof(int32_t));
+            ok = s->kpos && s->kpos_host;
+        }
     }
     if (!ok) {
         destroy(s);
@@ -93,7 +106,7 @@ static const uint8_t *layers(const void *st) { return ((const uio_state *)st)->l
 
 static int32_t next_row(const void *st) {
     const uio_state *s = st;
-    return s->n_mem + s->n_raw;
+    return s->n_mem + s->n_kept + s->n_raw;
 }
 
 /* A batch entry must not cross a segment boundary (one piece, see uio_decode.c) and must fit the cache. */
@@ -130,7 +143,7 @@ static void stats(const void *st, mnemo_memory_stats *out) {
     const uio_state *s = st;
     const uint64_t row = (uint64_t)s->cfg->num_hidden_layers * (uint64_t)s->cfg->num_key_value_heads *
                          (uint64_t)s->cfg->head_dim * sizeof(float);
-    out->local_tokens = s->n_raw;
+    out->local_tokens = s->n_kept + s->n_raw;
     out->mem_tokens = (uint64_t)s->segments * (uint64_t)s->C;
     out->mem_entries = (uint64_t)s->n_mem;
     out->mem_key_bytes = (uint64_t)s->n_mem * row;

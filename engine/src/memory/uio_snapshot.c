@@ -3,6 +3,8 @@
  * here are the whole state the decoder reads: the <mem> entries, then the raw tokens (uio_memory.h). What is left:
  *   header settings  chunk_size, num_memory, segments compressed, raw tokens, lora_rank
  *   UACC  the accumulator's token ids (int32, one per raw token): the encoder input of the next compression
+ *   UKPT  only with uio_keep_raw W > 0 (option (a)): int32 W and the raw rows kept from the last compression (W, or
+ *         0 before the first). A snapshot loads only into a context with the same W (absent: W = 0).
  * The model fingerprint covers the UIO weights, so a snapshot never loads over other UIO weights.
  */
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include "uio_memory.h"
 
 #define TAG_ACC SNAP_TAG('U', 'A', 'C', 'C')
+#define TAG_KEEP SNAP_TAG('U', 'K', 'P', 'T')
 
 enum { SET_CHUNK, SET_NUM_MEMORY, SET_SEGMENTS, SET_RAW, SET_RANK }; /* memory_snap.settings[] */
 
@@ -28,12 +31,14 @@ void uio_snapshot_settings(const void *st, int32_t out[MEMORY_SNAP_SETTINGS]) {
 
 int uio_save(const void *st, snap_writer *w, int32_t n_rows) {
     const uio_state *s = st;
-    (void)n_rows; /* = n_mem + n_raw */
-    return snap_section(w, TAG_ACC, s->acc, (uint64_t)s->n_raw * sizeof(int32_t));
+    (void)n_rows; /* = n_mem + n_kept + n_raw */
+    if (snap_section(w, TAG_ACC, s->acc, (uint64_t)s->n_raw * sizeof(int32_t)) != 0) return -1;
+    const int32_t keep[2] = {s->W, s->n_kept};
+    return s->W > 0 ? snap_section(w, TAG_KEEP, keep, sizeof keep) : 0; /* W = 0: the file as before option (a) */
 }
 
 typedef struct {
-    int32_t segments, n_raw;
+    int32_t segments, n_kept, n_raw;
     const int32_t *acc; /* in the reader's memory, alive until it closes (after load_commit) */
 } staged_load;
 
@@ -52,11 +57,25 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
                       "it was saved with chunk_size %d and num_memory %d; this UIO model has %d and %d",
                       set[SET_CHUNK], set[SET_NUM_MEMORY], s->C, s->M);
     int64_t segs = set[SET_SEGMENTS], raw = set[SET_RAW];
-    if (segs < 0 || raw < 0 || raw > s->C || segs * s->M + raw != sn->n_rows || segs * s->C + raw != sn->n_past)
-        return refuse(err, errlen, "its UIO counts (%d segments, %d raw tokens) do not match its %d rows and %d tokens",
-                      (int)segs, (int)raw, sn->n_rows, sn->n_past);
     const void *data;
     uint64_t len;
+    int32_t keep[2] = {0, 0}; /* W and the kept rows; absent: W = 0 */
+    if (snap_reader_find(r, TAG_KEEP, &data, &len) == 0) {
+        if (len != sizeof keep) return refuse(err, errlen, "its kept-raw section has the wrong size", 0, 0, 0, 0);
+        memcpy(keep, data, sizeof keep);
+    }
+    if (keep[0] != s->W)
+        return refuse(err, errlen,
+                      "it was saved keeping %d raw tokens after each compression (uio_keep_raw); this context keeps "
+                      "%d: its later tokens would differ",
+                      keep[0], s->W, 0, 0);
+    if (keep[1] != (segs > 0 ? s->W : 0))
+        return refuse(err, errlen, "its kept raw rows (%d) do not match uio_keep_raw %d after %d segments", keep[1],
+                      s->W, (int)segs, 0);
+    if (segs < 0 || raw < 0 || raw > s->C || segs * s->M + keep[1] + raw != sn->n_rows ||
+        segs * s->C + raw != sn->n_past)
+        return refuse(err, errlen, "its UIO counts (%d segments, %d raw tokens) do not match its %d rows and %d tokens",
+                      (int)segs, (int)raw, sn->n_rows, sn->n_past);
     if (snap_reader_find(r, TAG_ACC, &data, &len) != 0 || len != (uint64_t)raw * sizeof(int32_t))
         return refuse(err, errlen, "its accumulator section is missing or has the wrong size (%d tokens expected)",
                       (int)raw, 0, 0, 0);
@@ -70,7 +89,7 @@ mnemo_status uio_load_check(const void *st, const snap_reader *r, const memory_s
         snprintf(err, errlen, "out of memory");
         return MNEMO_ERR_NOMEM;
     }
-    *sl = (staged_load){.segments = (int32_t)segs, .n_raw = (int32_t)raw, .acc = ids};
+    *sl = (staged_load){.segments = (int32_t)segs, .n_kept = keep[1], .n_raw = (int32_t)raw, .acc = ids};
     *staged = sl;
     return MNEMO_OK;
 }
@@ -82,6 +101,7 @@ void uio_load_commit(void *st, void *staged, const memory_snap *sn) {
     memcpy(s->acc, sl->acc, (size_t)sl->n_raw * sizeof(int32_t));
     s->segments = sl->segments;
     s->n_mem = sl->segments * s->M;
+    s->n_kept = sl->n_kept;
     s->n_raw = sl->n_raw;
     uio_load_discard(st, staged);
 }

@@ -86,13 +86,36 @@ void forward_buffers_free(forward_buffers *fb) {
 typedef struct {
     const void *host;
     void *dev;
-    size_t bytes;
+    size_t bytes;      /* on the device */
+    kern_dtype host_dt; /* q8_0 / q4_0 go up dequantized to bf16: the CUDA kernels have no quantized paths */
+    size_t elems;
 } upload_item;
 
 static void collect(upload_item *items, size_t *n, const weight_ref *r, size_t elems) {
     for (size_t i = 0; i < *n; i++)
         if (items[i].host == r->data) return; /* tied lm_head: same tensor, copied once */
-    items[(*n)++] = (upload_item){.host = r->data, .bytes = elems * kern_dtype_size(r->dt)};
+    kern_dtype dev_dt = kern_dtype_is_quant(r->dt) ? KERN_BF16 : r->dt;
+    items[(*n)++] = (upload_item){.host = r->data, .bytes = kern_dtype_bytes(dev_dt, (int64_t)elems),
+                                  .host_dt = r->dt, .elems = elems};
+}
+
+/* One item to the device; quantized weights are dequantized to bf16 on the host in slices first. */
+static int upload_item_copy(const kern_backend *be, const upload_item *it) {
+    if (!kern_dtype_is_quant(it->host_dt))
+        return be->mem_copy(NULL, it->dev, it->host, it->bytes, KERN_H2D) == KERN_OK ? 0 : -1;
+    const size_t slice = 1u << 20; /* elements per slice, a multiple of the 32-element block */
+    float *f = malloc(slice * sizeof(float));
+    uint16_t *h = malloc(slice * sizeof(uint16_t));
+    int rc = f && h ? 0 : -1;
+    for (size_t e0 = 0; rc == 0 && e0 < it->elems; e0 += slice) {
+        size_t ne = it->elems - e0 < slice ? it->elems - e0 : slice;
+        kern_cpu_widen(f, (const char *)it->host + kern_dtype_bytes(it->host_dt, (int64_t)e0), it->host_dt, (int64_t)ne);
+        for (size_t i = 0; i < ne; i++) h[i] = kern_f32_to_bf16(f[i]);
+        if (be->mem_copy(NULL, (uint16_t *)it->dev + e0, h, ne * sizeof(uint16_t), KERN_H2D) != KERN_OK) rc = -1;
+    }
+    free(f);
+    free(h);
+    return rc;
 }
 
 static const void *device_ptr(const upload_item *items, size_t n, const void *host) {
@@ -133,7 +156,7 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
     int rc = dev ? 0 : -1;
     for (size_t i = 0, off = 0; rc == 0 && i < n; i++) {
         items[i].dev = dev + off;
-        if (be->mem_copy(NULL, items[i].dev, items[i].host, items[i].bytes, KERN_H2D) != KERN_OK) rc = -1;
+        if (upload_item_copy(be, &items[i])) rc = -1;
         off += (items[i].bytes + 255) & ~(size_t)255;
     }
     if (rc != 0) {
@@ -141,7 +164,7 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
         free(items);
         return -1;
     }
-#define REBIND(ref) (ref).data = device_ptr(items, n, (ref).data)
+#define REBIND(ref) ((ref).data = device_ptr(items, n, (ref).data), (ref).dt = kern_dtype_is_quant((ref).dt) ? KERN_BF16 : (ref).dt)
     REBIND(w->tok_embd);
     REBIND(w->out_norm);
     REBIND(w->lm_head);
@@ -226,7 +249,7 @@ static int forward_logits(const model_config *cfg, const llama_weights *w, const
  * matrix. The device upload lays a layer's wq|wk|wv and w_gate|w_up out back to back (256-byte aligned, which
  * LLaMA shapes already are); host checkpoints usually are not. */
 static bool adjacent(const weight_ref *a, int64_t a_elems, const weight_ref *b) {
-    return a->dt == b->dt && (const char *)a->data + (size_t)a_elems * kern_dtype_size(a->dt) == (const char *)b->data;
+    return a->dt == b->dt && (const char *)a->data + kern_dtype_bytes(a->dt, a_elems) == (const char *)b->data;
 }
 
 int forward_buffers_reserve_lora(forward_buffers *fb, int32_t r) {

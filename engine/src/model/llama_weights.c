@@ -33,15 +33,22 @@ static int bind(weight_ref *out, const weight_store *ws, const char *name, int n
         return -1;
     }
     if (tensor_dtype_to_kern(t->dtype, &out->dt) != 0) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s; mnemo reads F32, F16 and BF16 weights", t->file, name,
-                 tensor_dtype_name(t->dtype));
+        snprintf(err, errlen, "%s: tensor '%s' has dtype %s; mnemo reads F32, F16, BF16, Q8_0 and Q4_0 weights",
+                 t->file, name, tensor_dtype_name(t->dtype));
         return -1;
     }
-    /* Kernels read weights as float / uint16_t arrays: a tensor at an odd offset would be undefined behaviour. */
-    if ((uintptr_t)t->data % kern_dtype_size(out->dt) != 0) {
+    /* quantized blocks are rows of whole 32-blocks; norms are read as plain vectors */
+    if (kern_dtype_is_quant(out->dt) && (ndim != 2 || d1 % KERN_QBLOCK)) {
+        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, which mnemo reads only for matrices with rows of whole "
+                 "32-blocks", t->file, name, tensor_dtype_name(t->dtype));
+        return -1;
+    }
+    /* Kernels read weights as float / uint16_t arrays (quantized blocks start with an f16): a tensor at an odd
+     * offset would be undefined behaviour. */
+    size_t align = kern_dtype_is_quant(out->dt) ? 2 : kern_dtype_size(out->dt);
+    if ((uintptr_t)t->data % align != 0) {
         snprintf(err, errlen, "%s: tensor '%s' starts at a byte offset that is not a multiple of its %zu-byte "
-                 "elements; re-save the checkpoint (e.g. with the safetensors library)", t->file, name,
-                 kern_dtype_size(out->dt));
+                 "elements; re-save the checkpoint (e.g. with the safetensors library)", t->file, name, align);
         return -1;
     }
     out->data = t->data;
@@ -66,7 +73,7 @@ int llama_weights_bind(llama_weights *lw, const model_config *cfg, const weight_
     if (bind(&lw->out_norm, ws, "model.norm.weight", 1, d, 0, bytes, err, errlen)) goto fail;
     if (cfg->tie_word_embeddings) {
         lw->lm_head = lw->tok_embd;
-        *bytes += (uint64_t)V * (uint64_t)d * kern_dtype_size(lw->tok_embd.dt);
+        *bytes += kern_dtype_bytes(lw->tok_embd.dt, V * d);
     } else if (bind(&lw->lm_head, ws, "lm_head.weight", 2, V, d, bytes, err, errlen)) {
         goto fail;
     }

@@ -111,6 +111,56 @@ int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t er
     return -1;
 }
 
+int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokenizer **out, char *err,
+                         size_t errlen) {
+    if (out) *out = nullptr;
+    if (!bytes || !what || !out) {
+        set_err(err, errlen, "%s%s", "tokenizer_load_proto: NULL argument", "");
+        return -1;
+    }
+    tokenizer *tok = nullptr;
+    try {
+        tok = new (std::nothrow) tokenizer();
+        if (!tok) {
+            set_err(err, errlen, "%s: out of memory%s", what, "");
+            return -1;
+        }
+        const auto status = tok->sp.LoadFromSerializedProto(std::string_view((const char *)bytes, len));
+        if (!status.ok() || tok->sp.GetPieceSize() <= 0) {
+            std::string msg = status.ok() ? "empty vocabulary" : status.message() ? status.message() : "";
+            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();
+            set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, msg.c_str());
+            delete tok;
+            return -1;
+        }
+        tok->vocab = tok->sp.GetPieceSize();
+        tok->bos = tok->sp.bos_id();
+        tok->eos = tok->sp.eos_id();
+        tok->unk = tok->sp.unk_id();
+        tok->pad = tok->sp.pad_id();
+        *out = tok;
+        return 0;
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, e.what());
+    } catch (...) {
+        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, "unknown error");
+    }
+    delete tok;
+    return -1;
+}
+
+int tokenizer_piece_info(const tokenizer *tok, int32_t id, float *score, int *type) {
+    if (!tok || id < 0 || id >= tok->vocab) return -1;
+    try {
+        *score = tok->sp.GetScore(id);
+        *type = tok->sp.IsUnknown(id) ? 2 : tok->sp.IsControl(id) ? 3 : tok->sp.IsUnused(id) ? 5
+              : tok->sp.IsByte(id) ? 6 : 1;
+        return 0;
+    } catch (...) {
+        return -1;
+    }
+}
+
 void tokenizer_free(tokenizer *tok) {
     try {
         delete tok;

@@ -14,6 +14,8 @@ typedef struct tokenizer tokenizer;
 
 /* 0 on success; -1 with a message naming the file (missing, not a SentencePiece model). */
 int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t errlen);
+/* The same from a serialized ModelProto in memory (a GGUF file's tokenizer); what names it in messages. */
+int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokenizer **out, char *err, size_t errlen);
 void tokenizer_free(tokenizer *tok);                              /* NULL is a no-op */
 
 int32_t tokenizer_vocab_size(const tokenizer *tok);
@@ -34,6 +36,9 @@ int tokenizer_id_to_piece(const tokenizer *tok, int32_t id, char **piece, size_t
 int32_t tokenizer_piece_to_id(const tokenizer *tok, const char *piece);
 bool tokenizer_is_control(const tokenizer *tok, int32_t id);      /* <s>, </s>, ... */
 bool tokenizer_is_byte(const tokenizer *tok, int32_t id);         /* <0xNN> byte-fallback piece */
+/* A piece's score and SentencePiece type (1 normal, 2 unknown, 3 control, 5 unused, 6 byte; user-defined pieces
+ * report 1), as GGUF's tokenizer.ggml.scores / token_type store them. -1 if id is out of range. */
+int tokenizer_piece_info(const tokenizer *tok, int32_t id, float *score, int *type);
 
 /* ---- streaming detokenization
  * Feeds generated ids one at a time and hands back only text that is final: never half a UTF-8 character

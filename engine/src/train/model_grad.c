@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "fot_attention.h"
 #include "kernels_cpu_paths.h"
 
 enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_PER_LAYER };
@@ -46,7 +47,6 @@ int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t err
 int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     const model_config *c = &m->cfg;
-    if (c->is_longllama) return fail(err, errlen, "training LongLLaMA memory layers is not supported yet");
     if (!m->be->host_memory) return fail(err, errlen, "training runs on the CPU backend so far (got %s)", m->be->name);
     size_t d = (size_t)c->hidden_size, ff = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
     size_t qd = (size_t)c->num_attention_heads * (size_t)c->head_dim, kvd = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
@@ -177,7 +177,23 @@ struct model_train_ws {
     float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *u, *us, *x_spare;
     float *block;        /* every float buffer above points into this one allocation */
     size_t floats;
+    fot_ws *fot;         /* FoT cross-batch (not owned): memory layers attend to other rows too; NULL: none */
 };
+
+int model_train_ws_set_fot(model_train_ws *w, fot_ws *f, char *err, size_t errlen) {
+    if (f && fot_ws_rows(f) != w->B)
+        return fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
+    w->fot = f;
+    return 0;
+}
+
+/* LongLLaMA memory layers with mem_positionals false apply no RoPE at all (spec §1). */
+static bool rotates(const model_config *c, int64_t l) {
+    if (c->mem_positionals) return true;
+    for (int32_t i = 0; i < c->n_mem_layers; i++)
+        if (c->mem_layers[i] == l) return false;
+    return true;
+}
 
 /* Two passes over the same list: the first counts floats, the second hands them out. */
 typedef struct {
@@ -278,9 +294,12 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     if (ADAPTED(T_Q)) TRY(lora_fwd(be, kc, lt, l, T_Q, A->q, A->xn1, n, qd, d, A->lt[T_Q], w->us));
     if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], w->us));
     if (ADAPTED(T_V)) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], w->us));
-    TRY(be->rope(kc, A->q, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
-    TRY(be->rope(kc, A->k, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
-    for (int32_t b = 0; b < w->B; b++) {
+    const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
+    if (fot) memcpy(fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float)); /* extra contexts: unrotated */
+    if (rot) TRY(be->rope(kc, A->q, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (rot) TRY(be->rope(kc, A->k, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (fot) TRY(fot_attention_forward(be, kc, w->fot, l, A->att, A->lse, A->q, A->k, A->v, hq, hkv, hd, scale));
+    for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
         TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T, T,
                           0, hq, hkv, hd, scale));
@@ -331,14 +350,22 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
     if (ADAPTED(T_O)) TRY(lora_bwd(be, kc, lt, l, T_O, dres, A->att, A->lt[T_O], datt, n, d, qd, u, us));
     memset(dk, 0, (size_t)(n * kvd) * sizeof(float)); /* attention_backward accumulates dk, dv */
     memset(dv, 0, (size_t)(n * kvd) * sizeof(float));
-    for (int32_t b = 0; b < w->B; b++) {
+    const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
+    if (fot)
+        TRY(fot_attention_backward(be, kc, w->fot, l, dq, dk, dv, datt, A->q, A->k, A->v, A->att, A->lse, hq, hkv, hd,
+                                   scale));
+    for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
         TRY(be->attention_backward(kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd, A->q + r * qd,
                                    A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq, T, T, 0, hq, hkv,
                                    hd, scale));
     }
-    TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
-    TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (rot) TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (rot) TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
+    if (fot) { /* keys used unrotated by other rows: their share joins after RoPE's backward */
+        const float *dkr = fot_dk_raw(w->fot);
+        for (int64_t i = 0; i < n * kvd; i++) dk[i] += dkr[i];
+    }
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_Q].g, dq, A->xn1, n, qd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_K].g, dk, A->xn1, n, kvd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_V].g, dv, A->xn1, n, kvd, d));

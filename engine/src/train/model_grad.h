@@ -9,7 +9,8 @@
  * = mean cross-entropy over the predicted tokens whose mask is 1 (mask NULL: all). Gradients are fp32, one buffer
  * per parameter named as in the Hugging Face checkpoint (model.layers.0.self_attn.q_proj.weight, ...; tied
  * embeddings: one model.embed_tokens.weight), and accumulate (+=) so micro-batches add up. Host backends (the CPU)
- * for now; the model's weights may be f32, f16 or bf16 (widened by the kernels). Plain LLaMA only so far.
+ * for now; the model's weights may be f32, f16 or bf16 (widened by the kernels). LongLLaMA layouts too: memory
+ * layers attend locally (their keys unrotated when mem_positionals is false), or cross-batch with a FoT workspace.
  */
 #ifndef MNEMO_MODEL_GRAD_H
 #define MNEMO_MODEL_GRAD_H
@@ -82,6 +83,11 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
                                    char *err, size_t errlen);
 void model_train_ws_free(model_train_ws *w);
 size_t model_train_ws_bytes(const model_train_ws *w);
+
+/* FoT cross-batch training (fot_attention.h): the workspace's memory layers attend to other rows as f's schedule
+ * says; f (NULL: none) must have w's B rows and outlive its use. 0, or -1 with a message. */
+struct fot_ws;
+int model_train_ws_set_fot(model_train_ws *w, struct fot_ws *f, char *err, size_t errlen);
 
 /* model_loss_and_grads_ex over a workspace (its B and T). dloss 0: the loss alone, no backward (evaluation). */
 int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32_t *tokens, const uint8_t *mask,

@@ -292,9 +292,77 @@ out:
     return rc;
 }
 
+/* A {"tokens": [ids], "loss": [0|1, ...]} line (token ids as they are: synthetic tasks, a tokenizer of the
+ * caller's) -> its example appended. loss[i] = 1: tokens[i] is learned; absent: every token after the first. 0, or
+ * -1 with the message in err. */
+static int add_tokens(train_data *d, const mnemo_model *m, json_t *jt, json_t *jl, const char *path, long line,
+                      size_t *cap, char *err, size_t errlen) {
+    size_t n = json_array_size(jt);
+    if (!json_is_array(jt) || n < 2) {
+        snprintf(err, errlen, "%s:%ld: \"tokens\" must be an array of at least 2 token ids", path, line);
+        return -1;
+    }
+    if (n > (size_t)d->L + 1) {
+        snprintf(err, errlen, "%s:%ld: the example has %zu tokens, more than seq_len + 1 = %d", path, line, n,
+                 d->L + 1);
+        return -1;
+    }
+    if (jl && (!json_is_array(jl) || json_array_size(jl) != n)) {
+        snprintf(err, errlen, "%s:%ld: \"loss\" must be an array of 0 and 1 as long as \"tokens\" (%zu)", path,
+                 line, n);
+        return -1;
+    }
+    mnemo_token *ids = malloc(n * sizeof *ids);
+    uint8_t *loss = malloc(n);
+    int rc = -1;
+    if (!ids || !loss) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    int32_t V = mnemo_model_n_vocab(m);
+    bool counts = false;
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(jt, i), *l = jl ? json_array_get(jl, i) : NULL;
+        json_int_t v = json_is_integer(t) ? json_integer_value(t) : -1;
+        if (v < 0 || v >= V) {
+            snprintf(err, errlen, "%s:%ld: tokens[%zu] must be a token id in [0, %d)", path, line, i, (int)V);
+            goto out;
+        }
+        if (l && !(json_is_integer(l) && (json_integer_value(l) == 0 || json_integer_value(l) == 1))) {
+            snprintf(err, errlen, "%s:%ld: loss[%zu] must be 0 or 1", path, line, i);
+            goto out;
+        }
+        ids[i] = (mnemo_token)v;
+        loss[i] = l ? (uint8_t)json_integer_value(l) : i > 0;
+        counts |= i > 0 && loss[i];
+    }
+    if (!counts) {
+        snprintf(err, errlen, "%s:%ld: no token after the first has loss 1: nothing to learn", path, line);
+        goto out;
+    }
+    if (append(d, ids, loss, 0, n, cap) || end_example(d)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(ids);
+    free(loss);
+    return rc;
+}
+
 /* One JSON line -> its example appended. 0, or -1 with the message in err. */
 static int add_example(train_data *d, const mnemo_model *m, json_t *o, const char *path, long line, size_t *cap,
                        char *err, size_t errlen) {
+    json_t *jt = json_object_get(o, "tokens");
+    if (jt) {
+        if (json_object_get(o, "prompt") || json_object_get(o, "completion") || json_object_get(o, "messages")) {
+            snprintf(err, errlen, "%s:%ld: an example is {\"tokens\"}, {\"prompt\", \"completion\"} or "
+                     "{\"messages\"}, one of them", path, line);
+            return -1;
+        }
+        return add_tokens(d, m, jt, json_object_get(o, "loss"), path, line, cap, err, errlen);
+    }
     json_t *jm = json_object_get(o, "messages");
     if (!jm) return add_completion(d, m, o, path, line, cap, err, errlen);
     if (json_object_get(o, "prompt") || json_object_get(o, "completion")) {

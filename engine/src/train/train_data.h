@@ -15,7 +15,10 @@
  *     run of text). The conversation must end with an assistant message and fit the template (llama2: user and
  *     assistant alternate after an optional first system message); other roles ("developer", "tool") and
  *     content that is not a string are refused.
- *   The two kinds may be mixed in one file, line by line. One example per row, padded after its end with mask 0
+ *   {"tokens": [id, ...], "loss": [0 | 1, ...]}: token ids as they are (synthetic tasks such as `mnemo eval
+ *     dict-lookup --write-data`; no BOS or EOS added), the loss on tokens whose "loss" is 1 ("loss" absent: every
+ *     token after the first); ids must be below the model's vocabulary.
+ *   The kinds may be mixed in one file, line by line. One example per row, padded after its end with mask 0
  *   (no packing: an example never attends to another).
  * Order: with shuffle off, step s takes examples s*B*G .. s*B*G + B*G - 1, wrapping at the end; with shuffle on,
  *   each pass over the data (epoch) is a permutation drawn from (seed, epoch) alone, so a resumed run needs only the

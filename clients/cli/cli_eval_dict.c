@@ -1,0 +1,171 @@
+/*
+ * cli_eval_dict.c — `mnemo eval dict-lookup` (FoT Appendix F; the generator in eval_tasks.h): documents of each
+ * length, definitions then queries in the last --query-tokens tokens, scored on the queried values with teacher
+ * forcing. Token ids are the task's own 64 (eval_tasks.h), so the model must have been trained on the task
+ * (vocabulary >= 64). A model without memory sees only its last n_ctx tokens of a longer document.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_args.h"
+#include "cli_eval_common.h"
+#include "eval_tasks.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mnemo eval dict-lookup [options]\n\n"
+            "  --lengths L,L,...    document lengths in tokens (default 1K,4K,16K,64K)\n"
+            "  --query-tokens N     tokens of queries closing each document (default 256, as the paper)\n"
+            "  --samples N          documents per length (default 10)\n"
+            "  --seed S             the documents' generator seed (default 1)\n"
+            "  --write-data FILE    write --samples documents of each length as training data instead (JSON lines\n"
+            "                       {\"tokens\", \"loss\"}: the loss on the queried values, as FoT trains; no model\n"
+            "                       needed; drawn apart from the evaluation's documents, so one seed never trains\n"
+            "                       on the test). FoT's training documents: --lengths 512 (half queries)\n\n"
+            "Token ids: 1 BOS, 3 <k>, 4 <v>, 5 <q>, 6..63 the symbols keys and values are written with (4 each).\n");
+    cli_eval_usage(f);
+}
+
+/* The stream of document k of a length: evaluation (train = false) and training data never share one. */
+static void doc_stream(eval_rng *r, uint64_t seed, int32_t length, int32_t k, bool train) {
+    eval_rng_seed(r, (seed * 0x100000001B3ull ^ (uint64_t)length << 20 ^ (uint64_t)k) + (train ? 0x5bd1e995ull : 0));
+}
+
+static int write_documents(const char *cmd, const char *path, const int32_t *lengths, int n_len,
+                           int32_t query_tokens, int32_t samples, uint64_t seed) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mnemo %s: %s: cannot write it\n", cmd, path);
+        return 1;
+    }
+    int32_t longest = 0;
+    for (int i = 0; i < n_len; i++) longest = lengths[i] > longest ? lengths[i] : longest;
+    int32_t *doc = malloc((size_t)longest * sizeof *doc);
+    uint8_t *score = malloc((size_t)longest);
+    int rc = doc && score ? 0 : 1;
+    for (int i = 0; i < n_len && !rc; i++)
+        for (int32_t k = 0; k < samples && !rc; k++) {
+            eval_rng rng;
+            doc_stream(&rng, seed, lengths[i], k, true);
+            eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
+            fputs("{\"tokens\":[", f);
+            for (int32_t t = 0; t < lengths[i]; t++) fprintf(f, t ? ",%d" : "%d", doc[t]);
+            fputs("],\"loss\":[", f);
+            for (int32_t t = 0; t < lengths[i]; t++) fprintf(f, t ? ",%d" : "%d", score[t]);
+            fputs("]}\n", f);
+        }
+    if (fclose(f) != 0 || rc) {
+        fprintf(stderr, "mnemo %s: %s: %s\n", cmd, path, rc ? "out of memory" : "write failed");
+        rc = 1;
+    }
+    free(doc);
+    free(score);
+    return rc;
+}
+
+int cli_eval_dict(int argc, char **argv) {
+    cli_eval_task e;
+    cli_eval_init(&e, "eval dict-lookup");
+    const char *v, *write_data = NULL;
+    int32_t lengths[CLI_EVAL_MAX_LIST] = {1024, 4096, 16384, 65536}, n_len = 4, query_tokens = 256, samples = 10;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int common = cli_eval_option(&e, argc, argv, &i);
+        if (common < 0) return 2;
+        if (common) continue;
+#define VALUE() if (!(v = cli_value(e.cmd, argc, argv, &i))) return 2
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--lengths")) {
+            VALUE();
+            if ((n_len = cli_eval_int_list(e.cmd, a, v, 32, 1 << 26, lengths)) < 0) return 2;
+        }
+        else if (!strcmp(a, "--query-tokens")) { VALUE(); if (!cli_int(e.cmd, a, v, 10, 1 << 20, &query_tokens)) return 2; }
+        else if (!strcmp(a, "--samples")) { VALUE(); if (!cli_int(e.cmd, a, v, 1, 10000, &samples)) return 2; }
+        else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(e.cmd, a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--write-data")) { VALUE(); write_data = v; }
+        else { fprintf(stderr, "mnemo %s: unknown option '%s' (try --help)\n", e.cmd, a); return 2; }
+#undef VALUE
+    }
+    int32_t longest = 0;
+    for (int i = 0; i < n_len; i++) {
+        if (lengths[i] < 1 + 2 * EVAL_DICT_RECORD + query_tokens / EVAL_DICT_RECORD * EVAL_DICT_RECORD) {
+            fprintf(stderr, "mnemo %s: a %d-token document cannot hold a definition and %d query tokens\n", e.cmd,
+                    lengths[i], query_tokens);
+            return 2;
+        }
+        if (lengths[i] > longest) longest = lengths[i];
+    }
+    if (write_data) return write_documents(e.cmd, write_data, lengths, n_len, query_tokens, samples, seed);
+    int rc = 1;
+    int32_t *doc = NULL;
+    uint8_t *score = NULL, *correct = NULL;
+    if (!cli_eval_open(&e)) goto out;
+    if (mnemo_model_n_vocab(e.model) < EVAL_DICT_VOCAB) {
+        fprintf(stderr, "mnemo %s: the model's vocabulary has %d tokens; the task uses ids 0..%d\n", e.cmd,
+                mnemo_model_n_vocab(e.model), EVAL_DICT_VOCAB - 1);
+        goto out;
+    }
+    doc = malloc((size_t)longest * sizeof *doc);
+    score = malloc((size_t)longest);
+    correct = malloc((size_t)longest);
+    if (!doc || !score || !correct) {
+        fprintf(stderr, "mnemo %s: out of memory\n", e.cmd);
+        goto out;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n_len; i++) total += (int64_t)samples * lengths[i];
+    cli_eval_progress_start(&e, total);
+    if (!e.json) printf("%10s %8s %10s %10s %10s %10s\n", "length", "docs", "accuracy", "min", "max", "queries");
+    for (int i = 0; i < n_len; i++) {
+        int64_t hits = 0, scored_all = 0, queries_ok = 0, queries = 0;
+        double lo = 1, hi = 0;
+        e.scorer.truncated = false;
+        for (int k = 0; k < samples; k++) {
+            /* one stream per (seed, length, sample): a length's documents do not change when others are added */
+            eval_rng rng;
+            doc_stream(&rng, seed, lengths[i], k, false);
+            int64_t n_scored = eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
+            int64_t from = 0;
+            while (!score[from + 1]) from++;
+            char err[512];
+            if (!e.scorer.base.score(&e.scorer.base, doc, lengths[i], from, lengths[i] - 1, correct, NULL, err,
+                                     sizeof err)) {
+                fprintf(stderr, "mnemo %s: %d-token document: %s\n", e.cmd, lengths[i], err);
+                goto out;
+            }
+            int64_t h = 0, run = 0;
+            for (int64_t t = from; t < lengths[i] - 1; t++) {
+                if (!score[t + 1]) continue;
+                h += correct[t - from];
+                run += correct[t - from];
+                if (++scored_all % 4 == 0) { /* a query's four values */
+                    queries_ok += run == 4;
+                    queries++;
+                    run = 0;
+                }
+            }
+            hits += h;
+            double acc = (double)h / (double)n_scored;
+            if (acc < lo) lo = acc;
+            if (acc > hi) hi = acc;
+        }
+        double acc = (double)hits / (double)scored_all, qacc = (double)queries_ok / (double)queries;
+        if (e.json)
+            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "eval", "dict-lookup", "length",
+                                          lengths[i], "samples", samples, "accuracy", acc, "accuracy_min", lo,
+                                          "accuracy_max", hi, "query_accuracy", qacc, "truncated",
+                                          e.scorer.truncated));
+        else
+            printf("%10d %8d %9.2f%% %9.2f%% %9.2f%% %9.2f%%%s\n", lengths[i], samples, 100 * acc, 100 * lo, 100 * hi,
+                   100 * qacc, e.scorer.truncated ? "  (longer than the model sees)" : "");
+    }
+    rc = 0;
+out:
+    free(doc);
+    free(score);
+    free(correct);
+    cli_eval_close(&e);
+    return rc;
+}

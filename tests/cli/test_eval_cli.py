@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `mnemo eval` (stdlib only; run by ctest): every task on the fixtures' tiny models with
+--json (shapes and the values they must take), the text tables, bad input refused with one message, and
+scripts/plot_eval.py drawing each task's JSON as a PNG (with Debian's matplotlib, which scripts/install-deps.sh
+installs; skipped with a note where it is missing). The metrics' arithmetic on known answers: tests/unit/test_eval.c.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BIN, FIX, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+passed = failed = 0
+MHA = os.path.join(FIX, "models", "mha")          # plain LLaMA, 128 positions, vocab 512
+LL = os.path.join(FIX, "longllama", "basic")      # LongLLaMA, window 64, memory layers 1 and 3
+GQA = os.path.join(FIX, "models", "gqa")
+UIO = os.path.join(FIX, "uio", "gqa_c12_m3", "uio_st")
+TEXT = os.path.join(FIX, "train", "data", "train.txt")
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args):
+    p = subprocess.run([BIN, "eval", *args], capture_output=True, timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def lines(out):
+    return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+
+with tempfile.TemporaryDirectory() as td:
+    results = {}
+    # perplexity: windows on a plain model; memory on vs off on LongLLaMA and UIO
+    rc, out, err = run("perplexity", "--model", MHA, "--data", TEXT, "--max-tokens", "400", "--json")
+    r = lines(out)
+    check(rc == 0 and len(r) == 1 and r[0]["tokens"] == 399 and r[0]["window"] == 128 and r[0]["stride"] == 64
+          and not r[0]["memory"] and r[0]["perplexity"] > 1, f"perplexity windows: {rc} {out!r} {err!r}")
+    results["perplexity"] = out
+    for model, extra in ((LL, []), (GQA, ["--uio", UIO])):
+        on = lines(run("perplexity", "--model", model, *extra, "--data", TEXT, "--max-tokens", "300", "--json")[1])
+        off = lines(run("perplexity", "--model", model, *extra, "--data", TEXT, "--max-tokens", "300", "--memory",
+                        "off", "--json")[1])
+        check(on and off and on[0]["memory"] and not off[0]["memory"] and on[0]["tokens"] == off[0]["tokens"] == 299
+              and on[0]["perplexity"] != off[0]["perplexity"], f"memory on/off {model} {extra}: {on} {off}")
+    rc, out, err = run("perplexity", "--model", MHA, "--data", TEXT, "--max-tokens", "300")
+    check(rc == 0 and "perplexity" in out and "windows of 128 moving by 64" in out, f"perplexity table: {out!r}")
+
+    # forgetting curve: lengths, two curves, the memory lengths; lengths past a plain model's context are cut
+    rc, out, err = run("forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "32,64,128,256",
+                       "--samples", "3", "--json")
+    r = lines(out)
+    pts = [x for x in r if "length" in x]
+    check(rc == 0 and [p["length"] for p in pts] == [32, 64, 128, 256] and all(
+        0 <= p["copy"] <= 1 and 0 <= p["lm"] <= 1 and p["samples"] == 3 for p in pts) and "fine_length" in r[-1]
+          and pts[-1]["truncated"] and not pts[0]["truncated"], f"forgetting-curve json: {rc} {out!r} {err!r}")
+    results["forgetting-curve"] = out
+    rc, out2, err = run("forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "32,64,128,256",
+                        "--samples", "3", "--json")
+    check(out2 == out, "the same seed draws the same spans")
+    rc, out, err = run("forgetting-curve", "--model", LL, "--data", TEXT, "--max-length", "256", "--points", "2",
+                       "--samples", "2")
+    check(rc == 0 and "coarse-grained memory length" in out and " 128 " in out and " 256 " in out,
+          f"forgetting-curve table on LongLLaMA: {rc} {out!r} {err!r}")
+
+    # dictionary lookup: accuracies in [0, 1], min <= mean <= max
+    rc, out, err = run("dict-lookup", "--model", LL, "--lengths", "512,1K", "--samples", "2", "--json")
+    r = lines(out)
+    check(rc == 0 and [x["length"] for x in r] == [512, 1024] and all(
+        x["accuracy_min"] <= x["accuracy"] <= x["accuracy_max"] <= 1 for x in r), f"dict-lookup: {rc} {out!r} {err!r}")
+    results["dict-lookup"] = out
+    rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "1K", "--samples", "1", "--json")
+    check(rc == 0 and lines(out)[0]["truncated"], "dict-lookup past a plain model's context is marked truncated")
+
+    # training documents for the task: the loss on the queried values only; mnemo train reads them
+    data = os.path.join(td, "dict.jsonl")
+    rc, out, err = run("dict-lookup", "--write-data", data, "--lengths", "128", "--query-tokens", "64",
+                       "--samples", "4")
+    docs = [json.loads(l) for l in open(data)] if rc == 0 else []
+    check(len(docs) == 4 and all(len(d["tokens"]) == 128 and len(d["loss"]) == 128 and sum(d["loss"]) == 24
+                                 and d["tokens"][0] == 1 and max(d["tokens"]) < 64 for d in docs),
+          f"--write-data: {rc} {err!r}")
+    p = subprocess.run([BIN, "train", "--model", MHA, "--data", data, "--seq-len", "127", "--steps", "1",
+                        "--batch", "2", "--out", os.path.join(td, "dict_lora")], capture_output=True, timeout=300)
+    check(p.returncode == 0, f"mnemo train reads the task's documents: {p.stderr.decode()[-300:]}")
+    eval_doc = lines(run("dict-lookup", "--model", MHA, "--lengths", "128", "--query-tokens", "64", "--samples", "1",
+                         "--json")[1])
+    check(eval_doc and eval_doc[0]["length"] == 128, "the same length evaluates")
+
+    # passkey through eval
+    rc, out, err = run("passkey", "--model", LL, "--lengths", "256", "--depths", "0.5", "--trials", "1", "--json")
+    r = [x for x in lines(out) if x.get("eval") == "passkey"]
+    check(rc == 0 and len(r) == 1 and r[0]["length"] == 256, f"eval passkey: {rc} {out!r} {err!r}")
+    results["passkey"] = out
+
+    # bad input: one clear message, exit 2
+    for args, want in ((["perplexity", "--model", MHA], "--data FILE is required"),
+                       (["perplexity", "--model", MHA, "--data", TEXT, "--window", "64", "--stride", "64"],
+                        "must be below --window"),
+                       (["perplexity", "--model", MHA, "--data", TEXT, "--memory", "on"], "needs a model with memory"),
+                       (["forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "64,32"], "must increase"),
+                       (["forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "4K", "--max-length", "9"],
+                        "not both"),
+                       (["dict-lookup", "--lengths", "12x"], "expects comma-separated integers"),
+                       (["dict-lookup", "--lengths", "100"], "cannot hold a definition"),
+                       (["nonsense"], "unknown task")):
+        rc, out, err = run(*args)
+        check(rc == 2 and want in err and err.count("\n") == 1, f"{args}: exit {rc}, {err!r}")
+    rc, out, err = run("forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "100000")
+    check(rc == 1 and "two disjoint spans" in err, f"text too short for the length: {rc} {err!r}")
+    rc, out, err = run("dict-lookup", "--model", MHA, "--data", TEXT)
+    check(rc == 2 and "unknown option '--data'" in err, f"dict-lookup takes no data: {err!r}")
+
+    # plots: one PNG per task
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    if subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+        print("note: matplotlib missing (scripts/install-deps.sh installs python3-matplotlib); plots not checked")
+    else:
+        for task, out in results.items():
+            src, png = os.path.join(td, task + ".jsonl"), os.path.join(td, task + ".png")
+            with open(src, "w") as f:
+                f.write(out)
+            p = subprocess.run([py, os.path.join(SRC, "scripts", "plot_eval.py"), src, "-o", png],
+                               capture_output=True, timeout=120)
+            with open(png, "rb") if os.path.exists(png) else open(os.devnull, "rb") as f:
+                head = f.read(8)
+            check(p.returncode == 0 and head == b"\x89PNG\r\n\x1a\n", f"plot {task}: {p.stderr.decode()[-300:]}")
+        p = subprocess.run([py, os.path.join(SRC, "scripts", "plot_eval.py"), TEXT, "-o", os.path.join(td, "x.png")],
+                           capture_output=True, timeout=120)
+        check(p.returncode != 0 and b"no 'mnemo eval --json' lines" in p.stderr, "plot of a file that is not results")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

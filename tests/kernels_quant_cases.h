@@ -1,0 +1,176 @@
+/*
+ * kernels_quant_cases.h — test_kernels_cpu's cases for the block-quantized weights (q8_0, q4_0), kept in their own
+ * file. For every vector path the CPU has (AVX-512 VNNI, AVX2, scalar, forced in turn with kern_cpu_quant_path):
+ *   - matmul against an fp64 reference over the dequantized weights and the activations rounded to int8 per
+ *     32-block exactly as the contract says: the integer part is exact, so only fp32 summation differs (1e-6 of
+ *     the sum of the terms' magnitudes);
+ *   - matmul against plain dequantized-f32 math (weights dequantized, x in fp32) within the bound the activation
+ *     rounding allows: |err| <= sum_i |w_i| * d_x(block of i) / 2, per output;
+ *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 refused;
+ * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding), embed gathering
+ * dequantized rows, and matmul_backward_x equal to the dequantized matrix's.
+ * Uses frand, guarded, guards_ok from test_kernels_cpu.c.
+ */
+#ifndef MNEMO_KERNELS_QUANT_CASES_H
+#define MNEMO_KERNELS_QUANT_CASES_H
+
+/* x rounded as the quantized matmul rounds it: per 32-block, scale amax/127, round to nearest (even). */
+static void act_round(double *xr, double *dx, const float *x, int64_t k) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        float amax = 0.f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        dx[b] = d;
+        for (int j = 0; j < 32; j++) xr[b * 32 + j] = (double)d * (double)lrintf(x[b * 32 + j] * id);
+    }
+}
+
+static void test_quant_roundtrip(void) {
+    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    for (int t = 0; t < 2; t++) {
+        int64_t k = 256;
+        float x[256], back[256];
+        for (int i = 0; i < k; i++) x[i] = frand() * (i < 32 ? 0.f : 3.f); /* first block all zero: scale 0 */
+        uint8_t q[34 * 8];
+        CHECK(kern_dtype_bytes(dts[t], k) == (size_t)(t ? 18 : 34) * 8, "%s: 8 blocks are %zu bytes",
+              kern_dtype_name(dts[t]), kern_dtype_bytes(dts[t], k));
+        CHECK(kern_dtype_bytes(dts[t], 33) == 0, "%s: 33 elements are no whole blocks", kern_dtype_name(dts[t]));
+        kern_quantize_row(q, x, dts[t], k);
+        kern_cpu_widen(back, q, dts[t], k);
+        bool ok = true;
+        for (int64_t b = 0; b < k / 32; b++) {
+            float amax = 0.f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+            /* half a step (q8_0) or a step (q4_0: the side opposite the max is clipped at 7), plus the f16 rounding
+             * of the scale, at most 2^-11 relative, times the largest level (127 or 8) */
+            float bound = (t ? amax / 8.f : amax / 127.f / 2.f) * 1.001f + amax * 0x1p-11f + 1e-7f;
+            for (int j = 0; j < 32; j++) ok = ok && fabsf(back[b * 32 + j] - x[b * 32 + j]) <= bound;
+        }
+        CHECK(ok, "%s: quantize -> dequantize within the block's step", kern_dtype_name(dts[t]));
+    }
+}
+
+static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qpath path) {
+    static const int64_t shapes[][3] = {{1, 37, 64}, {1, 5, 96}, {2, 9, 32}, {3, 9, 160}, {8, 64, 320},
+                                        {13, 11, 96}, {70, 33, 224}, {9, 4, 4096}};
+    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 2; t++)
+            for (int bi = 0; bi < 2; bi++) {
+                int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                kern_dtype dt = dts[t];
+                float beta = (float)bi;
+                float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
+                uint8_t *wq = malloc(kern_dtype_bytes(dt, n * k));
+                for (int64_t i = 0; i < n * k; i++) wf[i] = frand() * 0.5f;
+                for (int64_t i = 0; i < m * k; i++) x[i] = frand() * (i % 7 == 0 ? 4.f : 1.f);
+                for (int64_t j = 0; j < n; j++) {
+                    kern_quantize_row(wq + (size_t)j * kern_dtype_bytes(dt, k), wf + j * k, dt, k);
+                    kern_cpu_widen(wf + j * k, wq + (size_t)j * kern_dtype_bytes(dt, k), dt, k); /* exact values */
+                }
+                float *y = guarded((size_t)(m * n));
+                for (int64_t i = 0; i < m * n; i++) y[i] = frand();
+                double *y0 = malloc((size_t)(m * n) * sizeof(double)), *want = malloc((size_t)(m * n) * sizeof(double));
+                for (int64_t i = 0; i < m * n; i++) y0[i] = beta * y[i];
+                int rc = be->matmul(kc, y, x, wq, dt, m, n, k, beta);
+                double *xr = malloc((size_t)k * sizeof(double)), *dx = malloc((size_t)(k / 32) * sizeof(double));
+                bool within = true;
+                double worst = 0;
+                for (int64_t r = 0; r < m; r++) {
+                    act_round(xr, dx, x + r * k, k);
+                    for (int64_t j = 0; j < n; j++) {
+                        double exact = 0, plain = 0, bound = 0, mag = fabs(y0[r * n + j]);
+                        for (int64_t i = 0; i < k; i++) {
+                            exact += (double)wf[j * k + i] * xr[i];
+                            mag += fabs((double)wf[j * k + i] * xr[i]);
+                            plain += (double)wf[j * k + i] * x[r * k + i];
+                            bound += fabs(wf[j * k + i]) * dx[i / 32] / 2;
+                        }
+                        want[r * n + j] = exact + y0[r * n + j];
+                        double got = y[r * n + j] - y0[r * n + j];
+                        if (fabs(got - plain) > bound * 1.0001 + 1e-5) within = false;
+                        /* fp32 sums of k terms: error relative to the sum of the terms' magnitudes */
+                        double e = fabs(y[r * n + j] - want[r * n + j]) / (mag + 1e-30);
+                        worst = e > worst ? e : worst;
+                    }
+                }
+                CHECK(rc == KERN_OK && worst < 1e-6 && within && guards_ok(y, (size_t)(m * n)),
+                      "matmul %s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) "
+                      "%.2e, within the rounding bound of f32 x: %d",
+                      kern_qpath_name(path), kern_dtype_name(dt), (long)m, (long)n, (long)k, beta, rc, worst, within);
+                free(wf); free(x); free(wq); guarded_free(y); free(y0); free(want); free(xr); free(dx);
+            }
+    float b[64] = {0};
+    CHECK(be->matmul(kc, b, b, b, KERN_Q8_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
+          "q8_0 matmul k=48 (not whole blocks) refused");
+    CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q4_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
+          "matmul_backward_x q4_0 with k=48 (not whole blocks) refused");
+    CHECK(be->rmsnorm(kc, b, NULL, b, b, KERN_Q8_0, 1, 32, 1e-6f) == KERN_ESHAPE, "rmsnorm q8_0 weight refused");
+}
+
+static void test_quant_embed(const kern_backend *be, kern_ctx *kc) {
+    int64_t V = 7, d = 64;
+    float tf[7 * 64], want[7 * 64];
+    for (int i = 0; i < V * d; i++) tf[i] = frand();
+    uint8_t tq[7 * 2 * 34];
+    kern_quantize_row(tq, tf, KERN_Q8_0, V * d);
+    kern_dequantize_row(want, tq, KERN_Q8_0, V * d);
+    int32_t ids[3] = {6, 0, 6};
+    float *out = guarded(3 * 64);
+    int rc = be->embed(kc, out, tq, KERN_Q8_0, V, d, ids, 3);
+    bool same = rc == KERN_OK;
+    for (int i = 0; i < 3 && same; i++) same = !memcmp(out + i * d, want + ids[i] * d, (size_t)d * sizeof(float));
+    CHECK(same && guards_ok(out, 3 * 64), "embed q8_0 gathers dequantized rows");
+    CHECK(be->embed(kc, out, tq, KERN_Q8_0, V, 40, ids, 1) == KERN_ESHAPE, "embed q8_0 with d=40 refused");
+    guarded_free(out);
+}
+
+/* matmul_backward_x on quantized weights (LoRA over a quantized base): dx = dy . dequant(w) (+ dx), exactly as with
+ * the dequantized f32 matrix (the weights are widened panel by panel; nothing is rounded). */
+static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
+    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    for (int t = 0; t < 2; t++)
+        for (int bi = 0; bi < 2; bi++) {
+            int64_t m = 13, n = 37, k = 96;
+            float wf[37 * 96], dy[13 * 37];
+            uint8_t wq[37 * 3 * 34];
+            for (int i = 0; i < n * k; i++) wf[i] = frand();
+            for (int i = 0; i < m * n; i++) dy[i] = frand();
+            size_t rb = kern_dtype_bytes(dts[t], k);
+            for (int64_t j = 0; j < n; j++) {
+                kern_quantize_row(wq + j * rb, wf + j * k, dts[t], k);
+                kern_dequantize_row(wf + j * k, wq + j * rb, dts[t], k);
+            }
+            float *dx = guarded((size_t)(m * k));
+            double want[13 * 96];
+            for (int64_t i = 0; i < m * k; i++) dx[i] = frand();
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++) {
+                    double s = bi ? dx[r * k + c] : 0.0;
+                    for (int64_t j = 0; j < n; j++) s += (double)dy[r * n + j] * wf[j * k + c];
+                    want[r * k + c] = s;
+                }
+            int rc = be->matmul_backward_x(kc, dx, dy, wq, dts[t], m, n, k, (float)bi);
+            double e = rel_err(dx, want, (size_t)(m * k));
+            CHECK(rc == KERN_OK && e < 1e-6 && guards_ok(dx, (size_t)(m * k)),
+                  "matmul_backward_x %s beta %d: rc %d rel err %.2e", kern_dtype_name(dts[t]), bi, rc, e);
+            guarded_free(dx);
+        }
+}
+
+/* Every path this CPU has, then back to the best. */
+static void test_quant(const kern_backend *be, kern_ctx *kc) {
+    test_quant_roundtrip();
+    test_quant_embed(be, kc);
+    test_quant_backward_x(be, kc);
+    for (int p = KERN_QPATH_SCALAR; p <= KERN_QPATH_AVX512_VNNI; p++) {
+        if (kern_cpu_quant_path((kern_qpath)p) != (kern_qpath)p) {
+            printf("quantized matmul: path %s not on this CPU, skipped\n", kern_qpath_name((kern_qpath)p));
+            continue;
+        }
+        test_quant_matmul_path(be, kc, (kern_qpath)p);
+    }
+    kern_cpu_quant_path(KERN_QPATH_BEST);
+}
+
+#endif

@@ -1,0 +1,550 @@
+/*
+ * test_gguf.c — GGUF: the reader against a file written by the upstream gguf-py package (tests/fixtures/gguf, made
+ * by tests/reference/make_gguf_fixtures.py), malformed files refused with a message, mnemo quantize's output equal
+ * byte for byte to gguf-py's for the same model, and models loaded from GGUF:
+ *   - f32 GGUF == the safetensors model (the Q/K permutation is undone exactly): logits within 1e-5;
+ *   - q8_0 within REL_Q8 of the f32 model's logits, q4_0 within REL_Q4 (rel = ||dlogits|| / ||logits|| over every
+ *     position of a 45-token input; see the tolerance note below);
+ *   - the tokenizer built from tokenizer.ggml.* metadata encodes like tokenizer.model;
+ *   - a LongLLaMA checkpoint quantized to q8_0 keeps its memory layers and settings, and its logits past the local
+ *     context (memory in use) stay within REL_Q8 of the f32 model's.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "kernels.h"
+#include "gguf.h"
+#include "gguf_llama.h"
+#include "gguf_write.h"
+#include "model_config.h"
+#include "test_util.h"
+
+/* Tolerances. q8_0 rounds each weight to 1/254 of its 32-block's largest magnitude: measured on gqa's matrices
+ * (N(0, 0.15..0.5) weights, tests/reference/README.md) the weights' relative RMS error is 0.50-0.54%, and matmul
+ * rounds activations the same way. These tiny random models amplify a perturbation about tenfold on its way to
+ * the logits (large weights, sharp attention), so measured rel logits errors are 5.7e-2 (gqa, 2 layers) and
+ * 3.1e-2 (LongLLaMA basic, 4 layers, memory in use). q4_0's steps are 16x coarser: 0.25 (rope_scaled) to 0.58
+ * (gqa). The bounds leave ~1.5-2x margin; a wrong block layout, scale or Q/K order gives ~1.4 (unrelated logits of
+ * the same size), and the f32 GGUF must match to 1e-5. The kernels themselves are checked exactly (against
+ * int8-rounded activations) in test_kernels_cpu. */
+#define REL_Q8 0.10
+#define REL_Q4 0.85
+#define REL_F32 1e-5
+
+static char tmpdir[256];
+
+static uint8_t *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void fixture(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", test_fixtures(), rel); }
+
+/* ---- the reader against gguf-py's file */
+static void test_parse_fixture(void) {
+    char path[4096], err[512];
+    fixture(path, sizeof path, "gguf/gqa_q8_0.gguf");
+    size_t len;
+    uint8_t *b = read_all(path, &len);
+    CHECK(b != NULL, "%s readable", path);
+    if (!b) return;
+    gguf_file g;
+    int rc = gguf_parse(b, len, path, &g, err, sizeof err);
+    CHECK(rc == 0, "gguf-py fixture parses: %s", err);
+    if (rc) { free(b); return; }
+    CHECK(g.version == 3 && g.alignment == 32 && g.n_tensors == 21, "version %u, alignment %lu, %zu tensors", g.version,
+          (unsigned long)g.alignment, g.n_tensors);
+    const char *s;
+    uint64_t sl;
+    int64_t v;
+    double f;
+    CHECK(gguf_get_str(&g, "general.architecture", &s, &sl) && sl == 5 && !memcmp(s, "llama", 5), "architecture llama");
+    CHECK(gguf_get_i64(&g, "llama.attention.head_count", &v) && v == 8, "head_count 8");
+    CHECK(gguf_get_i64(&g, "llama.attention.head_count_kv", &v) && v == 2, "head_count_kv 2");
+    CHECK(gguf_get_f64(&g, "llama.attention.layer_norm_rms_epsilon", &f) && fabs(f - 1e-6) < 1e-12, "rms eps");
+    const gguf_kv *tk = gguf_find(&g, "tokenizer.ggml.tokens");
+    CHECK(tk && tk->type == GGUF_ARRAY && tk->arr_type == GGUF_STRING && tk->n == 512, "512 token strings");
+    const uint8_t *pos = tk ? tk->p : NULL;
+    for (int i = 0; tk && i < 4; i++) gguf_arr_next_str(&pos, &s, &sl);
+    CHECK(tk && sl == 6 && !memcmp(s, "<0x00>", 6), "token 3 is <0x00>");
+    const gguf_tensor *q = gguf_find_tensor(&g, "blk.1.attn_q.weight");
+    const gguf_tensor *dn = gguf_find_tensor(&g, "blk.0.ffn_down.weight");
+    const gguf_tensor *nm = gguf_find_tensor(&g, "output_norm.weight");
+    CHECK(q && q->type == GGML_Q8_0 && q->ndim == 2 && q->ne[0] == 96 && q->ne[1] == 96 && q->nbytes == 96 * 3 * 34,
+          "attn_q q8_0 [96, 96]");
+    CHECK(dn && dn->type == GGML_F16 && dn->ne[0] == 72 && dn->ne[1] == 96, "ffn_down f16 (72-wide rows)");
+    CHECK(nm && nm->type == GGML_F32 && nm->ndim == 1, "norm f32");
+    for (size_t i = 0; i < g.n_tensors; i++)
+        CHECK((uintptr_t)(g.tensors[i].data - b) % 32 == (g.data_offset % 32), "tensor %zu aligned", i);
+    gguf_free(&g);
+    free(b);
+}
+
+/* Tensor bytes for crafted files: user is a bytes_src (NULL p: zeros), n exactly the size declared. */
+typedef struct {
+    const void *p;
+    size_t n;
+} bytes_src;
+static int copy_fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
+    (void)i; (void)err; (void)errlen;
+    const bytes_src *b = user;
+    if (b->p) memcpy(dst, b->p, b->n);
+    else memset(dst, 0, b->n);
+    return 0;
+}
+
+/* ---- malformed input: always a message, never a crash */
+static void expect_fail(const uint8_t *b, size_t len, const char *want, const char *what) {
+    gguf_file g;
+    char err[512] = "";
+    int rc = gguf_parse(b, len, "x.gguf", &g, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, want), "%s: want '%s', got rc %d '%s'", what, want, rc, err);
+    gguf_free(&g);
+}
+
+static void test_malformed(void) {
+    char path[4096];
+    fixture(path, sizeof path, "gguf/rope_q4_0/model.gguf");
+    size_t len;
+    uint8_t *b = read_all(path, &len);
+    CHECK(b != NULL, "%s readable", path);
+    if (!b) return;
+    gguf_file g;
+    char err[512];
+    CHECK(gguf_parse(b, len, path, &g, err, sizeof err) == 0, "q4_0 fixture parses: %s", err);
+    uint64_t data_off = g.data_offset;
+    gguf_free(&g);
+    int refused = 0, total = 0;
+    for (size_t n = 0; n < len; n += (n < data_off ? 1 : 97), total++) /* every header prefix, then data cuts */
+        if (gguf_parse(b, n, path, &g, err, sizeof err) != 0) refused++;
+        else gguf_free(&g);
+    CHECK(refused == total, "every truncation refused (%d of %d)", refused, total);
+    uint8_t *c = malloc(len);
+    memcpy(c, b, len);
+    c[0] = 'X';
+    expect_fail(c, len, "no 'GGUF' magic", "bad magic");
+    memcpy(c, b, len);
+    c[4] = 1;
+    expect_fail(c, len, "version 1 is not supported", "version 1");
+    memcpy(c, b, len);
+    memset(c + 16, 0xff, 8);
+    expect_fail(c, len, "cannot fit", "huge kv count");
+    memcpy(c, b, len);
+    memset(c + 8, 0x7f, 8);
+    expect_fail(c, len, "cannot fit", "huge tensor count");
+    memcpy(c, b, len);
+    memset(c + 24, 0xff, 8); /* the first key's length */
+    expect_fail(c, len, "runs past the end", "key length past the end");
+    free(c);
+    free(b);
+
+    /* crafted with the writer: a duplicate key, a bad type, a misaligned tensor, blocks that do not divide a row */
+    char p2[300];
+    snprintf(p2, sizeof p2, "%s/bad.gguf", tmpdir);
+    struct { const char *what, *want; int kind; } cases[] = {
+        {"duplicate key", "appears twice", 0}, {"unknown tensor type", "does not know", 1},
+        {"partial block", "not a whole number", 2}, {"tensor past the data", "runs past the data area", 3},
+        {"bad alignment", "power of two", 4}, {"array of arrays", "arrays of arrays", 5},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        gguf_writer *w = gguf_writer_new();
+        gguf_w_str(w, "general.architecture", "llama");
+        if (cases[k].kind == 0) gguf_w_u32(w, "general.architecture", 3);
+        if (cases[k].kind == 4) gguf_w_u32(w, "general.alignment", 24);
+        int64_t ne[2] = {cases[k].kind == 2 ? 48 : 64, 2};
+        gguf_w_tensor(w, "t", cases[k].kind == 1 ? 99 : GGML_Q8_0, 2, ne, 4 * 34);
+        char werr[256];
+        bytes_src z = {NULL, 4 * 34};
+        CHECK(gguf_writer_write(w, p2, copy_fill, &z, werr, sizeof werr) == 0, "%s: write: %s", cases[k].what, werr);
+        gguf_writer_free(w);
+        size_t bl;
+        uint8_t *bb = read_all(p2, &bl);
+        if (!bb) {
+            CHECK(0, "%s: crafted file not written", cases[k].what);
+            continue;
+        }
+        if (cases[k].kind == 3) bl -= 30; /* cut into the tensor itself (136 bytes padded to 160) */
+        if (cases[k].kind == 5) { /* turn the string value into ARRAY of ARRAY */
+            const uint8_t *kp = memmem(bb, bl, "architecture", 12);
+            if (kp) {
+                uint8_t *t = (uint8_t *)kp + 12;
+                t[0] = GGUF_ARRAY; t[1] = t[2] = t[3] = 0;
+                t[4] = GGUF_ARRAY; t[5] = t[6] = t[7] = 0;
+            }
+        }
+        expect_fail(bb, bl, cases[k].want, cases[k].what);
+        free(bb);
+    }
+}
+
+/* ---- mnemo quantize == gguf-py, byte for byte, tensor for tensor */
+static void test_same_bytes_as_gguf_py(void) {
+    char src[4096], ref[4096], out[300], err[1024] = "";
+    fixture(src, sizeof src, "models/gqa");
+    fixture(ref, sizeof ref, "gguf/gqa_q8_0.gguf");
+    snprintf(out, sizeof out, "%s/gqa_q8_0.gguf", tmpdir);
+    mnemo_status st = mnemo_quantize(src, "q8_0", out, err, sizeof err);
+    CHECK(st == MNEMO_OK, "quantize gqa q8_0: %s", err);
+    size_t la, lb;
+    uint8_t *a = read_all(out, &la), *b = read_all(ref, &lb);
+    gguf_file ga, gb;
+    if (!a || !b || gguf_parse(a, la, out, &ga, err, sizeof err) || gguf_parse(b, lb, ref, &gb, err, sizeof err)) {
+        CHECK(0, "both files parse: %s", err);
+        free(a); free(b);
+        return;
+    }
+    int same = 0;
+    for (size_t i = 0; i < gb.n_tensors; i++) {
+        const gguf_tensor *x = &gb.tensors[i], *y = gguf_find_tensor(&ga, x->name);
+        same += y && y->type == x->type && y->nbytes == x->nbytes && y->ne[0] == x->ne[0] && y->ne[1] == x->ne[1] &&
+                !memcmp(y->data, x->data, x->nbytes);
+    }
+    CHECK(same == 21 && ga.n_tensors == 21, "mnemo's q8_0 tensors equal gguf-py's: %d of 21", same);
+    int64_t v;
+    CHECK(gguf_get_i64(&ga, "general.file_type", &v) && v == 7, "general.file_type MOSTLY_Q8_0");
+    gguf_free(&ga);
+    gguf_free(&gb);
+    free(a);
+    free(b);
+}
+
+/* ---- logits */
+static mnemo_device g_device = MNEMO_DEVICE_CPU; /* where the GGUF side of compare() runs */
+
+static mnemo_model *load_on(const char *path, mnemo_device dev) {
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = dev;
+    mnemo_model *m = NULL;
+    if (mnemo_model_load(path, &mp, &m) != MNEMO_OK) {
+        CHECK(0, "load %s: %s", path, mnemo_model_error(m));
+        mnemo_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+static mnemo_model *load(const char *path) { return load_on(path, MNEMO_DEVICE_CPU); }
+
+/* Logits of every position of ids (n tokens), one decode call; malloc'ed [n, vocab] or NULL. */
+static float *all_logits(mnemo_model *m, const int32_t *ids, int n) {
+    mnemo_context_params cp = mnemo_context_default_params();
+    cp.logits_all = true;
+    cp.n_batch = 16;
+    mnemo_context *ctx = NULL;
+    int V = mnemo_model_n_vocab(m);
+    float *out = malloc((size_t)n * (size_t)V * sizeof(float));
+    if (mnemo_context_new(m, &cp, &ctx) != MNEMO_OK) goto fail;
+    for (int i = 0; i < n; i += 16) { /* chunks: prefill GEMM (m = 16) and, with n % 16, the GEMV path */
+        int nb = n - i < 16 ? n - i : 16;
+        if (mnemo_decode(ctx, ids + i, nb) != MNEMO_OK) goto fail;
+        for (int j = 0; j < nb; j++) {
+            const float *lg = mnemo_get_logits(ctx, j);
+            if (!lg) goto fail;
+            memcpy(out + (size_t)(i + j) * V, lg, (size_t)V * sizeof(float));
+        }
+    }
+    mnemo_context_free(ctx);
+    return out;
+fail:
+    CHECK(0, "decode failed: %s", ctx ? mnemo_context_error(ctx) : "no context");
+    mnemo_context_free(ctx);
+    free(out);
+    return NULL;
+}
+
+/* ||a - b|| / ||b|| over everything, or INFINITY. */
+static double compare(const char *ref_path, const char *path, const int32_t *ids, int n) {
+    mnemo_model *a = load(ref_path), *b = load_on(path, g_device);
+    double rel = INFINITY;
+    if (a && b && mnemo_model_n_vocab(a) == mnemo_model_n_vocab(b)) {
+        float *la = all_logits(a, ids, n), *lb = all_logits(b, ids, n);
+        if (la && lb) {
+            double num = 0, den = 0;
+            for (size_t i = 0; i < (size_t)n * (size_t)mnemo_model_n_vocab(a); i++) {
+                num += ((double)lb[i] - la[i]) * ((double)lb[i] - la[i]);
+                den += (double)la[i] * la[i];
+            }
+            rel = sqrt(num / den);
+        }
+        free(la);
+        free(lb);
+    }
+    mnemo_model_free(a);
+    mnemo_model_free(b);
+    return rel;
+}
+
+static void ids_for(int32_t *ids, int n, int vocab) {
+    uint32_t s = 12345;
+    ids[0] = 1;
+    for (int i = 1; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = 3 + (int32_t)((s >> 8) % (uint32_t)(vocab - 3));
+    }
+}
+
+static void test_logits(void) {
+    int32_t ids[100];
+    ids_for(ids, 100, 512);
+    char gqa[4096], rope[4096], fx[4096], out[300], err[1024];
+    fixture(gqa, sizeof gqa, "models/gqa");
+    fixture(rope, sizeof rope, "models/rope_scaled");
+    struct { const char *type; double tol; } types[] = {{"f32", REL_F32}, {"q8_0", REL_Q8}, {"q4_0", REL_Q4}};
+    for (int t = 0; t < 3; t++) {
+        snprintf(out, sizeof out, "%s/gqa_%s.gguf", tmpdir, types[t].type);
+        CHECK(mnemo_quantize(gqa, types[t].type, out, err, sizeof err) == MNEMO_OK, "quantize %s: %s", types[t].type,
+              err);
+        double rel = compare(gqa, out, ids, 45);
+        printf("gqa %-5s (mnemo quantize) vs f32 safetensors: rel logits error %.2e (bound %.0e)\n", types[t].type, rel,
+               types[t].tol);
+        CHECK(rel <= types[t].tol, "gqa %s: rel logits error %.3e > %.1e", types[t].type, rel, types[t].tol);
+    }
+    fixture(fx, sizeof fx, "gguf/gqa_q8_0.gguf");
+    double rel = compare(gqa, fx, ids, 45);
+    printf("gqa q8_0  (gguf-py file)     vs f32 safetensors: rel logits error %.2e (bound %.0e)\n", rel, REL_Q8);
+    CHECK(rel <= REL_Q8, "gguf-py q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
+    if (kern_cuda_available(NULL, 0)) { /* CUDA: the q8_0 weights go up dequantized to bf16 */
+        g_device = MNEMO_DEVICE_CUDA;
+        rel = compare(gqa, fx, ids, 45);
+        g_device = MNEMO_DEVICE_CPU;
+        printf("gqa q8_0 on CUDA (bf16 at upload) vs f32 CPU: rel logits error %.2e (bound %.0e)\n", rel, REL_Q8);
+        CHECK(rel <= REL_Q8, "q8_0 on CUDA: rel logits error %.3e > %.1e", rel, REL_Q8);
+    } else {
+        printf("no CUDA device: the dequantize-at-upload path is not run\n");
+    }
+    fixture(fx, sizeof fx, "gguf/rope_q4_0/model.gguf");
+    rel = compare(rope, fx, ids, 45);
+    printf("rope_scaled q4_0 (gguf-py, tokenizer.model beside) vs f32: rel logits error %.2e (bound %.0e)\n", rel,
+           REL_Q4);
+    CHECK(rel <= REL_Q4, "gguf-py q4_0 rope_scaled: rel logits error %.3e > %.1e", rel, REL_Q4);
+}
+
+/* ---- the tokenizer built from tokenizer.ggml.* encodes as tokenizer.model does */
+static void test_tokenizer(void) {
+    char dir[4096], fx[4096], cases[4096];
+    fixture(dir, sizeof dir, "models/gqa");
+    fixture(fx, sizeof fx, "gguf/gqa_q8_0.gguf");
+    fixture(cases, sizeof cases, "tokenizer_cases.json");
+    mnemo_model *a = load(dir), *b = load(fx);
+    json_error_t je;
+    json_t *root = json_load_file(cases, 0, &je);
+    json_t *arr = json_object_get(root, "cases");
+    int same = 0, n = (int)json_array_size(arr);
+    for (int i = 0; a && b && i < n; i++) {
+        const char *text = json_string_value(json_object_get(json_array_get(arr, i), "text"));
+        int32_t ia[1024], ib[1024], na = 0, nb = 0;
+        mnemo_status s1 = mnemo_tokenize(a, text, strlen(text), true, ia, 1024, &na);
+        mnemo_status s2 = mnemo_tokenize(b, text, strlen(text), true, ib, 1024, &nb);
+        same += s1 == MNEMO_OK && s2 == MNEMO_OK && na == nb && !memcmp(ia, ib, (size_t)na * sizeof *ia);
+    }
+    CHECK(n >= 10 && same == n, "GGUF-metadata tokenizer encodes like tokenizer.model: %d of %d cases", same, n);
+    json_decref(root);
+    mnemo_model_free(a);
+    mnemo_model_free(b);
+}
+
+/* ---- LongLLaMA through q8_0 */
+static void test_longllama(void) {
+    char dir[4096], out[300], err[1024];
+    fixture(dir, sizeof dir, "longllama/basic");
+    snprintf(out, sizeof out, "%s/longllama_q8_0.gguf", tmpdir);
+    CHECK(mnemo_quantize(dir, "q8_0", out, err, sizeof err) == MNEMO_OK, "quantize longllama: %s", err);
+    mnemo_model *m = load(out);
+    CHECK(m && mnemo_model_has_memory(m), "the q8_0 LongLLaMA has its memory layers");
+    if (m) CHECK(strstr(mnemo_model_desc(m), "LongLlamaForCausalLM") != NULL, "desc: %s", mnemo_model_desc(m));
+    mnemo_model_free(m);
+    /* the config round trip: every LongLLaMA field as config.json says */
+    size_t len;
+    uint8_t *b = read_all(out, &len);
+    gguf_file g;
+    char *json = NULL;
+    model_config c1, c2;
+    int ok = b && !gguf_parse(b, len, out, &g, err, sizeof err);
+    if (ok) {
+        ok = !gguf_llama_config_json(&g, out, &json, err, sizeof err) &&
+             !model_config_parse(json, strlen(json), out, &c1, err, sizeof err) &&
+             !model_config_load(dir, &c2, err, sizeof err);
+        gguf_free(&g);
+    }
+    CHECK(ok && c1.is_longllama && c1.n_mem_layers == 2 && c1.mem_layers[0] == 1 && c1.mem_layers[1] == 3 &&
+              c1.mem_dtype == c2.mem_dtype && c1.last_context_length == c2.last_context_length &&
+              c1.mem_positionals == c2.mem_positionals && c1.pad_token_id == c2.pad_token_id,
+          "LongLLaMA settings survive GGUF: %s", ok ? "" : err);
+    free(json);
+    free(b);
+    int32_t ids[100];
+    ids_for(ids, 100, 512);
+    double rel = compare(dir, out, ids, 100); /* 100 tokens: past last_context_length 32, the memory is in use */
+    printf("longllama q8_0 vs f32, 100 tokens (memory in use): rel logits error %.2e (bound %.0e)\n", rel, REL_Q8);
+    CHECK(rel <= REL_Q8, "longllama q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
+}
+
+/* ---- q4_K, q6_K, q4_1, q5_0, q5_1: mnemo's dequantizers against gguf-py's numpy port (random blocks,
+ * tests/fixtures/gguf/kquants.gguf) */
+static void test_kquants(void) {
+    char path[4096], err[512];
+    fixture(path, sizeof path, "gguf/kquants.gguf");
+    size_t len;
+    uint8_t *b = read_all(path, &len);
+    gguf_file g;
+    if (!b || gguf_parse(b, len, path, &g, err, sizeof err)) {
+        CHECK(0, "%s parses: %s", path, err);
+        free(b);
+        return;
+    }
+    const char *names[5] = {"q4_K", "q6_K", "q4_1", "q5_0", "q5_1"};
+    for (int k = 0; k < 5; k++) {
+        char rn[16];
+        snprintf(rn, sizeof rn, "%s_ref", names[k]);
+        const gguf_tensor *t = gguf_find_tensor(&g, names[k]), *r = gguf_find_tensor(&g, rn);
+        if (!t || !r || t->ne[0] != 512 || r->ne[0] != 512) {
+            CHECK(0, "%s and its reference present", names[k]);
+            continue;
+        }
+        float got[512], want[512];
+        double worst = 0;
+        size_t row = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+        for (int64_t i = 0; i < t->ne[1]; i++) {
+            CHECK(gguf_dequantize_row(t->type, t->data + i * row, got, 512) == 0, "%s dequantizes", names[k]);
+            memcpy(want, r->data + i * 512 * 4, sizeof want);
+            for (int j = 0; j < 512; j++) {
+                double e = fabs((double)got[j] - want[j]) / (fabs(want[j]) + 1e-3);
+                worst = e > worst ? e : worst;
+            }
+        }
+        CHECK(worst < 1e-6, "%s: mnemo's dequantization vs gguf-py's: worst rel err %.2e", names[k], worst);
+    }
+    /* as a model tensor: converted to q8_0 (within q8_0's rounding of the dequantized values) */
+    char p[300];
+    snprintf(p, sizeof p, "%s/kq.gguf", tmpdir);
+    const gguf_tensor *t = gguf_find_tensor(&g, "q6_K"), *r = gguf_find_tensor(&g, "q6_K_ref");
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_u32(w, "llama.attention.head_count", 1);
+    int64_t ne[2] = {512, 3};
+    gguf_w_tensor(w, "output.weight", GGML_Q6_K, 2, ne, t ? t->nbytes : 0);
+    bytes_src src = {t ? t->data : NULL, t ? (size_t)t->nbytes : 0};
+    gguf_writer_write(w, p, copy_fill, &src, err, sizeof err);
+    gguf_writer_free(w);
+    size_t l2;
+    uint8_t *b2 = read_all(p, &l2);
+    tensor_list tl = {0};
+    int rc = b2 ? gguf_weights_parse(b2, l2, p, &tl, err, sizeof err) : -1;
+    CHECK(rc == 0 && tl.count == 1 && tl.items[0].dtype == TENSOR_Q8_0, "q6_K output.weight loads as q8_0: %s", err);
+    if (rc == 0 && tl.count == 1 && r) {
+        float got[512];
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            kern_dequantize_row(got, (const char *)tl.items[0].data + i * 16 * 34, KERN_Q8_0, 512);
+            const float *want = (const float *)(r->data + i * 512 * 4);
+            for (int bk = 0; bk < 16; bk++) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(want[bk * 32 + j]));
+                float bound = amax * (0.5f / 127 + 0x1p-11f) * 1.01f; /* half a step + the scale's f16 rounding */
+                for (int j = 0; j < 32; j++) ok = ok && fabsf(got[bk * 32 + j] - want[bk * 32 + j]) <= bound;
+            }
+        }
+        CHECK(ok, "q6_K -> q8_0 within q8_0's rounding");
+    }
+    tensor_list_free(&tl);
+    free(b2);
+    gguf_free(&g);
+    free(b);
+}
+
+/* ---- LoRA over a quantized base (the frozen weights' input gradients go through the dequantized matrices): the
+ * first step's loss matches the f32 model's within the quantization's effect; full fine-tuning is refused. */
+static double lora_first_loss(const char *model, const char *out, mnemo_train_method method, mnemo_status *st) {
+    char data[4096];
+    fixture(data, sizeof data, "train/data/train.txt");
+    mnemo_train_params p = mnemo_train_default_params();
+    p.data = data, p.out_dir = out, p.steps = 2, p.batch = 1, p.seq_len = 32, p.method = method;
+    mnemo_model_params mp = mnemo_model_default_params();
+    mp.device = MNEMO_DEVICE_CPU;
+    mnemo_trainer *t = NULL;
+    mnemo_train_progress pr = {0};
+    double loss = NAN;
+    *st = mnemo_trainer_new(model, &mp, &p, &t);
+    if (*st == MNEMO_OK && (*st = mnemo_trainer_step(t, &pr)) == MNEMO_OK) loss = pr.loss;
+    if (*st == MNEMO_OK) *st = mnemo_trainer_step(t, &pr);
+    if (*st == MNEMO_OK) *st = mnemo_trainer_save(t);
+    if (*st != MNEMO_OK) printf("trainer on %s: %s\n", model, mnemo_trainer_error(t));
+    mnemo_trainer_free(t);
+    return loss;
+}
+
+static void test_lora_over_gguf(void) {
+    char dir[4096], fx[4096], o1[300], o2[300], o3[300];
+    fixture(dir, sizeof dir, "models/gqa");
+    fixture(fx, sizeof fx, "gguf/gqa_q8_0.gguf");
+    snprintf(o1, sizeof o1, "%s/lora_f32", tmpdir);
+    snprintf(o2, sizeof o2, "%s/lora_q8", tmpdir);
+    snprintf(o3, sizeof o3, "%s/full_q8", tmpdir);
+    mnemo_status s1, s2, s3;
+    double l1 = lora_first_loss(dir, o1, MNEMO_TRAIN_LORA, &s1), l2 = lora_first_loss(fx, o2, MNEMO_TRAIN_LORA, &s2);
+    printf("LoRA first-step loss: f32 model %.4f, q8_0 GGUF %.4f\n", l1, l2);
+    CHECK(s1 == MNEMO_OK && s2 == MNEMO_OK && fabs(l1 - l2) < 0.05 * fabs(l1), "LoRA over q8_0: loss %.4f vs f32 %.4f",
+          l2, l1);
+    lora_first_loss(fx, o3, MNEMO_TRAIN_FULL, &s3);
+    CHECK(s3 == MNEMO_ERR_UNSUPPORTED, "full fine-tuning of a GGUF file refused (status %d)", (int)s3);
+}
+
+static void test_errors(void) {
+    char dir[4096], err[1024] = "";
+    fixture(dir, sizeof dir, "models/gqa");
+    CHECK(mnemo_quantize(dir, "q5_k", "/tmp/never.gguf", err, sizeof err) == MNEMO_ERR_INVALID_ARG &&
+              strstr(err, "q5_k"), "unknown type refused: %s", err);
+    CHECK(mnemo_quantize("/nonexistent", "q8_0", "/tmp/never.gguf", err, sizeof err) == MNEMO_ERR_IO, "no dir: %s",
+          err);
+    /* a tensor type mnemo does not compute with: refused at load with its name */
+    char p[300];
+    snprintf(p, sizeof p, "%s/q4k.gguf", tmpdir);
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_u32(w, "llama.attention.head_count", 2);
+    int64_t ne[2] = {256, 2};
+    gguf_w_tensor(w, "blk.0.attn_v.weight", GGML_Q5_K, 2, ne, 2 * 176);
+    bytes_src z = {NULL, 2 * 176};
+    gguf_writer_write(w, p, copy_fill, &z, err, sizeof err);
+    gguf_writer_free(w);
+    size_t len;
+    uint8_t *b = read_all(p, &len);
+    tensor_list tl = {0};
+    int rc = b ? gguf_weights_parse(b, len, p, &tl, err, sizeof err) : 0;
+    CHECK(rc == -1 && strstr(err, "q5_K") && strstr(err, "blk.0.attn_v.weight"), "q5_K refused by name: %s", err);
+    tensor_list_free(&tl);
+    free(b);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mnemo_test_gguf_%d", (int)getpid());
+    mkdir(tmpdir, 0755);
+    test_parse_fixture();
+    test_malformed();
+    test_same_bytes_as_gguf_py();
+    test_tokenizer();
+    test_logits();
+    test_longllama();
+    test_kquants();
+    test_lora_over_gguf();
+    test_errors();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return test_summary();
+}
