@@ -9,6 +9,8 @@ pkgs+=(libmicrohttpd-dev python3-venv curl ca-certificates)
 # mnemo eval's plots (scripts/plot_eval.py): matplotlib from Debian, for the system python3
 pkgs+=(python3-matplotlib)
 [ "${MNEMO_FUZZ:-0}" = 1 ] && pkgs+=(clang libclang-rt-dev)
+# tests/bench/bench_gemm_bf16 also measures oneDNN and libxsmm when they are installed (the engine never needs them)
+[ "${MNEMO_BENCH_LIBS:-0}" = 1 ] && pkgs+=(libdnnl-dev libxsmm-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

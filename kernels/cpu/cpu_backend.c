@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cpu_ops.h"
+#include "kernels_cpu_paths.h"
 
 #include <cblas.h>
 
@@ -83,8 +84,16 @@ kern_ctx *kern_cpu_ctx_new(int n_threads) {
         n_threads = n > 0 ? (int)n : 1;
     }
     kc->n_threads = n_threads;
+    const char *g = getenv("MNEMO_CPU_GEMM"); /* fast (default) or exact, see kernels_cpu_paths.h */
+    kc->gemm_fast = !(g && !strcmp(g, "exact"));
     openblas_set_num_threads(n_threads);
     return kc;
+}
+
+int kern_cpu_set_gemm(kern_ctx *kc, kern_cpu_gemm mode) {
+    if (!kc || (mode != KERN_CPU_GEMM_EXACT && mode != KERN_CPU_GEMM_FAST)) return KERN_ESHAPE;
+    kc->gemm_fast = mode == KERN_CPU_GEMM_FAST;
+    return KERN_OK;
 }
 
 void kern_cpu_ctx_free(kern_ctx *kc) {

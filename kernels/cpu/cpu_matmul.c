@@ -5,10 +5,12 @@
  *   - few rows (decode, m <= GEMV_MAX_ROWS): memory-bound. Each weight row is streamed once, widened to fp32
  *     in registers (bf16 -> f32 is an exact shift) and dotted with all m activation rows. Threads split the
  *     output columns. This path decides decode speed, so it is measured against copy bandwidth in tests/bench.
- *   - many rows (prefill): compute-bound. OpenBLAS sgemm; bf16/f16 weights are widened panel by panel into
- *     scratch first (O(n*k) work against O(m*n*k) flops) so activations keep full fp32 precision.
- * vdpbf16ps (AVX-512 BF16) is not used: it would round the activations to bf16, and decode is bandwidth-bound
- * anyway, so exact widening costs nothing measurable.
+ *   - many rows (prefill): compute-bound. bf16 weights on a CPU with AVX512_BF16: the CPU's bf16 dot products
+ *     (cpu_gemm_bf16dot.c; activations rounded to bf16, fp32 sums, twice the fp32 FMA peak); fp32 weights on an
+ *     AVX-512 CPU: mnemo's own FMA tiles (cpu_gemm_f32.c, faster than Debian's OpenBLAS there). Otherwise
+ *     OpenBLAS sgemm; bf16/f16 weights are widened panel by panel into scratch first (O(n*k) work against
+ *     O(m*n*k) flops) so activations keep full fp32 precision.
+ * Decode keeps exact widening: it is bandwidth-bound, so rounding the activations would buy nothing.
  *
  * Backward twins (training), both one OpenBLAS sgemm per call (training batches have many rows):
  *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened panel by panel as above
@@ -18,6 +20,8 @@
 #include <cblas.h>
 #include <stdlib.h>
 
+#include "cpu_gemm_bf16dot.h"
+#include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
 #include "quant.h"
 
@@ -241,9 +245,15 @@ static void widen_panel(kern_ctx *kc, float *panel, const void *w, kern_dtype dt
 static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
     if (dt == KERN_F32) {
+        int rc = kern_cpu_gemm_f32(kc, y, x, (const float *)w, m, n, k, beta);
+        if (rc != KERN_EUNSUPPORTED) return rc;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, x, (int)k, w, (int)k,
                     beta, y, (int)n);
         return KERN_OK;
+    }
+    if (dt == KERN_BF16) {
+        int rc = kern_cpu_gemm_bf16dot(kc, y, x, (const uint16_t *)w, m, n, k, beta);
+        if (rc != KERN_EUNSUPPORTED) return rc;
     }
     int64_t rows = panel_rows(n, k);
     float *panel = kern_cpu_scratch(kc, (size_t)rows * (size_t)k);

@@ -64,15 +64,16 @@ typedef struct {
     llama_weights w;
 } bench_model;
 
-static void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {
+/* vocab: 32000 (LongLLaMA-3B's) unless a benchmark matches another model's (bench_vs_llamacpp.py: 8000). */
+static void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab) {
     memset(bm, 0, sizeof *bm);
     model_config *c = &bm->cfg;
     strcpy(c->architecture, "LlamaForCausalLM");
     c->hidden_size = 3200; c->intermediate_size = 8640; c->num_hidden_layers = layers;
     c->num_attention_heads = 32; c->num_key_value_heads = 32; c->head_dim = 100;
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
-    c->max_position_embeddings = max_pos; c->vocab_size = 32000;
-    size_t d = 3200, ff = 8640, V = 32000;
+    c->max_position_embeddings = max_pos; c->vocab_size = vocab;
+    size_t d = 3200, ff = 8640, V = (size_t)vocab;
     kern_dtype ndt = kern_dtype_is_quant(dt) ? KERN_F32 : dt; /* norms: plain vectors, as in GGUF files */
     bm->w.tok_embd = bench_random_weight(V * d, dt);
     bm->w.out_norm = bench_random_weight(d, ndt);
@@ -91,6 +92,10 @@ static void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int ma
                             kern_dtype_bytes(dt, (int64_t)(V * d)) + kern_dtype_bytes(ndt, (int64_t)d);
 }
 
+static inline void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {
+    bench_model_build_vocab(bm, layers, dt, max_pos, 32000);
+}
+
 /* Frees the host weights (after an upload to a device they are no longer needed). */
 static void bench_model_free_host(bench_model *bm, const llama_weights *host) {
     for (int l = 0; l < bm->cfg.num_hidden_layers; l++) {
@@ -102,15 +107,20 @@ static void bench_model_free_host(bench_model *bm, const llama_weights *host) {
     free((void *)host->tok_embd.data); free((void *)host->out_norm.data); free((void *)host->lm_head.data);
 }
 
+/* Attention FLOPs (QK^T and PV) of a prefill of n tokens after `past` cached ones. */
+static inline double bench_prefill_attn_flops(const model_config *c, double n, double past) {
+    double qd = (double)c->num_attention_heads * c->head_dim;
+    /* causal: row i sees past + i + 1 keys; QK^T and PV are 2 FLOPs per (query, key, dim) each */
+    double keys = n * past + n * (n + 1) / 2;
+    return 4.0 * c->num_hidden_layers * qd * keys;
+}
+
 /* Matmul + attention FLOPs of a prefill of n tokens after `past` cached ones, logits for the last row only. */
 static double bench_prefill_flops(const model_config *c, double n, double past) {
     double d = c->hidden_size, ff = c->intermediate_size, L = c->num_hidden_layers;
     double qd = (double)c->num_attention_heads * c->head_dim, kvd = (double)c->num_key_value_heads * c->head_dim;
     double mm = 2.0 * n * L * (2 * d * qd + 2 * d * kvd + 3 * ff * d) + 2.0 * d * c->vocab_size;
-    /* causal: row i sees past + i + 1 keys; QK^T and PV are 2 FLOPs per (query, key, dim) each */
-    double keys = n * past + n * (n + 1) / 2;
-    double att = 4.0 * L * qd * keys;
-    return mm + att;
+    return mm + bench_prefill_attn_flops(c, n, past);
 }
 
 #endif

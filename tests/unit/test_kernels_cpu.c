@@ -2,6 +2,9 @@
  * test_kernels_cpu.c — every CPU op against a naive double-precision reference written here, over shapes that
  * hit each code path: GEMV (m <= 8, with the 4-row m==1 path and its tail), sgemm with panel widening
  * (m > 8), odd sizes (k not a multiple of 16, head_dim 100 and 12), GQA, causal offsets, all weight dtypes.
+ * fp32 weights with m > 8 run twice: mnemo's AVX-512 FMA tiles and, with them forbidden, OpenBLAS (both 1e-5).
+ * bf16 weights with m > 8 run twice where the CPU has AVX512_BF16: in a FAST context on the vdpbf16ps tiles
+ * (activations rounded to bf16; bound 2^-8 * sum|x w| per element), in an EXACT one on the widening sgemm (1e-6).
  * Also guard values around every output catch out-of-bounds writes.
  * Backward twins (second half): each against central finite differences of an fp64 forward and against an fp64
  * reference backward; cross_entropy against a direct fp64 computation; adamw against an fp64 torch-semantics step.
@@ -10,6 +13,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_cpu_paths.h"
 #include "test_util.h"
 
 #define GUARD 8
@@ -59,36 +63,109 @@ static double rel_err(const float *got, const double *want, size_t n) {
     return sqrt(num / den);
 }
 
-static void test_matmul(const kern_backend *be, kern_ctx *kc) {
-    const int64_t ms[] = {1, 2, 3, 8, 9, 33}, ns[] = {1, 5, 64, 131}, ks[] = {7, 16, 100, 257};
+/* f32_tiles 1: fp32 weights with m > 8 take mnemo's AVX-512 FMA tiles where the CPU has them; 0: OpenBLAS. */
+static void test_matmul_paths(const kern_backend *be, kern_ctx *kc, int f32_tiles) {
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_EXACT); /* bf16 dot-product tiles (FAST) are checked by test_matmul_bf16dot */
+    kern_cpu_f32gemm_allow(f32_tiles);
+    const int64_t ms[] = {1, 2, 3, 8, 9, 33}, ns[] = {1, 5, 64, 131}, ks[] = {7, 16, 100, 257, 1100};
     for (int dt = 0; dt < 3; dt++)
         for (size_t a = 0; a < 6; a++)
             for (size_t b = 0; b < 4; b++)
-                for (size_t c = 0; c < 4; c++)
+                for (size_t c = 0; c < 5; c++)
                     for (int beta = 0; beta <= 1; beta++) {
                         int64_t m = ms[a], n = ns[b], k = ks[c];
                         float *x = malloc((size_t)(m * k) * sizeof(float)), *we = malloc((size_t)(n * k) * sizeof(float));
                         for (int64_t i = 0; i < m * k; i++) x[i] = frand();
                         void *w = make_weights((kern_dtype)dt, (size_t)(n * k), we);
                         float *y = guarded((size_t)(m * n));
-                        double *ref = malloc((size_t)(m * n) * sizeof(double));
+                        double *ref = malloc((size_t)(m * n) * sizeof(double)), num = 0, den = 1e-30;
+                        double *mag = malloc((size_t)(m * n) * sizeof(double));
                         for (int64_t i = 0; i < m * n; i++) y[i] = beta ? frand() : NAN; /* beta 0 must ignore y */
                         for (int64_t i = 0; i < m; i++)
                             for (int64_t j = 0; j < n; j++) {
-                                double s = beta ? y[i * n + j] : 0.0;
-                                for (int64_t q = 0; q < k; q++) s += (double)x[i * k + q] * we[j * k + q];
+                                double s = beta ? y[i * n + j] : 0.0, t = fabs(s);
+                                for (int64_t q = 0; q < k; q++) {
+                                    s += (double)x[i * k + q] * we[j * k + q];
+                                    t += fabs((double)x[i * k + q] * we[j * k + q]);
+                                }
                                 ref[i * n + j] = s;
+                                mag[i * n + j] = t;
                             }
                         int rc = be->matmul(kc, y, x, w, (kern_dtype)dt, m, n, k, (float)beta);
-                        double e = rel_err(y, ref, (size_t)(m * n));
-                        CHECK(rc == KERN_OK && e < 1e-5 && guards_ok(y, (size_t)(m * n)),
-                              "matmul %s m=%ld n=%ld k=%ld beta=%d: rc %d rel err %.2e", kern_dtype_name((kern_dtype)dt),
-                              (long)m, (long)n, (long)k, beta, rc, e);
-                        free(x); free(we); free(w); free(ref); guarded_free(y);
+                        /* error over the size of the terms summed (sum |x w|), so a result that cancels to near
+                         * zero (n = 1) does not read as a large relative error */
+                        for (int64_t i = 0; i < m * n; i++) {
+                            double d = isnan(y[i]) ? INFINITY : y[i] - ref[i];
+                            num += d * d;
+                            den += mag[i] * mag[i];
+                        }
+                        double e = sqrt(num / den);
+                        CHECK(rc == KERN_OK && e < 1e-6 && guards_ok(y, (size_t)(m * n)),
+                              "matmul %s m=%ld n=%ld k=%ld beta=%d f32 tiles %d: rc %d err %.2e of sum|x w|",
+                              kern_dtype_name((kern_dtype)dt), (long)m, (long)n, (long)k, beta, f32_tiles, rc, e);
+                        free(x); free(we); free(w); free(ref); free(mag); guarded_free(y);
                     }
     float y[4];
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 0, 0.f) == KERN_ESHAPE, "matmul k=0 must be a shape error");
     CHECK(be->matmul(kc, y, y, y, KERN_F32, 1, 1, 1, 0.5f) == KERN_ESHAPE, "matmul beta 0.5 must be refused");
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_FAST);
+    kern_cpu_f32gemm_allow(1);
+}
+
+static void test_matmul(const kern_backend *be, kern_ctx *kc) {
+    if (!kern_cpu_f32gemm_available()) printf("note: no AVX-512 on this CPU: fp32 FMA tiles not tested (OpenBLAS is)\n");
+    test_matmul_paths(be, kc, 1);
+    test_matmul_paths(be, kc, 0);
+}
+
+/* bf16 weights, m > 8, on the AVX512_BF16 tiles: every element within 2^-8 * sum_k |x w| (+ 1e-6 |y|) of the fp64
+ * product (the activations' bf16 rounding is <= 2^-9 relative), and the rounding must be visible somewhere (the
+ * path really ran). Shapes: row tails 1..5 of the 6-row tile, column tails of the 64-column panel, odd k, two K
+ * blocks (k > 512). Skipped, with a note, where the CPU lacks AVX512_BF16. */
+static void test_matmul_bf16dot(const kern_backend *be, kern_ctx *kc) {
+    kern_cpu_set_gemm(kc, KERN_CPU_GEMM_FAST);
+    if (!kern_cpu_bf16dot_available()) {
+        printf("note: no AVX512_BF16 on this CPU: bf16 dot-product tiles not tested (the fallback is)\n");
+        return;
+    }
+    const int64_t ms[] = {9, 13, 34, 71}, ns[] = {1, 5, 64, 131}, ks[] = {7, 100, 257, 1100};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++)
+                for (int beta = 0; beta <= 1; beta++) {
+                    int64_t m = ms[a], n = ns[b], k = ks[c];
+                    float *x = malloc((size_t)(m * k) * sizeof(float)), *we = malloc((size_t)(n * k) * sizeof(float));
+                    for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+                    void *w = make_weights(KERN_BF16, (size_t)(n * k), we);
+                    float *y = guarded((size_t)(m * n));
+                    double *ref = malloc((size_t)(m * n) * sizeof(double)), *mag = malloc((size_t)(m * n) * sizeof(double));
+                    for (int64_t i = 0; i < m * n; i++) y[i] = beta ? frand() : NAN;
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double s = beta ? y[i * n + j] : 0.0, t = 0;
+                            for (int64_t q = 0; q < k; q++) {
+                                double p = (double)x[i * k + q] * we[j * k + q];
+                                s += p;
+                                t += fabs(p);
+                            }
+                            ref[i * n + j] = s;
+                            mag[i * n + j] = t / 256 + 1e-6 * fabs(s);
+                        }
+                    int rc = be->matmul(kc, y, x, w, KERN_BF16, m, n, k, (float)beta);
+                    double worst = 0, diff = 0; /* worst: error / bound; diff: largest error (must be > 0) */
+                    for (int64_t i = 0; i < m * n; i++) {
+                        double e = fabs(y[i] - ref[i]);
+                        if (isnan(y[i])) e = INFINITY;
+                        worst = fmax(worst, e / mag[i]);
+                        diff = fmax(diff, e);
+                    }
+                    CHECK(rc == KERN_OK && worst <= 1.0 && guards_ok(y, (size_t)(m * n)),
+                          "matmul bf16dot m=%ld n=%ld k=%ld beta=%d: rc %d, error %.2f of the bound", (long)m,
+                          (long)n, (long)k, beta, rc, worst);
+                    CHECK(k < 16 || diff > 1e-7, "matmul bf16dot m=%ld n=%ld k=%ld: no rounding seen, path not taken?",
+                          (long)m, (long)n, (long)k);
+                    free(x); free(we); free(w); free(ref); free(mag); guarded_free(y);
+                }
 }
 
 static void test_rmsnorm_embed(const kern_backend *be, kern_ctx *kc) {
@@ -850,6 +927,7 @@ int main(void) {
     for (int threads = 1; threads <= 2; threads++) {
         kern_ctx *kc = kern_cpu_ctx_new(threads);
         test_matmul(be, kc);
+        test_matmul_bf16dot(be, kc);
         test_rmsnorm_embed(be, kc);
         test_rope(be, kc);
         test_attention(be, kc);

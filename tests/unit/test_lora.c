@@ -335,7 +335,9 @@ int main(void) {
             for (int i = 0; i < 3; i++) {
                 CHECK(mnemo_decode(alone[i], ids + 20 + step + i, 1) == MNEMO_OK, "alone");
                 float dd = max_diff(mnemo_get_logits(c[i], -1), mnemo_get_logits(alone[i], -1), (size_t)V);
-                CHECK(dd < 1e-6f, "batch entry %d (%s) = alone: %.2e", i, i < 2 ? "adapter" : "base", dd);
+                /* not bit for bit: a batch of 3 rows takes the m > 1 GEMV form, a lone token the m == 1 row form
+                 * (another summation order); 1.04e-6 seen once the prefill ran on the AVX-512 FMA tiles */
+                CHECK(dd < 4e-6f, "batch entry %d (%s) = alone: %.2e", i, i < 2 ? "adapter" : "base", dd);
             }
         }
         for (int i = 0; i < 3; i++) {

@@ -197,6 +197,7 @@ int main(void) {
     CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
     if (!run_cuda) printf("cuda: not run (%s)\n", info);
     setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
+    setenv("MNEMO_CPU_GEMM", "exact", 1);  /* the same on the CPU (FAST rounds bf16 prefill activations) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models", test_fixtures());
     for (int dev = 0; dev < 2; dev++) {

@@ -21,6 +21,7 @@
 #include "engine_impl.h"
 #include "fot_attention.h"
 #include "fot_schedule.h"
+#include "kernels_cpu_paths.h"
 #include "log.h"
 #include "lr_schedule.h"
 #include "model_grad.h"
@@ -359,6 +360,7 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     t->doc = malloc((size_t)(doc_len + 1) * sizeof *t->doc);
     t->doc_mask = malloc((size_t)doc_len);
     t->kc = t->model->be->ctx_new(t->model->n_threads);
+    if (t->kc && t->model->be == kern_cpu_backend()) kern_cpu_set_gemm(t->kc, KERN_CPU_GEMM_EXACT); /* fp32 grads */
     if (!t->rows || !t->masks || !t->doc || !t->doc_mask || !t->kc) {
         st = tfail(t, MNEMO_ERR_NOMEM, "out of memory");
         goto out;

@@ -13,6 +13,7 @@
 #include "engine_impl.h"
 #include "s2_attn.h"
 #include "fot_attention.h"
+#include "kernels_cpu_paths.h"
 
 enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_PER_LAYER };
 static const char *const LAYER_NAMES[P_PER_LAYER] = {
@@ -462,6 +463,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
         if (in_groups(m, i, train) && !g->p[i].g) return fail(err, errlen, "no gradient buffer for %s", g->p[i].name);
     kern_ctx *kc = be->ctx_new(m->n_threads);
     if (!kc) return fail(err, errlen, "out of memory");
+    if (be == kern_cpu_backend()) kern_cpu_set_gemm(kc, KERN_CPU_GEMM_EXACT); /* fp32 forward for fp32 gradients */
     int rc = -1;
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++) {

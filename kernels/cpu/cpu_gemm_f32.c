@@ -1,0 +1,153 @@
+/*
+ * cpu_gemm_f32.c — prefill GEMM for fp32 weights on AVX-512 FMA: y[m,n] = x[m,k] . w[n,k]^T + beta*y, all fp32
+ * (exact to fp32 summation order, like sgemm).
+ *
+ * Why not OpenBLAS: Debian's 0.3.21 sgemm reached 45-60% of the AVX-512 FMA peak on the prefill shapes of this
+ * machine (AMD EPYC, Zen 5 class, 2 threads; tests/bench/bench_gemm_bf16), where llama.cpp's own tiles run
+ * f32 prefill ~1.5x faster. The same layout as cpu_gemm_bf16dot.c, with single floats for pairs:
+ *   - x copied once into tiles of MR rows, k-major (the MR floats of one k adjacent), shared by the threads;
+ *   - w packed per (K block) x (panel of NR = 64 columns) into [k][column] floats (one 64-byte load = 16
+ *     columns of one k);
+ *   - a 6 x 64 tile of y in 24 zmm accumulators: per k, 4 loads of w and 6 broadcasts of x for 24 FMAs;
+ *   - K blocks outermost, then the thread's panels (threads split n in whole panels), then rows by MR.
+ * Compiled for AVX-512F by function attributes and chosen at run time (kern_cpu_f32gemm_available); the caller
+ * falls back to OpenBLAS elsewhere.
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_gemm_f32.h"
+#include "cpu_ops.h"
+
+#define NQ 4         /* zmm of 16 columns per panel */
+#define NR (16 * NQ) /* columns per packed panel */
+#define MR 6         /* rows per microkernel tile: MR x NQ accumulators of 32 zmm */
+#define KC 1024      /* most k per K block (blocks split evenly): a packed panel of 256 KB, in L2 */
+
+static int allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_F32GEMM=0 in the environment disables) */
+
+int kern_cpu_f32gemm_available(void) {
+    if (allowed < 0) {
+        const char *e = getenv("MNEMO_CPU_F32GEMM");
+        allowed = !(e && e[0] == '0');
+    }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return allowed && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+void kern_cpu_f32gemm_allow(int on) {
+    allowed = on != 0;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define F32GEMM __attribute__((target("avx512f")))
+
+/* x[m,k] -> a[t][i][r] = x[t*MR + r, i] (rows past m are 0). */
+static void tile_rows(float *a, const float *x, int64_t m, int64_t k, int threads) {
+    int64_t tiles = (m + MR - 1) / MR;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < tiles; t++) {
+        float *at = a + t * k * MR;
+        for (int r = 0; r < MR; r++) {
+            int64_t row = t * MR + r;
+            const float *xr = x + row * k;
+            if (row >= m)
+                for (int64_t i = 0; i < k; i++) at[i * MR + r] = 0.f;
+            else
+                for (int64_t i = 0; i < k; i++) at[i * MR + r] = xr[i];
+        }
+    }
+}
+
+/* Panel of columns [j0, j0 + NR) (zeros past n), k [i0, i0 + kc): b[i * NR + c] = w[j0 + c, i0 + i]. k-major:
+ * each step writes 256 contiguous bytes and reads 4 from each of 64 rows. */
+static void pack_panel(float *b, const float *w, int64_t n, int64_t k, int64_t j0, int64_t i0, int64_t kc) {
+    int cols = n - j0 < NR ? (int)(n - j0) : NR;
+    const float *w0 = w + j0 * k + i0;
+    for (int64_t i = 0; i < kc; i++) {
+        float *bp = b + i * NR;
+        for (int c = 0; c < cols; c++) bp[c] = w0[(int64_t)c * k + i];
+        for (int c = cols; c < NR; c++) bp[c] = 0.f;
+    }
+}
+
+/* y tile [mr, NR] (+)= a[mr rows, kc] . b; `add` 1 adds to y, 0 overwrites; `mask` the columns that exist. */
+F32GEMM static inline __attribute__((always_inline)) void tile(int mr, const float *a, const float *b, int64_t kc,
+                                                                float *y, int64_t ldy, int add, uint64_t mask) {
+    __m512 acc[MR][NQ];
+    for (int r = 0; r < mr; r++)
+        for (int q = 0; q < NQ; q++) acc[r][q] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < kc; i++) {
+        const float *bp = b + i * NR;
+        __m512 bq[NQ];
+        for (int q = 0; q < NQ; q++) bq[q] = _mm512_loadu_ps(bp + 16 * q);
+        for (int r = 0; r < mr; r++) {
+            __m512 av = _mm512_set1_ps(a[i * MR + r]);
+            for (int q = 0; q < NQ; q++) acc[r][q] = _mm512_fmadd_ps(av, bq[q], acc[r][q]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int q = 0; q < NQ; q++) {
+            __mmask16 mk = (__mmask16)(mask >> (16 * q));
+            float *yq = y + r * ldy + 16 * q;
+            if (!mk) continue;
+            __m512 v = add ? _mm512_add_ps(acc[r][q], _mm512_maskz_loadu_ps(mk, yq)) : acc[r][q];
+            _mm512_mask_storeu_ps(yq, mk, v);
+        }
+}
+
+/* Rows [0, m) of one panel; a: the K block's first k of row tile 0, tiles k * MR floats apart. */
+F32GEMM static void panel_rows(const float *a, int64_t k, const float *b, int64_t kc, float *y, int64_t ldy, int64_t m,
+                               int add, uint64_t mask) {
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) tile(MR, a + i * k, b, kc, y + i * ldy, ldy, add, mask);
+#define TAIL(r)                                                                                                \
+    case r: tile(r < MR ? r : MR, a + i * k, b, kc, y + i * ldy, ldy, add, mask); break;
+    switch (m - i) { /* m - i < MR */
+        TAIL(5) TAIL(4) TAIL(3) TAIL(2) TAIL(1)
+    default: break;
+    }
+#undef TAIL
+}
+
+int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, int64_t m, int64_t n, int64_t k,
+                      float beta) {
+    if (!kern_cpu_f32gemm_available()) return KERN_EUNSUPPORTED;
+    if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+    int threads = kc->n_threads;
+    int64_t n_panels = (n + NR - 1) / NR;
+    size_t a_floats = (size_t)((m + MR - 1) / MR * MR) * (size_t)k, b_floats = (size_t)KC * NR;
+    size_t a_pad = (a_floats + 15) & ~(size_t)15; /* scratch: x tiled, then one packed panel per thread */
+    float *s = kern_cpu_scratch(kc, a_pad + b_floats * (size_t)threads);
+    if (!s) return KERN_ENOMEM;
+    tile_rows(s, x, m, k, threads);
+#pragma omp parallel num_threads(threads)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int64_t pa = n_panels * id / nt, pb = n_panels * (id + 1) / nt;
+        float *b = s + a_pad + b_floats * (size_t)id;
+        int64_t blocks = (k + KC - 1) / KC, kcb = (k + blocks - 1) / blocks; /* even K blocks */
+        for (int64_t i0 = 0; i0 < k; i0 += kcb) {
+            int64_t kcs = k - i0 < kcb ? k - i0 : kcb;
+            int add = i0 > 0 || beta != 0.f;
+            for (int64_t pn = pa; pn < pb; pn++) {
+                int64_t j0 = pn * NR, cols = n - j0 < NR ? n - j0 : NR;
+                uint64_t mask = cols == 64 ? ~0ull : ((1ull << cols) - 1);
+                pack_panel(b, w, n, k, j0, i0, kcs);
+                panel_rows(s + i0 * MR, k, b, kcs, y + j0, n, m, add, mask);
+            }
+        }
+    }
+    return KERN_OK;
+}
+#else
+int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, int64_t m, int64_t n, int64_t k,
+                      float beta) {
+    return KERN_EUNSUPPORTED;
+}
+#endif

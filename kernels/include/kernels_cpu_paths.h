@@ -1,0 +1,42 @@
+/*
+ * kernels_cpu_paths.h — the CPU backend's GEMM precision per context, and which optional instruction-set paths
+ * it takes (tests and benchmarks switch them off to check the fallback on the same machine, or to compare).
+ *
+ * How matmul treats bf16 weights when m > 8 (m <= 8, decode, always runs the exact fp32 GEMV):
+ *   FAST (default):  on a CPU with AVX512_BF16, activations rounded once to bf16 (nearest even) and multiplied
+ *                    on the CPU's bf16 dot products (vdpbf16ps), fp32 sums: ~2x the fp32 FMA peak; error per
+ *                    output <= 2^-9 * sum|x w| (what llama.cpp and PyTorch's CPU bf16 paths do). Other CPUs: EXACT.
+ *   EXACT:           weights widened to fp32, fp32 GEMM: fp32-accurate. Training contexts use it (gradients are
+ *                    checked against fp32 references), as do the whole-model tests.
+ * The environment variable MNEMO_CPU_GEMM=fast|exact sets the default of new contexts (as MNEMO_CUDA_GEMM does on
+ * the GPU). fp32 weights are exact either way.
+ *
+ * MNEMO_CPU_F32GEMM=0 in the environment (or kern_cpu_f32gemm_allow(0)) makes fp32-weight GEMMs use OpenBLAS
+ * sgemm instead of mnemo's AVX-512 FMA tiles.
+ */
+#ifndef MNEMO_KERNELS_CPU_PATHS_H
+#define MNEMO_KERNELS_CPU_PATHS_H
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { KERN_CPU_GEMM_EXACT = 0, KERN_CPU_GEMM_FAST = 1 } kern_cpu_gemm;
+/* kc must come from kern_cpu_ctx_new (the CPU backend's ctx_new). KERN_OK, or KERN_ESHAPE for another mode. */
+int kern_cpu_set_gemm(kern_ctx *kc, kern_cpu_gemm mode);
+
+/* 1 when the CPU has AVX512_BF16 (FAST contexts then use it for bf16 weights). */
+int kern_cpu_bf16dot_available(void);
+
+/* 1 when fp32-weight GEMMs (m > 8 rows) use mnemo's AVX-512 FMA tiles (cpu_gemm_f32.c) rather than OpenBLAS:
+ * the CPU has AVX-512 and the path is allowed. allow(0/1) overrides the environment from then on; not
+ * thread-safe against running ops: call it between them. */
+int kern_cpu_f32gemm_available(void);
+void kern_cpu_f32gemm_allow(int on);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
