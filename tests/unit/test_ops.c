@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "kernels_cpu_paths.h"
 #include "test_util.h"
 
 #define GUARD 16
@@ -1142,6 +1143,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: CUDA reported available (%s) but its context could not be created\n", info);
         return 1;
     }
+    /* the reference is exact fp32 math: the CPU's FAST bf16 GEMM (activations rounded to bf16) has its own checks
+     * in test_kernels_cpu, and CUDA's fast mode is held to the exact reference with its own tolerance below */
+    kern_cpu_set_gemm(kc_cpu, KERN_CPU_GEMM_EXACT);
     printf("test_ops: %s against cpu on %s\n", GPU->name, info);
     if (perf_mode) {
         perf(nops, ops);
