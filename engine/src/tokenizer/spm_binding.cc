@@ -54,6 +54,14 @@ char *dup_bytes(const char *p, size_t n) {
 
 extern "C" {
 
+
+/* The special ids SentencePiece read from the model (-1 where the model has none). */
+static void take_special_ids(tokenizer *tok) {
+    tok->bos = tok->sp.bos_id();
+    tok->eos = tok->sp.eos_id();
+    tok->unk = tok->sp.unk_id();
+    tok->pad = tok->sp.pad_id();
+}
 int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t errlen) {
     if (out) *out = nullptr;
     if (!model_path || !out) {
@@ -96,10 +104,7 @@ int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t er
             return -1;
         }
         tok->vocab = n;
-        tok->bos = tok->sp.bos_id();
-        tok->eos = tok->sp.eos_id();
-        tok->unk = tok->sp.unk_id();
-        tok->pad = tok->sp.pad_id();
+        take_special_ids(tok);
         *out = tok;
         return 0;
     } catch (const std::exception &e) {
@@ -134,10 +139,7 @@ int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokeni
             return -1;
         }
         tok->vocab = tok->sp.GetPieceSize();
-        tok->bos = tok->sp.bos_id();
-        tok->eos = tok->sp.eos_id();
-        tok->unk = tok->sp.unk_id();
-        tok->pad = tok->sp.pad_id();
+        take_special_ids(tok);
         *out = tok;
         return 0;
     } catch (const std::exception &e) {
