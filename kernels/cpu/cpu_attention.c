@@ -2,22 +2,54 @@
  * cpu_attention.c — causal grouped-query attention over a KV cache, fp32, one softmax per query row.
  *
  * q[nq, hq, hd] are the new tokens at absolute positions q_pos0 .. q_pos0+nq-1; k, v[nkv, hkv, hd] hold every
- * cached position including the new ones (nkv >= q_pos0 + nq). Query head h reads KV head h / (hq / hkv).
- * Work is split over (head, query) pairs; each thread keeps its score row in its own slice of scratch.
- * Matches HF eager attention: softmax((q.k) * scale) in fp32, then the weighted sum of v.
- * With lse non-NULL the row's log-sum-exp, max + log(sum exp(s - max)), is saved for the backward twin
- * (cpu_attention_backward.c), which rebuilds each probability as exp(s - lse) without a second softmax.
+ * cached position including the new ones (nkv >= q_pos0 + nq; keys past q_pos0 + nq are never read). Query i sees
+ * keys 0 .. q_pos0 + i; query head h reads KV head h / (hq / hkv). Matches HF eager attention: softmax((q.k) *
+ * scale) in fp32, then the weighted sum of v. With lse non-NULL the row's log-sum-exp, max + log(sum exp(s - max)),
+ * is saved for the backward twin (cpu_attention_backward.c), which rebuilds each probability as exp(s - lse).
+ *
+ * Blocked (flash attention 2's forward), for nq >= TILE_MIN_Q:
+ *   - keys of each KV head are packed once per call into panels of ATT_BK keys, k-major ([hd][ATT_BK]), so the
+ *     scores of a block of queries x a block of keys are one small GEMM (cpu_attn_tiles.h);
+ *   - one work item per (query head, block of ATT_BK queries); it walks the key blocks up to its last query's
+ *     diagonal, folds each score tile into a running max / sum per row with the vector exp (online softmax) and
+ *     adds P.V into its output rows, rescaled when the max grows; the diagonal block masks per row;
+ *   - items go longest first (the last query blocks see the most keys) to threads, dynamically.
+ * Short query runs (decode: one token per sequence) would pay more for the packing than for the attention: they
+ * keep the per-row loop (dot products against the cache, the same vector exp).
+ * Results equal the two-pass softmax up to fp32 rounding; both paths are checked against fp64 in tests.
  */
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
+#include "cpu_attn_tiles.h"
 #include "cpu_ops.h"
 
-int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
-                       int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
-    if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
-        return KERN_ESHAPE;
-    if (nq == 0) return KERN_OK;
+#define TILE_MIN_Q 16 /* fewer new queries: the per-row loop (kern_cpu_attn_tile_min changes it for tests) */
+
+static int tile_min_q = TILE_MIN_Q;
+
+void kern_cpu_attn_tile_min(int nq) { tile_min_q = nq < 1 ? TILE_MIN_Q : nq; }
+int att_tile_min_q(void) { return tile_min_q; }
+
+void att_pack(float *pt, const float *x, int64_t n, int64_t heads, int64_t hd, int nt) {
+    int64_t nb = (n + ATT_BK - 1) / ATT_BK, stride = heads * hd;
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(static)
+    for (int64_t g = 0; g < heads; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            float *p = pt + (g * nb + b) * hd * ATT_BK;
+            int64_t j0 = b * ATT_BK, cnt = n - j0 < ATT_BK ? n - j0 : ATT_BK;
+            if (cnt < ATT_BK) memset(p, 0, (size_t)(hd * ATT_BK) * sizeof(float));
+            for (int64_t c = 0; c < cnt; c++) {
+                const float *xr = x + (j0 + c) * stride + g * hd;
+                for (int64_t d = 0; d < hd; d++) p[d * ATT_BK + c] = xr[d];
+            }
+        }
+}
+
+static int attention_rows(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
+                          const float *v, int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv,
+                          int64_t hd, float scale) {
     int nt = kc->n_threads;
     float *scores = kern_cpu_scratch(kc, (size_t)nt * (size_t)nkv);
     if (!scores) return KERN_ENOMEM;
@@ -35,11 +67,10 @@ int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, con
                 s[j] = kern_dot_f32(qv, kh + j * kv_stride, hd) * scale;
                 if (s[j] > mx) mx = s[j];
             }
+            for (int64_t j = 0; j < lim; j++) s[j] -= mx;
+            T->vexp(s, s, lim);
             float sum = 0.f;
-            for (int64_t j = 0; j < lim; j++) {
-                s[j] = expf(s[j] - mx);
-                sum += s[j];
-            }
+            for (int64_t j = 0; j < lim; j++) sum += s[j];
             float inv = 1.0f / sum;
             if (lse) lse[i * hq + h] = mx + logf(sum);
             float *o = out + (i * hq + h) * hd;
@@ -48,4 +79,61 @@ int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, con
         }
     }
     return KERN_OK;
+}
+
+static int attention_tiles(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
+                           const float *v, int64_t nq, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd,
+                           float scale) {
+    const int nt = kc->n_threads;
+    const int64_t nkeys = q_pos0 + nq, nkb = (nkeys + ATT_BK - 1) / ATT_BK, nqb = (nq + ATT_BK - 1) / ATT_BK;
+    const int64_t group = hq / hkv, kv_stride = hkv * hd, q_stride = hq * hd, panel = hd * ATT_BK;
+    const size_t kt_floats = (size_t)(hkv * nkb * panel), per_thread = ATT_BK * ATT_BK + 3 * ATT_BK;
+    float *kt = kern_cpu_scratch(kc, kt_floats + (size_t)nt * per_thread);
+    if (!kt) return KERN_ENOMEM;
+    att_pack(kt, k, nkeys, hkv, hd, nt);
+
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
+    for (int64_t qbr = 0; qbr < nqb; qbr++) {
+        for (int64_t h = 0; h < hq; h++) {
+            float *s = kt + kt_floats + (size_t)omp_get_thread_num() * per_thread; /* [ATT_BK][ATT_BK] */
+            float *corr = s + ATT_BK * ATT_BK, *m = corr + ATT_BK, *l = m + ATT_BK;
+            const int64_t qb = nqb - 1 - qbr, i0 = qb * ATT_BK, g = h / group;
+            const int nb = (int)(nq - i0 < ATT_BK ? nq - i0 : ATT_BK);
+            const float *qr = q + i0 * q_stride + h * hd;
+            float *o = out + i0 * q_stride + h * hd; /* [nb] rows, q_stride apart */
+            for (int r = 0; r < nb; r++) {
+                m[r] = -INFINITY, l[r] = 0.f;
+                memset(o + r * q_stride, 0, (size_t)hd * sizeof(float));
+            }
+            const int64_t last_kb = (q_pos0 + i0 + nb - 1) / ATT_BK;
+            for (int64_t kb = 0; kb <= last_kb; kb++) {
+                const int64_t j0 = kb * ATT_BK;
+                T->scores(s, qr, q_stride, nb, kt + (g * nkb + kb) * panel, hd);
+                int max_nv = 0;
+                for (int r = 0; r < nb; r++) { /* query i0 + r sees keys j0 .. q_pos0 + i0 + r of this block */
+                    int64_t nv = q_pos0 + i0 + r - j0 + 1;
+                    int nvi = nv < 0 ? 0 : nv > ATT_BK ? ATT_BK : (int)nv;
+                    corr[r] = T->fold(s + r * ATT_BK, nvi, scale, &m[r], &l[r]);
+                    if (nvi > max_nv) max_nv = nvi;
+                }
+                T->pv(o, q_stride, corr, s, nb, max_nv, v + j0 * kv_stride + g * hd, kv_stride, hd);
+            }
+            for (int r = 0; r < nb; r++) {
+                float inv = 1.0f / l[r], *orow = o + r * q_stride;
+                for (int64_t d = 0; d < hd; d++) orow[d] *= inv;
+                if (lse) lse[(i0 + r) * hq + h] = m[r] + logf(l[r]);
+            }
+        }
+    }
+    return KERN_OK;
+}
+
+int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                       int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
+        return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    const att_tiles *T = att_tiles_get();
+    if (nq < tile_min_q) return attention_rows(kc, T, out, lse, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale);
+    return attention_tiles(kc, T, out, lse, q, k, v, nq, q_pos0, hq, hkv, hd, scale);
 }

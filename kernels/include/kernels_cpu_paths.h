@@ -36,6 +36,18 @@ int kern_cpu_bf16dot_available(void);
 int kern_cpu_f32gemm_available(void);
 void kern_cpu_f32gemm_allow(int on);
 
+/* Which instruction set the blocked attention's tiles use (cpu_attn_tiles.h): the best this CPU has (default), or a
+ * lower one (tests run every path: AVX-512, AVX2, scalar). Returns the path now in force (one the CPU lacks is
+ * lowered). Not thread-safe against running ops. kern_cpu_attn_exp is that path's vector exp, for tests: error
+ * <= 2 ulp on [-87.3, 88], exactly 0 below -87.33 (-inf included), NaN kept. */
+typedef enum { KERN_APATH_SCALAR = 0, KERN_APATH_AVX2 = 1, KERN_APATH_AVX512 = 2, KERN_APATH_BEST = 3 } kern_apath;
+kern_apath kern_cpu_attn_path(kern_apath want);
+const char *kern_apath_name(kern_apath p);
+void kern_cpu_attn_exp(float *y, const float *x, int64_t n);
+/* attention and attention_mem take the blocked tiles from nq new queries on (default 16; fewer: a per-row loop, cheaper
+ * than packing the cache for one decode token). Tests set 1 to run the tiles on every shape; < 1 restores 16. */
+void kern_cpu_attn_tile_min(int nq);
+
 #ifdef __cplusplus
 }
 #endif

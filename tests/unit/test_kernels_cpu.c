@@ -275,6 +275,7 @@ static void test_attention_mem(const kern_backend *be, kern_ctx *kc) {
         {1, 37, 36, 4, 4, 100, 1000, 0, KERN_F16},  {20, 20, 0, 4, 2, 25, 37, 0, KERN_F32},
         {3, 20, 17, 6, 3, 64, 200, 4, KERN_BF16},   {17, 17, 0, 4, 1, 33, 50, 128, KERN_F32},
         {2, 2, 0, 2, 2, 16, 5, 7, KERN_F16},
+        {70, 80, 10, 4, 2, 64, 130, 0, KERN_BF16},  {66, 66, 0, 2, 1, 100, 90, 70, KERN_F16}, /* tiles, 64-edges */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
