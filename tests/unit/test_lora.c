@@ -187,7 +187,9 @@ int main(void) {
               "set adapter");
         CHECK(mnemo_decode(ref, ids, N) == MNEMO_OK && mnemo_decode(cx, ids, N) == MNEMO_OK, "decode");
         float worst = max_diff(mnemo_get_logits(ref, 0), mnemo_get_logits(cx, 0), (size_t)N * V);
-        CHECK(worst < 1e-5f, "adapter %d unmerged = merged weights at every position: max |dlogit| / max |logit| %.2e", v, worst);
+        /* fp32 rounding of W + BA against W, BA apart, amplified by the model: adapter 1 (rslora) measured 9.2e-6 with
+         * the per-pair CPU attention, 1.07e-5 with the blocked one (each within 3e-7 of fp64 alone) */
+        CHECK(worst < 2e-5f, "adapter %d unmerged = merged weights at every position: max |dlogit| / max |logit| %.2e", v, worst);
         float worst_tok = 0;
         for (int i = 0; i < N; i++) { /* one row per step: the GEMV path */
             CHECK(mnemo_decode(tok, ids + i, 1) == MNEMO_OK, "decode token %d", i);
