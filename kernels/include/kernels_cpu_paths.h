@@ -9,7 +9,7 @@
  *   EXACT:           weights widened to fp32, fp32 GEMM: fp32-accurate. Training contexts use it (gradients are
  *                    checked against fp32 references), as do the whole-model tests.
  * The environment variable MNEMO_CPU_GEMM=fast|exact sets the default of new contexts (as MNEMO_CUDA_GEMM does on
- * the GPU). fp32 weights are exact either way.
+ * the GPU). fp32 weights are exact either way. Attention (activations against activations) is fp32 in both modes.
  *
  * MNEMO_CPU_F32GEMM=0 in the environment (or kern_cpu_f32gemm_allow(0)) makes fp32-weight GEMMs use OpenBLAS
  * sgemm instead of mnemo's AVX-512 FMA tiles.
