@@ -145,7 +145,7 @@ Y static float fold(float *s, int nv, float scale, float *m, float *l) {
         memset(s, 0, ATT_BK * sizeof(float));
         return 1.f;
     }
-    float corr = _mm256_cvtss_f32(exp8(_mm256_set1_ps(*m - m_new)));
+    float corr = m_new == *m ? 1.f : _mm256_cvtss_f32(exp8(_mm256_set1_ps(*m - m_new)));
     __m256 mn = _mm256_set1_ps(m_new), sum = _mm256_setzero_ps();
     for (int q = 0; q < 8; q++) {
         __m256 e = _mm256_and_ps(vm[q], exp8(_mm256_sub_ps(t[q], mn)));

@@ -138,7 +138,7 @@ Z static float fold(float *s, int nv, float scale, float *m, float *l) {
         memset(s, 0, ATT_BK * sizeof(float));
         return 1.f;
     }
-    float corr = _mm512_cvtss_f32(exp16(_mm512_set1_ps(*m - m_new)));
+    float corr = m_new == *m ? 1.f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(*m - m_new)));
     __m512 mn = _mm512_set1_ps(m_new), sum = _mm512_setzero_ps();
     for (int q = 0; q < 4; q++) {
         __m512 e = _mm512_maskz_mov_ps(vm[q], exp16(_mm512_sub_ps(t[q], mn)));

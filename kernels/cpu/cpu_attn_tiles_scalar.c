@@ -62,7 +62,7 @@ static float fold(float *s, int nv, float scale, float *m, float *l) {
         memset(s, 0, ATT_BK * sizeof(float));
         return 1.f;
     }
-    float corr = exp1(*m - mx), sum = 0.f;
+    float corr = mx == *m ? 1.f : exp1(*m - mx), sum = 0.f;
     for (int c = 0; c < ATT_BK; c++) {
         s[c] = c < nv ? exp1(s[c] - mx) : 0.f;
         sum += s[c];
