@@ -9,7 +9,8 @@
  *
  * Blocked (flash attention 2's forward), for nq >= TILE_MIN_Q:
  *   - keys of each KV head are packed once per call into panels of ATT_BK keys, k-major ([hd][ATT_BK]), so the
- *     scores of a block of queries x a block of keys are one small GEMM (cpu_attn_tiles.h);
+ *     scores of a block of queries x a block of keys are one small GEMM (cpu_attn_tiles.h); values are gathered
+ *     per KV head (rows hd apart: a block spans a few pages, not one per row; ~5% at 32 heads x 100);
  *   - one work item per (query head, block of ATT_BK queries); it walks the key blocks up to its last query's
  *     diagonal, folds each score tile into a running max / sum per row with the vector exp (online softmax) and
  *     adds P.V into its output rows, rescaled when the max grows; the diagonal block masks per row;
@@ -45,6 +46,12 @@ void att_pack(float *pt, const float *x, int64_t n, int64_t heads, int64_t hd, i
                 for (int64_t d = 0; d < hd; d++) p[d * ATT_BK + c] = xr[d];
             }
         }
+}
+
+void att_gather_heads(float *dst, const float *x, int64_t n, int64_t heads, int64_t hd, int nt) {
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(static)
+    for (int64_t g = 0; g < heads; g++)
+        for (int64_t j = 0; j < n; j++) memcpy(dst + (g * n + j) * hd, x + (j * heads + g) * hd, (size_t)hd * sizeof(float));
 }
 
 static int attention_rows(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
@@ -86,16 +93,19 @@ static int attention_tiles(kern_ctx *kc, const att_tiles *T, float *out, float *
                            float scale) {
     const int nt = kc->n_threads;
     const int64_t nkeys = q_pos0 + nq, nkb = (nkeys + ATT_BK - 1) / ATT_BK, nqb = (nq + ATT_BK - 1) / ATT_BK;
-    const int64_t group = hq / hkv, kv_stride = hkv * hd, q_stride = hq * hd, panel = hd * ATT_BK;
+    const int64_t group = hq / hkv, q_stride = hq * hd, panel = hd * ATT_BK;
     const size_t kt_floats = (size_t)(hkv * nkb * panel), per_thread = ATT_BK * ATT_BK + 3 * ATT_BK;
-    float *kt = kern_cpu_scratch(kc, kt_floats + (size_t)nt * per_thread);
+    const size_t vh_floats = (size_t)(hkv * nkeys * hd);
+    float *kt = kern_cpu_scratch(kc, kt_floats + vh_floats + (size_t)nt * per_thread);
     if (!kt) return KERN_ENOMEM;
+    float *vh = kt + kt_floats, *thr = vh + vh_floats; /* vh: v per KV head, [hkv][nkeys][hd] */
     att_pack(kt, k, nkeys, hkv, hd, nt);
+    att_gather_heads(vh, v, nkeys, hkv, hd, nt);
 
 #pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 1)
     for (int64_t qbr = 0; qbr < nqb; qbr++) {
         for (int64_t h = 0; h < hq; h++) {
-            float *s = kt + kt_floats + (size_t)omp_get_thread_num() * per_thread; /* [ATT_BK][ATT_BK] */
+            float *s = thr + (size_t)omp_get_thread_num() * per_thread; /* [ATT_BK][ATT_BK] */
             float *corr = s + ATT_BK * ATT_BK, *m = corr + ATT_BK, *l = m + ATT_BK;
             const int64_t qb = nqb - 1 - qbr, i0 = qb * ATT_BK, g = h / group;
             const int nb = (int)(nq - i0 < ATT_BK ? nq - i0 : ATT_BK);
@@ -116,7 +126,7 @@ static int attention_tiles(kern_ctx *kc, const att_tiles *T, float *out, float *
                     corr[r] = T->fold(s + r * ATT_BK, nvi, scale, &m[r], &l[r]);
                     if (nvi > max_nv) max_nv = nvi;
                 }
-                T->pv(o, q_stride, corr, s, nb, max_nv, v + j0 * kv_stride + g * hd, kv_stride, hd);
+                T->pv(o, q_stride, corr, s, nb, max_nv, vh + (g * nkeys + j0) * hd, hd, hd);
             }
             for (int r = 0; r < nb; r++) {
                 float inv = 1.0f / l[r], *orow = o + r * q_stride;

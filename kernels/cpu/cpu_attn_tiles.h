@@ -62,6 +62,10 @@ const att_tiles *att_tiles_avx512(void); /* NULL when not compiled in */
  * head. nt threads. */
 void att_pack(float *pt, const float *x, int64_t n, int64_t heads, int64_t hd, int nt);
 
+/* dst[g][j][:] = x[j, g, :] for j < n: each head's rows contiguous (hd floats apart), so a block of rows spans a few
+ * pages instead of one page per row. nt threads. */
+void att_gather_heads(float *dst, const float *x, int64_t n, int64_t heads, int64_t hd, int nt);
+
 /* Queries from which attention and attention_mem take the tiles (kern_cpu_attn_tile_min). */
 int att_tile_min_q(void);
 
