@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_attn_tiles.h"
 #include "cpu_ops.h"
 
 int kern_cpu_embed(kern_ctx *kc, float *out, const void *table, kern_dtype dt, int64_t vocab, int64_t d,
@@ -138,12 +139,25 @@ int kern_cpu_rope_backward(kern_ctx *kc, float *dx, int64_t n, int64_t heads, in
     return rope_apply(kc, dx, n, heads, hd, pos, theta, pos_scale, -1.f);
 }
 
+/* swiglu and its backward take exp(-g) from the attention tiles' vector exp (cpu_attn_tiles.h, <= 1 ulp; where
+ * expf would give inf, for g < -88, it gives 1.6e38, so silu(g) is -(tiny) instead of -0), in chunks of EXP_CHUNK
+ * on the stack. Every element is read before its outputs are written: outputs may alias inputs. */
+#define EXP_CHUNK 256
+
 int kern_cpu_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up, int64_t n) {
     if (n < 0) return KERN_ESHAPE;
+    const att_tiles *T = att_tiles_get();
+    const int64_t chunks = (n + EXP_CHUNK - 1) / EXP_CHUNK;
 #pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        h[i] = g / (1.0f + expf(-g)) * up[i];
+    for (int64_t c = 0; c < chunks; c++) {
+        float e[EXP_CHUNK];
+        const int64_t i0 = c * EXP_CHUNK, m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
+        for (int64_t j = 0; j < m; j++) e[j] = -gate[i0 + j];
+        T->vexp(e, e, m);
+        for (int64_t j = 0; j < m; j++) {
+            float g = gate[i0 + j];
+            h[i0 + j] = g / (1.0f + e[j]) * up[i0 + j];
+        }
     }
     return KERN_OK;
 }
@@ -152,12 +166,21 @@ int kern_cpu_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up, 
 int kern_cpu_swiglu_backward(kern_ctx *kc, float *dgate, float *dup, const float *dh, const float *gate,
                              const float *up, int64_t n) {
     if (n < 0) return KERN_ESHAPE;
+    const att_tiles *T = att_tiles_get();
+    const int64_t chunks = (n + EXP_CHUNK - 1) / EXP_CHUNK;
 #pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i], u = up[i], d = dh[i]; /* read everything before writing: outputs may alias inputs */
-        float sg = 1.0f / (1.0f + expf(-g));
-        dgate[i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
-        dup[i] = d * (g * sg);
+    for (int64_t c = 0; c < chunks; c++) {
+        float e[EXP_CHUNK];
+        const int64_t i0 = c * EXP_CHUNK, m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
+        for (int64_t j = 0; j < m; j++) e[j] = -gate[i0 + j];
+        T->vexp(e, e, m);
+        for (int64_t j = 0; j < m; j++) {
+            int64_t i = i0 + j;
+            float g = gate[i], u = up[i], d = dh[i]; /* read everything before writing: outputs may alias inputs */
+            float sg = 1.0f / (1.0f + e[j]);
+            dgate[i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+            dup[i] = d * (g * sg);
+        }
     }
     return KERN_OK;
 }
