@@ -17,7 +17,7 @@ BUILD=${BUILD:-$SRC/build}
 MNEMO=$BUILD/mnemo
 CORPUS=${1:-$SRC/../shared/data/tinyshakespeare.txt}
 W=${2:-$HOME/.cache/mnemo-default-model}
-STEPS=${STEPS:-1500}
+STEPS=${STEPS:-700}
 BATCH=${BATCH:-8}
 LR=${LR:-2e-3}
 THREADS=${THREADS:-2}
@@ -51,3 +51,4 @@ resume=()
 
 # the shipped copy: bf16 weights, the run's config and tokenizer
 /usr/bin/python3 "$SRC/scripts/safetensors_bf16.py" "$W/run" "$OUT"
+cp "$SRC/models/tiny-shakespeare/generation_config.json" "$OUT/"

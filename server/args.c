@@ -26,7 +26,7 @@ typedef struct {
 #define OFF(f) offsetof(server_opts, f)
 static const opt_def OPTS[] = {
     {"--model", OPT_STR, OFF(model_dir), 0, 0,
-     "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the tiny-shakespeare demo installed with mnemo)"},
+     "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the longllama-shakespeare default installed with mnemo)"},
     {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
     {"--alias", OPT_STR, OFF(alias), 0, 0, "model name served to clients (default: the model directory's name)"},

@@ -99,8 +99,8 @@ MNEMO_API void mnemo_model_free(mnemo_model *model);
 /* Why the load failed ("" after success). Valid until the model is freed. */
 MNEMO_API const char *mnemo_model_error(const mnemo_model *model);
 /* The model to load when the caller names none (the CLI and server without --model): $MNEMO_MODEL when set (it must
- * be a directory), else the tiny-shakespeare demo beside the running executable (/proc/self/exe), installed
- * (<exe dir>/../share/mnemo/models/tiny-shakespeare) or in the build tree (<exe dir>/share/mnemo/models/...).
+ * be a directory), else the longllama-shakespeare default beside the running executable (/proc/self/exe), installed
+ * (<exe dir>/../share/mnemo/models/longllama-shakespeare) or in the build tree (<exe dir>/share/mnemo/models/...).
  * MNEMO_OK with the directory in out; MNEMO_ERR_IO with a message in out naming every place looked at;
  * MNEMO_ERR_TOO_SMALL when cap cannot hold the path (out truncated). */
 MNEMO_API mnemo_status mnemo_default_model_dir(char *out, size_t cap);

@@ -8,7 +8,8 @@
 #   tests/bench/proof_dict_lookup.sh [WORK_DIR]      (default ~/.cache/mnemo-proof; BUILD=build)
 #
 # Stages are skipped when their output exists and training continues through --resume, so the script can be
-# stopped and run again. STEPS, BATCH, THREADS, LENGTHS and SAMPLES override the defaults below. Results:
+# stopped and run again. STEPS (and STEPS_C65, STEPS_C129, STEPS_C257, STEPS_NEG), BATCH, LR, THREADS, LENGTHS and
+# SAMPLES override the defaults below. Results:
 # WORK_DIR/results/*.jsonl (one per model and memory mode) and WORK_DIR/results/dict_lookup.png.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +17,6 @@ BUILD=${BUILD:-$SRC/build}
 MNEMO=$BUILD/mnemo
 W=${1:-$HOME/.cache/mnemo-proof}
 STEPS=${STEPS:-3000}
-BATCH=${BATCH:-16}
 THREADS=${THREADS:-2}
 LENGTHS=${LENGTHS:-1K,4K,16K,64K}
 SAMPLES=${SAMPLES:-10}
@@ -37,23 +37,43 @@ cat > "$W/base_config.json" <<'JSON'
  "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 JSON
 
-# training documents: 513 tokens (2 contexts of 256 + 1), the last 256 tokens queries, the loss on their values
-[ -s "$W/train.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/train.jsonl" --lengths 513 \
-    --query-tokens 256 --samples "${DOCS:-8000}" --seed 1
+# Training data. Trained from random weights on 513-token documents alone, neither model left chance (loss 4.07 =
+# ln 58 on the values after 900 steps of 16 documents, FoT and plain alike: session 13), so both start with a
+# curriculum of shorter documents of the same task, a plain model learning the lookup in its own context: 65 tokens
+# (3 definitions, 3 queries), 129 (6), 257 (13). The baseline then trains at 512 on the 513-token documents, and the
+# FoT model starts from the same curriculum checkpoint in LongLLaMA layout (the same weights; config.json names the
+# memory layer) and learns to answer from memory: first with its positive context alone (d = 1, as the paper starts),
+# then with negatives from other documents.
+for n in 65 129 257 513; do
+    [ -s "$W/dict_$n.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_$n.jsonl" --lengths "$n" \
+        --query-tokens $(((n - 1) / 2)) --samples "${DOCS:-10000}" --seed "$n"
+done
 
-train() { # OUT CONFIG extra args...
-    local out=$1 cfg=$2
-    shift 2
-    local resume=()
+train() { # OUT DATA SEQ_LEN STEPS BATCH FROM extra args... (FROM: a checkpoint directory, or "random")
+    local out=$1 data=$2 seq=$3 steps=$4 batch=$5 from=$6
+    shift 6
+    grep -q '"done":true' "$W/$out.log" 2>/dev/null && return 0 # finished earlier
+    local src=(--model "$from") resume=()
+    [ "$from" = random ] && src=(--init random --config "$W/base_config.json" --tokenizer "$SRC/tests/fixtures/tokenizer.model")
     [ -f "$W/$out/train_state.mnemo" ] && resume=(--resume)
-    "$MNEMO" train --init random --config "$cfg" --tokenizer "$SRC/tests/fixtures/tokenizer.model" --seed 1 \
-        --data "$W/train.jsonl" --out "$W/$out" --full --steps "$STEPS" --batch "$BATCH" --lr "$LR" \
-        --schedule cosine --warmup 100 --checkpoint-every 50 --threads "$THREADS" --json "${resume[@]}" "$@"
+    "$MNEMO" train "${src[@]}" --seed 1 --data "$W/$data" --out "$W/$out" --full --seq-len "$seq" --steps "$steps" \
+        --batch "$batch" --lr "$LR" --schedule cosine --warmup 50 --checkpoint-every 50 --threads "$THREADS" --json \
+        "${resume[@]}" "$@" | tee -a "$W/$out.log"
 }
-# FoT: row 0 of a document (definitions) alone, row 1 (queries) with its definitions as the positive context and
-# one other document's context as a negative (the paper starts at d = 1)
-train fot "$W/fot_config.json" --seq-len 256 --fot "1/2(0,0),1/2(1,1)"
-train base "$W/base_config.json" --seq-len 512
+BATCH=${BATCH:-8}
+train c65 dict_65.jsonl 64 "${STEPS_C65:-1000}" 32 random
+train c129 dict_129.jsonl 128 "${STEPS_C129:-800}" 16 "$W/c65"
+train c257 dict_257.jsonl 256 "${STEPS_C257:-2800}" "$BATCH" "$W/c129"
+# the baseline: plain, 512 tokens of context
+train base dict_513.jsonl 512 "$STEPS" "$BATCH" "$W/c257"
+# FoT: the curriculum's weights in LongLLaMA layout (local context 256, memory layer 2); row 0 of a document holds the
+# definitions, row 1 the queries: row 1 sees row 0 whole as memory (positive), then also 3 other documents' rows
+if [ ! -f "$W/fot_init/config.json" ]; then
+    mkdir -p "$W/fot_init" && cp "$W/c257/model.safetensors" "$W/c257/tokenizer.model" "$W/fot_init/" &&
+        cp "$W/fot_config.json" "$W/fot_init/config.json"
+fi
+train fot_d1 dict_513.jsonl 256 "$STEPS" "$BATCH" "$W/fot_init" --fot "1/2(0,0),1/2(1,0)"
+train fot dict_513.jsonl 256 "${STEPS_NEG:-1000}" "$BATCH" "$W/fot_d1" --fot "1/2(0,0),1/2(1,3)"
 
 ev() { # NAME MODEL extra args...
     local name=$1 model=$2

@@ -77,7 +77,7 @@ rc, out, err = run("tokenize", "Hello", env=dict(os.environ, MNEMO_MODEL="/nonex
 check(rc == 1 and err == "mnemo tokenize: MNEMO_MODEL=/nonexistent/model: No such file or directory (it must name a "
       "checkpoint directory)\n", f"a bad MNEMO_MODEL: exit {rc}, {err!r}")
 rc, out, err = run("passkey", "--help")
-check(rc == 0 and "$MNEMO_MODEL" in out and "default model (no --model) now: " in out and "tiny-shakespeare" in out,
+check(rc == 0 and "$MNEMO_MODEL" in out and "default model (no --model) now: " in out and "longllama-shakespeare" in out,
       f"--help names the default model and MNEMO_MODEL: {out!r}")
 
 bad = [
@@ -229,14 +229,15 @@ for kind in ("flat", "ivf-grow"):
                        "--knn", "4", "--mem-index", kind, "--json")
     lines = [json.loads(l) for l in out.splitlines() if l.strip()]
     check(rc == 0 and len(lines) >= 2, f"passkey --mem-index {kind}: exit {rc}, {len(lines)} lines, {err[-200:]!r}")
-# Passkey with its defaults on the default model (a 256-token window, no memory layers): lengths chosen to fit it.
-rc, out, err = run("passkey", "--json")
+# Passkey with its defaults on the plain demo (a 256-token window, no memory layers): lengths chosen to fit it.
+demo = os.path.join(os.path.dirname(os.path.abspath(FIX)), "..", "models", "tiny-shakespeare")
+rc, out, err = run("passkey", "--model", demo, "--json")
 lengths = [json.loads(l)["length"] for l in out.splitlines() if l.startswith('{"eval":"passkey","length"')]
 check(rc == 0 and lengths and max(lengths) <= 256 - 8 and not err, f"passkey defaults: exit {rc}, {out!r} {err!r}")
-rc, out, err = run("passkey", "--lengths", "4096")
+rc, out, err = run("passkey", "--model", demo, "--lengths", "4096")
 check(rc == 2 and "does not fit the model's context of 256 tokens" in err and "at most 248" in err,
       f"passkey past the window says what fits: exit {rc}, {err!r}")
-rc, out, err = run("passkey", "--lengths", "64")
+rc, out, err = run("passkey", "--model", demo, "--lengths", "64")
 check(rc == 2 and "cannot hold the passkey text" in err, f"passkey below the fixed text: exit {rc}, {err!r}")
 rc, out, err = run("passkey", "--model", ll, "--mem-index", "lsh")
 check(rc == 2 and "--mem-index" in err and "lsh" in err, f"passkey --mem-index lsh refused: exit {rc}, {err!r}")

@@ -4,7 +4,7 @@
 Installs the build into a temporary prefix and checks: the demo model lands in share/mnemo/models; no installed
 binary or library holds a path into the source tree but to its code (debug and line information);
 the installed `mnemo` generates with no --model from the installed copy, also after the prefix is moved; the
-installed and the build tree's `mnemo-server` serve tiny-shakespeare with no --model; MNEMO_MODEL overrides; with
+installed and the build tree's `mnemo-server` serve longllama-shakespeare with no --model; MNEMO_MODEL overrides; with
 the installed model gone the error names every place looked at.
 
 usage: test_install.py BUILD_DIR SOURCE_DIR
@@ -89,7 +89,7 @@ with tempfile.TemporaryDirectory() as td:
     prefix = os.path.join(td, "prefix")
     rc, out, err = run("cmake", "--install", BUILD, "--prefix", prefix)
     check(rc == 0, f"cmake --install: {err}")
-    model = os.path.join(prefix, "share", "mnemo", "models", "tiny-shakespeare")
+    model = os.path.join(prefix, "share", "mnemo", "models", "longllama-shakespeare")
     check(os.path.isfile(os.path.join(model, "config.json")) and os.path.isfile(os.path.join(model, "model.safetensors")),
           "the demo model is installed under share/mnemo/models")
 
@@ -122,23 +122,23 @@ with tempfile.TemporaryDirectory() as td:
     server = os.path.join(prefix, "bin", "mnemo-server")
     if os.path.exists(server):
         ids, log = serve_models(server)
-        check(ids == ["tiny-shakespeare"], f"installed mnemo-server serves the default: {ids} {log[-400:]!r}")
+        check(ids == ["longllama-shakespeare"], f"installed mnemo-server serves the default: {ids} {log[-400:]!r}")
         rc, out, err = run(server, "--help")
         check(rc == 0 and "$MNEMO_MODEL" in out and model in out, f"mnemo-server --help: {out[-300:]!r}")
         ids, log = serve_models(os.path.join(BUILD, "mnemo-server"))
-        check(ids == ["tiny-shakespeare"], f"build/mnemo-server serves the default: {ids} {log[-400:]!r}")
+        check(ids == ["longllama-shakespeare"], f"build/mnemo-server serves the default: {ids} {log[-400:]!r}")
 
     # The prefix is relocatable: nothing points back at where it was installed.
     moved = os.path.join(td, "moved")
     os.rename(prefix, moved)
     rc, out, err = run(os.path.join(moved, "bin", "mnemo"), *args, "-v")
-    check(rc == 0 and f"loaded {os.path.join(moved, 'share', 'mnemo', 'models', 'tiny-shakespeare')}:" in err,
+    check(rc == 0 and f"loaded {os.path.join(moved, 'share', 'mnemo', 'models', 'longllama-shakespeare')}:" in err,
           f"a moved prefix still finds its model: {err!r}")
 
     # Without the installed model the installed binaries say where they looked (the build tree is not among them).
     shutil.rmtree(os.path.join(moved, "share", "mnemo"))
     rc, out, err = run(os.path.join(moved, "bin", "mnemo"), *args)
-    looked = os.path.join(moved, "bin", "..", "share", "mnemo", "models", "tiny-shakespeare")
+    looked = os.path.join(moved, "bin", "..", "share", "mnemo", "models", "longllama-shakespeare")
     check(rc == 1 and looked in err and "MNEMO_MODEL" in err and BUILD not in err,
           f"no default model: exit {rc}, {err!r}")
     if os.path.exists(os.path.join(moved, "bin", "mnemo-server")):

@@ -15,7 +15,11 @@
 
 #include "engine.h"
 
-#define DEFAULT_MODEL_NAME "tiny-shakespeare"
+#ifdef MNEMO_DEFAULT_MODEL_NAME /* CMake names it (models/<name> in the source tree) */
+#define DEFAULT_MODEL_NAME MNEMO_DEFAULT_MODEL_NAME
+#else
+#define DEFAULT_MODEL_NAME "longllama-shakespeare"
+#endif
 #ifndef MNEMO_BIN_TO_DATA /* the installed data directory relative to the installed bin directory (CMake sets it) */
 #define MNEMO_BIN_TO_DATA "../share"
 #endif
