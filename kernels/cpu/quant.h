@@ -45,6 +45,16 @@ kq_tile_fn kq_tile_scalar(kern_dtype dt);
 kq_tile_fn kq_tile_avx2(kern_dtype dt);        /* NULL when not compiled in */
 kq_tile_fn kq_tile_avx512vnni(kern_dtype dt);  /* NULL when not compiled in */
 
+/* Weight panels for the prefill GEMMs (quant_panel.c): columns [j0, j0 + nr) of w[n, k] (zeros past n), nr a
+ * multiple of 16, dequantized and packed as the GEMM's own packer would pack bf16 / fp32 weights:
+ *   bf16: b[p * nr + c] = bf16 pair (2p, 2p+1) of column c, pairs [p0, p0 + kcp); p0 and kcp multiples of 16.
+ *         Needs AVX512_BF16 (cpu_gemm_bf16dot.c checks).
+ *   f32:  b[i * nr + c] = weight i of column c, i in [i0, i0 + kc); i0 and kc multiples of 32. Needs AVX-512F. */
+void kq_panel_bf16(uint32_t *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t p0,
+                   int64_t kcp);
+void kq_panel_f32(float *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t i0,
+                  int64_t kc);
+
 /* kern_cpu_matmul for q8_0 / q4_0 weights (quant_matmul.c); k must be a multiple of 32. */
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                           int64_t k, float beta);

@@ -7,10 +7,18 @@
  *     weight rows over the chunk, so every weight block loaded feeds KQ_TILE activation rows from registers.
  * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
  * bytes per weight.
+ * From KERN_CPU_QPANEL_MIN_ROWS rows on (kernels_cpu_paths.h) the weights are instead dequantized panel by panel
+ * into the bf16 or fp32 prefill GEMM's tiles (cpu_gemm_bf16dot.c, cpu_gemm_f32.c, quant_panel.c): the integer
+ * tiles spend most of their time converting and scaling per block, the float tiles run near the FMA / bf16-dot
+ * peak, and a weight panel dequantized once feeds all m rows.
  */
 #include <stdatomic.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "cpu_gemm_bf16dot.h"
+#include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
 #include "quant.h"
 
@@ -33,6 +41,25 @@ kern_qpath kern_cpu_quant_path(kern_qpath want) {
     kern_qpath best = best_path(), p = want > best ? best : want;
     atomic_store(&g_path, (int)p);
     return p;
+}
+
+static int g_panel_allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_QPANEL=0 disables) */
+
+int kern_cpu_qpanel_available(void) {
+    if (g_panel_allowed < 0) {
+        const char *e = getenv("MNEMO_CPU_QPANEL");
+        g_panel_allowed = !(e && e[0] == '0');
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return g_panel_allowed && __builtin_cpu_supports("avx512f"); /* both panel packers are AVX-512 code */
+#else
+    return 0;
+#endif
+}
+
+void kern_cpu_qpanel_allow(int on) {
+    g_panel_allowed = on != 0;
 }
 
 const char *kern_qpath_name(kern_qpath p) {
@@ -70,6 +97,11 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
                           int64_t k, float beta) {
     if (m < 0 || n <= 0 || k <= 0 || k % KERN_QBLOCK || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
+    if (m >= KERN_CPU_QPANEL_MIN_ROWS && kern_cpu_qpanel_available()) {
+        int rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
+        if (rc == KERN_EUNSUPPORTED) rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
+        if (rc != KERN_EUNSUPPORTED) return rc;
+    }
     int64_t nb = k / KERN_QBLOCK;
     /* scratch: int8 blocks (m*k bytes, rounded to floats), scales and sums (m*nb each) */
     size_t qfl = ((size_t)m * (size_t)k + 63) / 64 * 16;
