@@ -159,8 +159,9 @@ static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
         }
 }
 
-/* The prefill panel paths (kernels_cpu_paths.h): from KERN_CPU_QPANEL_MIN_ROWS rows on, each weight panel is
- * dequantized into the bf16 tiles (FAST, AVX512_BF16) or the fp32 tiles (EXACT). Checked against fp64 math on the
+/* The prefill panel paths (kernels_cpu_paths.h): each weight panel is dequantized into the bf16 tiles (FAST,
+ * AVX512_BF16, from KERN_CPU_QPANEL_BF16_MIN_ROWS rows) or the fp32 tiles (EXACT, from KERN_CPU_QPANEL_F32_MIN_ROWS
+ * rows). Checked against fp64 math on the
  * dequantized weights and the fp32 activations, elementwise:
  *   fp32 panel: the weights are exact (d * q fits fp32), so only fp32 summation differs: |err| <= k 2^-24 sum|x w|
  *               (the worst case of k fp32 additions), and the RMS error over the RMS of sum|x w| below 1e-6 as
@@ -180,9 +181,10 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
         printf("note: no AVX-512 on this CPU: quantized panel paths not tested (the integer tiles are)\n");
         return;
     }
-    static const int64_t shapes[][3] = {{KERN_CPU_QPANEL_MIN_ROWS - 1, 37, 96}, {KERN_CPU_QPANEL_MIN_ROWS, 37, 96},
-                                        {KERN_CPU_QPANEL_MIN_ROWS + 1, 64, 32}, {70, 100, 224},
-                                        {23, 131, 1120}, {19, 37, 4160}, {130, 200, 96}};
+    enum { B = KERN_CPU_QPANEL_BF16_MIN_ROWS, F = KERN_CPU_QPANEL_F32_MIN_ROWS };
+    static const int64_t shapes[][3] = {{B - 1, 37, 96}, {B, 37, 96},        {B + 1, 64, 32},     {F - 1, 37, 96},
+                                        {F, 37, 96},     {F + 6, 100, 224},  {B + 7, 131, 1120}, {F + 3, 131, 1120},
+                                        {B + 3, 37, 4160}, {F + 1, 37, 4160}, {130, 200, 96}};
     const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
     for (int fast = 0; fast <= 1; fast++) {
         kern_cpu_set_gemm(kc, fast ? KERN_CPU_GEMM_FAST : KERN_CPU_GEMM_EXACT);
@@ -207,7 +209,7 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
                     double *y0 = malloc((size_t)(m * n) * sizeof(double));
                     for (int64_t i = 0; i < m * n; i++) y0[i] = bi ? y[i] : 0.0;
                     int rc = be->matmul(kc, y, x, wq, dt, m, n, k, (float)bi);
-                    int panel = m >= KERN_CPU_QPANEL_MIN_ROWS;
+                    int panel = m >= (bf16 ? KERN_CPU_QPANEL_BF16_MIN_ROWS : KERN_CPU_QPANEL_F32_MIN_ROWS);
                     double *xr = malloc((size_t)k * sizeof(double)), *dx = malloc((size_t)(k / 32) * sizeof(double));
                     double worst = 0, diff = 0, num = 0, den = 1e-30, unit = 0x1p-24 * (double)k;
                     double rel = !panel ? 1e-6 : bf16 ? 0x1p-8 + 0x1p-18 + unit : unit;

@@ -7,7 +7,7 @@
  *     weight rows over the chunk, so every weight block loaded feeds KQ_TILE activation rows from registers.
  * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
  * bytes per weight.
- * From KERN_CPU_QPANEL_MIN_ROWS rows on (kernels_cpu_paths.h) the weights are instead dequantized panel by panel
+ * From KERN_CPU_QPANEL_*_MIN_ROWS rows on (kernels_cpu_paths.h) the weights are instead dequantized panel by panel
  * into the bf16 or fp32 prefill GEMM's tiles (cpu_gemm_bf16dot.c, cpu_gemm_f32.c, quant_panel.c): the integer
  * tiles spend most of their time converting and scaling per block, the float tiles run near the FMA / bf16-dot
  * peak, and a weight panel dequantized once feeds all m rows.
@@ -97,9 +97,10 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
                           int64_t k, float beta) {
     if (m < 0 || n <= 0 || k <= 0 || k % KERN_QBLOCK || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
-    if (m >= KERN_CPU_QPANEL_MIN_ROWS && kern_cpu_qpanel_available()) {
+    if (m >= KERN_CPU_QPANEL_BF16_MIN_ROWS && kern_cpu_qpanel_available()) {
         int rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
-        if (rc == KERN_EUNSUPPORTED) rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
+        if (rc == KERN_EUNSUPPORTED && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
+            rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
         if (rc != KERN_EUNSUPPORTED) return rc;
     }
     int64_t nb = k / KERN_QBLOCK;

@@ -36,13 +36,15 @@ int kern_cpu_bf16dot_available(void);
 int kern_cpu_f32gemm_available(void);
 void kern_cpu_f32gemm_allow(int on);
 
-/* q8_0 / q4_0 weights, m >= KERN_CPU_QPANEL_MIN_ROWS (prefill): each weight panel is dequantized into the bf16
- * dot-product tiles (FAST on AVX512_BF16: weights and activations rounded to bf16, error <= 2^-8 * sum|x w|) or
- * the fp32 FMA tiles (EXACT, or no AVX512_BF16: exact dequantized weights, fp32 activations), instead of the
- * integer tiles (activations rounded to int8 per block) that fewer rows and CPUs without AVX-512 use.
- * MNEMO_CPU_QPANEL=0 in the environment or kern_cpu_qpanel_allow(0) keeps every m on the integer tiles; allow
- * has the same threading rule as kern_cpu_f32gemm_allow. The threshold was measured (tests/bench/RESULTS.md). */
-#define KERN_CPU_QPANEL_MIN_ROWS 16
+/* q8_0 / q4_0 weights in prefill: each weight panel is dequantized into the bf16 dot-product tiles (FAST on
+ * AVX512_BF16, m >= KERN_CPU_QPANEL_BF16_MIN_ROWS: weights and activations rounded to bf16, error <= 2^-8 *
+ * sum|x w|) or the fp32 FMA tiles (EXACT, or no AVX512_BF16, m >= KERN_CPU_QPANEL_F32_MIN_ROWS: exact
+ * dequantized weights, fp32 activations), instead of the integer tiles (activations rounded to int8 per block)
+ * that fewer rows and CPUs without AVX-512 use. The thresholds are where each panel path overtook the integer
+ * tiles (bench_gemm_quant, tests/bench/RESULTS.md). MNEMO_CPU_QPANEL=0 in the environment or
+ * kern_cpu_qpanel_allow(0) keeps every m on the integer tiles; allow has kern_cpu_f32gemm_allow's threading rule. */
+#define KERN_CPU_QPANEL_BF16_MIN_ROWS 16
+#define KERN_CPU_QPANEL_F32_MIN_ROWS 64
 int kern_cpu_qpanel_available(void);
 void kern_cpu_qpanel_allow(int on);
 

@@ -158,7 +158,7 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         double pf32 = bench_peak(threads, 0, &isa_f32);
         /* bf16 weights, and q8_0/q4_0 ones on dequantized bf16 panels (n_prompt rows: prefill), use vdpbf16ps */
         int bf16_tiles = dt == KERN_BF16 || (kern_dtype_is_quant(dt) && kern_cpu_qpanel_available() &&
-                                             n_prompt >= KERN_CPU_QPANEL_MIN_ROWS);
+                                             n_prompt >= KERN_CPU_QPANEL_BF16_MIN_ROWS);
         double pmm = bf16_tiles && gemm_fast() ? bench_peak(threads, 1, &isa_mm) : 0;
         if (pmm == 0) pmm = pf32, isa_mm = isa_f32;
         peak_mm += pmm / 3;

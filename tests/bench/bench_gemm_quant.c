@@ -1,21 +1,25 @@
 /*
  * bench_gemm_quant.c — y[m,n] = x[m,k] . w[n,k]^T for q8_0 / q4_0 weights, on each path the CPU backend has, over
  * a range of m: where the dequantized-panel GEMMs (quant_panel.c) overtake the integer tiles (quant_dot_*.c),
- * which sets KERN_CPU_QPANEL_MIN_ROWS (kernels_cpu_paths.h), and how close they come to bf16 weights' own GEMM.
+ * which sets KERN_CPU_QPANEL_BF16_MIN_ROWS and _F32_MIN_ROWS (kernels_cpu_paths.h), and how close they come to bf16 weights' own GEMM.
  *   int         the integer tiles (AVX-512 VNNI where present): activations rounded to int8 per block
  *   panel-bf16  panels dequantized to bf16, AVX512_BF16 tiles (FAST contexts)
  *   panel-f32   panels dequantized to fp32, AVX-512 FMA tiles (EXACT contexts)
  *   bf16        bf16 weights on the same AVX512_BF16 tiles (the speed the panel-bf16 path aims at)
  * The panel GEMMs are called directly, so they are timed below the threshold too. Shapes: LongLLaMA-3B's
  * projections (3200 x 3200, 8640 x 3200, 3200 x 8640). Each figure: best of --reps after one warm-up, GFLOP/s =
- * 2 m n k / s by the wall clock; the load average is printed first (the machine may be shared).
+ * 2 m n k / s by the wall clock, or with --cpu-time by the process's CPU time (robust on a shared machine, where
+ * a descheduled OpenMP worker stalls every parallel region; use it with --threads 1, as spinning workers count
+ * too); the load average is printed first.
  *
  * usage: bench_gemm_quant [--threads 2] [--reps 3] [--ms 1,4,8,12,16,24,32,64,512] [--dtype q8_0|q4_0|both]
+ *                         [--cpu-time 0|1]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../kernels/cpu/cpu_gemm_bf16dot.h"
 #include "../../kernels/cpu/cpu_gemm_f32.h"
@@ -59,14 +63,23 @@ static int run_bf16(prob *p) {
     return kern_cpu_gemm_bf16dot(p->kc, p->y, p->x, p->wb, KERN_BF16, p->m, p->n, p->k, 0.f);
 }
 
+static int use_cpu_time; /* --cpu-time 1: the process's CPU seconds instead of the wall clock */
+
+static double now_s(void) {
+    if (!use_cpu_time) return bench_now_s();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* GFLOP/s, best of reps; 0 when the path is not on this CPU. */
 static double time_best(int (*fn)(prob *), prob *p, int reps) {
     if (fn(p) != KERN_OK) return 0; /* warm-up: page faults, scratch */
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t = bench_now_s();
+        double t = now_s();
         fn(p);
-        t = bench_now_s() - t;
+        t = now_s() - t;
         if (t < best) best = t;
     }
     return 2.0 * (double)p->m * (double)p->n * (double)p->k / best * 1e-9;
@@ -80,6 +93,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ms")) ms_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
+        else if (!strcmp(argv[i], "--cpu-time")) use_cpu_time = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     int64_t ms[32];
@@ -103,7 +117,8 @@ int main(int argc, char **argv) {
         fclose(la);
         load[strcspn(load, "\n")] = 0;
     }
-    printf("bench_gemm_quant: %d threads, best of %d; AVX512_BF16 %s, panels %s; load %s\n", threads, reps,
+    printf("bench_gemm_quant: %d threads, best of %d by the %s; AVX512_BF16 %s, panels %s; load %s\n", threads,
+           reps, use_cpu_time ? "process CPU time" : "wall clock",
            kern_cpu_bf16dot_available() ? "yes" : "no", kern_cpu_qpanel_available() ? "yes" : "no", load);
     printf("GFLOP/s (0: path not on this CPU)\n%-5s %5s %5s %5s %9s %11s %10s %9s\n", "dtype", "n", "k", "m", "int",
            "panel-bf16", "panel-f32", "bf16");
