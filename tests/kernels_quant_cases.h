@@ -7,7 +7,9 @@
  *   - matmul against plain dequantized-f32 math (weights dequantized, x in fp32) within the bound the activation
  *     rounding allows: |err| <= sum_i |w_i| * d_x(block of i) / 2, per output;
  *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 refused;
- * then the prefill panel paths (test_quant_panel: bf16 and fp32 panels, m around the threshold),
+ * the VNNI path once more with the int8 GEMM on packed panels on (from KERN_CPU_QGEMM_MIN_ROWS rows; same
+ * contract, same checks), then the dequantized panel paths (test_quant_panel: bf16 and fp32 panels, m around their
+ * thresholds),
  * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding), embed gathering
  * dequantized rows, and matmul_backward_x equal to the dequantized matrix's.
  * Uses frand, guarded, guards_ok from test_kernels_cpu.c.
@@ -53,7 +55,7 @@ static void test_quant_roundtrip(void) {
 
 static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qpath path) {
     static const int64_t shapes[][3] = {{1, 37, 64}, {1, 5, 96}, {2, 9, 32}, {3, 9, 160}, {8, 64, 320},
-                                        {13, 11, 96}, {70, 33, 224}, {9, 4, 4096}};
+                                        {13, 11, 96}, {70, 33, 224}, {9, 4, 4096}, {23, 100, 1120}};
     const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int t = 0; t < 2; t++)
@@ -96,9 +98,9 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
                     }
                 }
                 CHECK(rc == KERN_OK && worst < 1e-6 && within && guards_ok(y, (size_t)(m * n)),
-                      "matmul %s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) "
+                      "matmul %s%s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) "
                       "%.2e, within the rounding bound of f32 x: %d",
-                      kern_qpath_name(path), kern_dtype_name(dt), (long)m, (long)n, (long)k, beta, rc, worst, within);
+                      kern_qpath_name(path), kern_cpu_qpanel_available() ? " (+ VNNI GEMM)" : "", kern_dtype_name(dt), (long)m, (long)n, (long)k, beta, rc, worst, within);
                 free(wf); free(x); free(wq); guarded_free(y); free(y0); free(want); free(xr); free(dx);
             }
     float b[64] = {0};
@@ -186,6 +188,7 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
                                         {F, 37, 96},     {F + 6, 100, 224},  {B + 7, 131, 1120}, {F + 3, 131, 1120},
                                         {B + 3, 37, 4160}, {F + 1, 37, 4160}, {130, 200, 96}};
     const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    kern_cpu_quant_path(KERN_QPATH_AVX2); /* with VNNI, FAST prefill takes the int8 GEMM instead (checked apart) */
     for (int fast = 0; fast <= 1; fast++) {
         kern_cpu_set_gemm(kc, fast ? KERN_CPU_GEMM_FAST : KERN_CPU_GEMM_EXACT);
         int bf16 = fast && kern_cpu_bf16dot_available();
@@ -245,10 +248,12 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
                 }
     }
     kern_cpu_set_gemm(kc, KERN_CPU_GEMM_FAST);
+    kern_cpu_quant_path(KERN_QPATH_BEST);
 }
 
 /* Every path this CPU has, then back to the best; the integer tiles for every m (panels off), then the panels. */
 static void test_quant(const kern_backend *be, kern_ctx *kc) {
+    uint64_t rng_saved = rng_state; /* its own random stream: adding cases here leaves the other tests' inputs */
     test_quant_roundtrip();
     test_quant_embed(be, kc);
     test_quant_backward_x(be, kc);
@@ -259,10 +264,17 @@ static void test_quant(const kern_backend *be, kern_ctx *kc) {
             continue;
         }
         test_quant_matmul_path(be, kc, (kern_qpath)p);
+        kern_cpu_qpanel_allow(1);
+        if (p == KERN_QPATH_AVX512_VNNI && kern_cpu_qpanel_available()) /* AVX-512: the VNNI GEMM from
+                                                                            * KERN_CPU_QGEMM_MIN_ROWS rows on, same
+                                                                            * contract as the tiles */
+            test_quant_matmul_path(be, kc, (kern_qpath)p);
+        kern_cpu_qpanel_allow(0);
     }
     kern_cpu_quant_path(KERN_QPATH_BEST);
     kern_cpu_qpanel_allow(1);
     test_quant_panel(be, kc);
+    rng_state = rng_saved;
 }
 
 #endif

@@ -33,7 +33,7 @@ typedef struct {
     int32_t *sum;
 } kq_act;
 
-void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k);
+void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k, int threads); /* rows split over threads */
 
 /* out[j * ldo + i] = weight row i (of nw <= KQ_TILE, rows wrow_bytes apart) . activation row x0 + j (j < nx <=
  * KQ_TILE) of a, over nb blocks (k = 32 nb). One function per instruction set, same results up to fp32 summation
@@ -54,6 +54,14 @@ void kq_panel_bf16(uint32_t *b, int nr, const void *w, kern_dtype dt, int64_t n,
                    int64_t kcp);
 void kq_panel_f32(float *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t i0,
                   int64_t kc);
+
+/* y[m,n] = a . w^T + beta*y for activation rows a (kq_quantize_act) and q8_0 / q4_0 weights on AVX-512 VNNI, the
+ * weights packed per call into per-thread panels (quant_gemm_vnni.c): `panels` holds threads x
+ * kq_gemm_vnni_panel_bytes(k) bytes, 64-byte aligned. KERN_EUNSUPPORTED when not compiled in; the caller checks
+ * the CPU. */
+size_t kq_gemm_vnni_panel_bytes(int64_t k);
+int kq_gemm_vnni(float *y, const kq_act *a, const void *w, kern_dtype dt, int64_t m, int64_t n, int64_t k, float beta,
+                 void *panels, int threads);
 
 /* kern_cpu_matmul for q8_0 / q4_0 weights (quant_matmul.c); k must be a multiple of 32. */
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,

@@ -83,8 +83,9 @@ void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n) 
 }
 
 /* Activation rows for the integer dot products: per 32-block an fp32 scale, the int8 values and their sum. */
-void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k) {
+void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k, int threads) {
     int64_t nb = k / KERN_QBLOCK;
+#pragma omp parallel for num_threads(threads) schedule(static) if (m * k >= (1 << 16))
     for (int64_t r = 0; r < m; r++)
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + r * k + b * KERN_QBLOCK;

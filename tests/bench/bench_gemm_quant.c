@@ -23,6 +23,7 @@
 
 #include "../../kernels/cpu/cpu_gemm_bf16dot.h"
 #include "../../kernels/cpu/cpu_gemm_f32.h"
+#include "../../kernels/cpu/quant.h"
 #include "bench_util.h"
 #include "kernels.h"
 #include "kernels_cpu_paths.h"
@@ -35,6 +36,8 @@ typedef struct {
     uint16_t *wb;
     kern_ctx *kc;
 } prob;
+
+static int threads_g = 1;
 
 static void *xalloc(size_t bytes) {
     void *p = NULL;
@@ -57,6 +60,22 @@ static int run_panel_bf16(prob *p) {
 }
 static int run_panel_f32(prob *p) {
     return kern_cpu_gemm_f32(p->kc, p->y, p->x, p->wq, p->dt, p->m, p->n, p->k, 0.f);
+}
+static int run_int_gemm(prob *p) { /* activations quantized inside the timing, as the matmul op does */
+    int64_t nb = p->k / KERN_QBLOCK;
+    static void *buf;
+    static size_t cap;
+    size_t need = (size_t)(p->m * p->k) + (size_t)(p->m * nb) * 8 + ((kq_gemm_vnni_panel_bytes(p->k) + 63) / 64 * 64) * (size_t)threads_g + 256;
+    if (need > cap) {
+        free(buf);
+        buf = xalloc(need);
+        cap = need;
+    }
+    char *c = buf;
+    kq_act a = {.qs = (int8_t *)c, .d = (float *)(c + p->m * p->k), .sum = (int32_t *)(c + p->m * p->k + p->m * nb * 4)};
+    void *panels = (void *)(((uintptr_t)(c + p->m * p->k + p->m * nb * 8) + 63) & ~(uintptr_t)63);
+    kq_quantize_act(&a, p->x, p->m, p->k, threads_g);
+    return kq_gemm_vnni(p->y, &a, p->wq, p->dt, p->m, p->n, p->k, 0.f, panels, threads_g);
 }
 static int run_bf16(prob *p) {
     kern_cpu_set_gemm(p->kc, KERN_CPU_GEMM_FAST);
@@ -89,7 +108,7 @@ int main(int argc, char **argv) {
     int threads = 2, reps = 3;
     const char *ms_arg = "1,4,8,12,16,24,32,64,512", *dts = "both";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--threads")) threads = threads_g = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ms")) ms_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
@@ -120,8 +139,8 @@ int main(int argc, char **argv) {
     printf("bench_gemm_quant: %d threads, best of %d by the %s; AVX512_BF16 %s, panels %s; load %s\n", threads,
            reps, use_cpu_time ? "process CPU time" : "wall clock",
            kern_cpu_bf16dot_available() ? "yes" : "no", kern_cpu_qpanel_available() ? "yes" : "no", load);
-    printf("GFLOP/s (0: path not on this CPU)\n%-5s %5s %5s %5s %9s %11s %10s %9s\n", "dtype", "n", "k", "m", "int",
-           "panel-bf16", "panel-f32", "bf16");
+    printf("GFLOP/s (0: path not on this CPU)\n%-5s %5s %5s %5s %9s %9s %11s %10s %9s\n", "dtype", "n", "k", "m",
+           "int", "int-gemm", "panel-bf16", "panel-f32", "bf16");
     const int64_t shapes[][2] = {{3200, 3200}, {8640, 3200}, {3200, 8640}};
     int64_t mmax = 1;
     for (int i = 0; i < n_ms; i++) mmax = ms[i] > mmax ? ms[i] : mmax;
@@ -147,8 +166,9 @@ int main(int argc, char **argv) {
                 p.m = ms[i];
                 double gi = time_best(run_int, &p, reps), gb = time_best(run_panel_bf16, &p, reps);
                 double gf = time_best(run_panel_f32, &p, reps), g16 = time_best(run_bf16, &p, reps);
-                printf("%-5s %5ld %5ld %5ld %9.1f %11.1f %10.1f %9.1f\n", kern_dtype_name(dt), (long)p.n, (long)p.k,
-                       (long)p.m, gi, gb, gf, g16);
+                double gg = time_best(run_int_gemm, &p, reps);
+                printf("%-5s %5ld %5ld %5ld %9.1f %9.1f %11.1f %10.1f %9.1f\n", kern_dtype_name(dt), (long)p.n,
+                       (long)p.k, (long)p.m, gi, gg, gb, gf, g16);
                 fflush(stdout);
             }
             free(p.x); free(p.y); free(p.wq); free(p.wb); free(row);
