@@ -100,7 +100,8 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
                 CHECK(rc == KERN_OK && worst < 1e-6 && within && guards_ok(y, (size_t)(m * n)),
                       "matmul %s%s %s m=%ld n=%ld k=%ld beta=%g: rc %d, err vs int8-rounded x (rel to sum |terms|) "
                       "%.2e, within the rounding bound of f32 x: %d",
-                      kern_qpath_name(path), kern_cpu_qpanel_available() ? " (+ VNNI GEMM)" : "", kern_dtype_name(dt), (long)m, (long)n, (long)k, beta, rc, worst, within);
+                      kern_qpath_name(path), kern_cpu_qpanel_available() ? " (+ VNNI GEMM)" : "", kern_dtype_name(dt),
+                      (long)m, (long)n, (long)k, beta, rc, worst, within);
                 free(wf); free(x); free(wq); guarded_free(y); free(y0); free(want); free(xr); free(dx);
             }
     float b[64] = {0};

@@ -113,7 +113,9 @@ VNNI VNNI_INLINE void tile(const int mr, float *y, int64_t ldy, const uint32_t *
         for (int t = 0; t < 8; t++) {
             __m512i w0 = _mm512_loadu_si512(pb + t * NR), w1 = _mm512_loadu_si512(pb + t * NR + 16);
             for (int r = 0; r < mr; r++) {
-                __m512i xv = _mm512_set1_epi32(*(const int32_t *)(a->qs + (r0 + r) * k + b * KERN_QBLOCK + 4 * t));
+                int32_t q4;
+                memcpy(&q4, a->qs + (r0 + r) * k + b * KERN_QBLOCK + 4 * t, 4); /* 4 activation bytes */
+                __m512i xv = _mm512_set1_epi32(q4);
                 ia[r][0] = _mm512_dpbusd_epi32(ia[r][0], w0, xv);
                 ia[r][1] = _mm512_dpbusd_epi32(ia[r][1], w1, xv);
             }

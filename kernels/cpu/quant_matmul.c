@@ -8,15 +8,14 @@
  * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
  * bytes per weight.
  * On AVX-512 CPUs more rows take GEMMs instead (kernels_cpu_paths.h has the rule): from KERN_CPU_QGEMM_MIN_ROWS
- * the int8 VNNI GEMM on per-call packed weight panels (quant_gemm_vnni.c: the tiles above convert and scale
- * per weight row x activation row every two blocks, the GEMM per 16 columns x row once a block), in EXACT contexts the weights
- * dequantized panel by panel into the fp32 GEMM (cpu_gemm_f32.c, quant_panel.c), and without VNNI into the bf16
- * one (cpu_gemm_bf16dot.c).
+ * the int8 VNNI GEMM on per-call packed weight panels (quant_gemm_vnni.c: the tiles above convert and scale per
+ * weight row x activation row every two blocks, the GEMM per 16 columns x row once a block); in EXACT contexts
+ * the weights dequantized panel by panel into the fp32 GEMM (cpu_gemm_f32.c, quant_panel.c), and without VNNI
+ * into the bf16 one (cpu_gemm_bf16dot.c).
  */
 #include <stdatomic.h>
-#include <string.h>
-
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_gemm_bf16dot.h"
 #include "cpu_gemm_f32.h"
@@ -102,7 +101,8 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
     if (path < 0) path = (int)kern_cpu_quant_path(KERN_QPATH_BEST);
     int panels = kern_cpu_qpanel_available(), rc = KERN_EUNSUPPORTED;
     /* EXACT prefill: the exact dequantized weights on the fp32 tiles */
-    if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS) rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
+    if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
+        rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
     if (rc != KERN_EUNSUPPORTED) return rc;
     int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS;
     if (panels && !vnni_gemm && m >= KERN_CPU_QPANEL_BF16_MIN_ROWS) { /* no VNNI: the float panels */

@@ -1,9 +1,10 @@
 /*
  * bench_gemm_quant.c — y[m,n] = x[m,k] . w[n,k]^T for q8_0 / q4_0 weights, on each path the CPU backend has, over
- * a range of m: where the dequantized-panel GEMMs (quant_panel.c) overtake the integer tiles (quant_dot_*.c),
- * which sets KERN_CPU_QPANEL_BF16_MIN_ROWS and _F32_MIN_ROWS (kernels_cpu_paths.h), and how close they come to bf16 weights' own GEMM.
+ * a range of m: where the int8 GEMM and the dequantized-panel GEMMs overtake the integer tiles (quant_dot_*.c),
+ * which sets the thresholds in kernels_cpu_paths.h, and how they compare with bf16 weights' own GEMM.
  *   int         the integer tiles (AVX-512 VNNI where present): activations rounded to int8 per block
- *   panel-bf16  panels dequantized to bf16, AVX512_BF16 tiles (FAST contexts)
+ *   int-gemm    the int8 VNNI GEMM on weights packed per call (quant_gemm_vnni.c), activation rounding timed too
+ *   panel-bf16  panels dequantized to bf16, AVX512_BF16 tiles (FAST contexts without VNNI)
  *   panel-f32   panels dequantized to fp32, AVX-512 FMA tiles (EXACT contexts)
  *   bf16        bf16 weights on the same AVX512_BF16 tiles (the speed the panel-bf16 path aims at)
  * The panel GEMMs are called directly, so they are timed below the threshold too. Shapes: LongLLaMA-3B's
@@ -65,14 +66,16 @@ static int run_int_gemm(prob *p) { /* activations quantized inside the timing, a
     int64_t nb = p->k / KERN_QBLOCK;
     static void *buf;
     static size_t cap;
-    size_t need = (size_t)(p->m * p->k) + (size_t)(p->m * nb) * 8 + ((kq_gemm_vnni_panel_bytes(p->k) + 63) / 64 * 64) * (size_t)threads_g + 256;
+    size_t panel = (kq_gemm_vnni_panel_bytes(p->k) + 63) / 64 * 64; /* quant_matmul.c's spacing */
+    size_t need = (size_t)(p->m * p->k) + (size_t)(p->m * nb) * 8 + panel * (size_t)threads_g + 256;
     if (need > cap) {
         free(buf);
         buf = xalloc(need);
         cap = need;
     }
     char *c = buf;
-    kq_act a = {.qs = (int8_t *)c, .d = (float *)(c + p->m * p->k), .sum = (int32_t *)(c + p->m * p->k + p->m * nb * 4)};
+    kq_act a = {.qs = (int8_t *)c, .d = (float *)(c + p->m * p->k),
+                .sum = (int32_t *)(c + p->m * p->k + p->m * nb * 4)};
     void *panels = (void *)(((uintptr_t)(c + p->m * p->k + p->m * nb * 8) + 63) & ~(uintptr_t)63);
     kq_quantize_act(&a, p->x, p->m, p->k, threads_g);
     return kq_gemm_vnni(p->y, &a, p->wq, p->dt, p->m, p->n, p->k, 0.f, panels, threads_g);
