@@ -41,7 +41,8 @@ void kern_cpu_f32gemm_allow(int on);
  *   FAST, VNNI: the int8 GEMM on weights packed per call (quant_gemm_vnni.c): the same arithmetic as the tiles
  *               (exact integer sums, fp32 scaling per block, what llama.cpp does), at GEMM speed;
  *   EXACT, m >= KERN_CPU_QPANEL_F32_MIN_ROWS: each weight panel dequantized into the fp32 FMA tiles (exact
- *               dequantized weights, fp32 activations; quant_panel.c); fewer rows as FAST;
+ *               dequantized weights, fp32 activations; quant_panel.c; with those tiles disallowed,
+ *               MNEMO_CPU_F32GEMM=0, the int8 paths); fewer rows as FAST;
  *   FAST without VNNI (the integer path forced below it, or such a CPU): panels dequantized to bf16 for the bf16
  *               dot-product tiles (AVX512_BF16, m >= KERN_CPU_QPANEL_BF16_MIN_ROWS: weights and activations
  *               rounded to bf16, error <= 2^-8 * sum|x w|), else the fp32 panels from KERN_CPU_QPANEL_F32_MIN_ROWS.
