@@ -16,6 +16,9 @@
  *     and broadcasts one x dword per row (24 dot products, 10 loads).
  *   - loops: K blocks outermost (each thread's slice of x[:, block] stays in L2 across its panels), then the
  *     thread's panels (threads split the n columns in whole panels, no write sharing), then rows by MR.
+ * q8_0 / q4_0 weights take the same tiles: their panels are dequantized straight into this layout (quant_panel.c,
+ * each weight rounded to bf16, so the bound above doubles: 2^-8 * sum_k |x_k w_k|), K blocks then a whole number
+ * of 32-weight blocks.
  * Compiled for AVX512_BF16 by function attributes and taken at run time by FAST contexts on CPUs that have it
  * (kernels_cpu_paths.h), so a build for an older CPU keeps this file and simply never takes it: the caller falls
  * back to widening + sgemm, as it does for EXACT contexts.
@@ -26,6 +29,7 @@
 
 #include "cpu_gemm_bf16dot.h"
 #include "cpu_ops.h"
+#include "quant.h"
 
 #define NQ 4          /* zmm of 16 columns per panel */
 #define NR (16 * NQ)  /* columns per packed panel */
@@ -131,10 +135,12 @@ BF16DOT static void panel_rows(const uint32_t *a, int64_t kp, const uint32_t *b,
 #undef TAIL
 }
 
-int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t *w, int64_t m, int64_t n,
-                          int64_t k, float beta) {
+int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m,
+                          int64_t n, int64_t k, float beta) {
     if (!kc->gemm_fast || !kern_cpu_bf16dot_available()) return KERN_EUNSUPPORTED;
-    if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+    if (wdt != KERN_BF16 && !kern_dtype_is_quant(wdt)) return KERN_EUNSUPPORTED;
+    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK)) return KERN_ESHAPE;
+    const int quant = kern_dtype_is_quant(wdt);
     int threads = kc->n_threads;
     int64_t kp = (k + 1) / 2, n_panels = (n + NR - 1) / NR;
     size_t a_words = (size_t)((m + MR - 1) / MR * MR) * (size_t)kp, b_words = (size_t)KCP * NR;
@@ -150,13 +156,17 @@ int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t
         int64_t pa = n_panels * id / nt, pb = n_panels * (id + 1) / nt;
         uint32_t *b = s + a_pad + b_words * (size_t)id;
         int64_t blocks = (kp + KCP - 1) / KCP, kcb = (kp + blocks - 1) / blocks; /* even K blocks */
+        if (quant) kcb = (kcb + 15) / 16 * 16; /* whole quant blocks (16 pairs); k % 32 == 0 keeps the last whole */
         for (int64_t p0 = 0; p0 < kp; p0 += kcb) {
             int64_t kcp = kp - p0 < kcb ? kp - p0 : kcb;
             int add = p0 > 0 || beta != 0.f;
             for (int64_t pn = pa; pn < pb; pn++) {
                 int64_t j0 = pn * NR, cols = n - j0 < NR ? n - j0 : NR;
                 uint64_t mask = cols == 64 ? ~0ull : ((1ull << cols) - 1);
-                pack_panel(b, w, n, k, j0, p0, kcp);
+                if (quant)
+                    kq_panel_bf16(b, NR, w, wdt, n, k, j0, p0, kcp);
+                else
+                    pack_panel(b, (const uint16_t *)w, n, k, j0, p0, kcp);
                 panel_rows(a + p0 * MR, kp, b, kcp, y + j0, n, m, add, mask);
             }
         }
@@ -164,8 +174,8 @@ int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t
     return KERN_OK;
 }
 #else
-int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const uint16_t *w, int64_t m, int64_t n,
-                          int64_t k, float beta) {
+int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m,
+                          int64_t n, int64_t k, float beta) {
     return KERN_EUNSUPPORTED;
 }
 #endif

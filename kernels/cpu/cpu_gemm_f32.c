@@ -10,6 +10,9 @@
  *     columns of one k);
  *   - a 6 x 64 tile of y in 24 zmm accumulators: per k, 4 loads of w and 6 broadcasts of x for 24 FMAs;
  *   - K blocks outermost, then the thread's panels (threads split n in whole panels), then rows by MR.
+ * q8_0 / q4_0 weights (EXACT contexts' prefill, or FAST ones without AVX512_BF16) take the same tiles: their
+ * panels are dequantized straight into this layout (quant_panel.c; exact: the same values as kern_dequantize_row),
+ * K blocks then a whole number of 32-weight blocks.
  * Compiled for AVX-512F by function attributes and chosen at run time (kern_cpu_f32gemm_available); the caller
  * falls back to OpenBLAS elsewhere.
  */
@@ -19,6 +22,7 @@
 
 #include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
+#include "quant.h"
 
 #define NQ 4         /* zmm of 16 columns per panel */
 #define NR (16 * NQ) /* columns per packed panel */
@@ -115,10 +119,11 @@ F32GEMM static void panel_rows(const float *a, int64_t k, const float *b, int64_
 #undef TAIL
 }
 
-int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, int64_t m, int64_t n, int64_t k,
-                      float beta) {
-    if (!kern_cpu_f32gemm_available()) return KERN_EUNSUPPORTED;
-    if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
+                      int64_t k, float beta) {
+    if (!kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt))) return KERN_EUNSUPPORTED;
+    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK)) return KERN_ESHAPE;
+    const int quant = kern_dtype_is_quant(wdt);
     int threads = kc->n_threads;
     int64_t n_panels = (n + NR - 1) / NR;
     size_t a_floats = (size_t)((m + MR - 1) / MR * MR) * (size_t)k, b_floats = (size_t)KC * NR;
@@ -132,13 +137,17 @@ int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, in
         int64_t pa = n_panels * id / nt, pb = n_panels * (id + 1) / nt;
         float *b = s + a_pad + b_floats * (size_t)id;
         int64_t blocks = (k + KC - 1) / KC, kcb = (k + blocks - 1) / blocks; /* even K blocks */
+        if (quant) kcb = (kcb + KERN_QBLOCK - 1) / KERN_QBLOCK * KERN_QBLOCK; /* whole quant blocks, still <= KC */
         for (int64_t i0 = 0; i0 < k; i0 += kcb) {
             int64_t kcs = k - i0 < kcb ? k - i0 : kcb;
             int add = i0 > 0 || beta != 0.f;
             for (int64_t pn = pa; pn < pb; pn++) {
                 int64_t j0 = pn * NR, cols = n - j0 < NR ? n - j0 : NR;
                 uint64_t mask = cols == 64 ? ~0ull : ((1ull << cols) - 1);
-                pack_panel(b, w, n, k, j0, i0, kcs);
+                if (quant)
+                    kq_panel_f32(b, NR, w, wdt, n, k, j0, i0, kcs);
+                else
+                    pack_panel(b, (const float *)w, n, k, j0, i0, kcs);
                 panel_rows(s + i0 * MR, k, b, kcs, y + j0, n, m, add, mask);
             }
         }
@@ -146,8 +155,8 @@ int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, in
     return KERN_OK;
 }
 #else
-int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const float *w, int64_t m, int64_t n, int64_t k,
-                      float beta) {
+int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
+                      int64_t k, float beta) {
     return KERN_EUNSUPPORTED;
 }
 #endif

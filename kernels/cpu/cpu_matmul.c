@@ -245,14 +245,14 @@ static void widen_panel(kern_ctx *kc, float *panel, const void *w, kern_dtype dt
 static int matmul_gemm(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
     if (dt == KERN_F32) {
-        int rc = kern_cpu_gemm_f32(kc, y, x, (const float *)w, m, n, k, beta);
+        int rc = kern_cpu_gemm_f32(kc, y, x, w, KERN_F32, m, n, k, beta);
         if (rc != KERN_EUNSUPPORTED) return rc;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, x, (int)k, w, (int)k,
                     beta, y, (int)n);
         return KERN_OK;
     }
     if (dt == KERN_BF16) {
-        int rc = kern_cpu_gemm_bf16dot(kc, y, x, (const uint16_t *)w, m, n, k, beta);
+        int rc = kern_cpu_gemm_bf16dot(kc, y, x, w, KERN_BF16, m, n, k, beta);
         if (rc != KERN_EUNSUPPORTED) return rc;
     }
     int64_t rows = panel_rows(n, k);

@@ -82,10 +82,49 @@ void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n) 
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* One activation row, AVX-512: the scalar loop below step for step (the same fp32 operations, max ignoring NaN,
+ * lrintf's round-to-nearest-even by cvtps with the default rounding, NaN -> 0), so both give identical bytes. */
+__attribute__((target("avx512f"))) static void quantize_act_row_avx512(int8_t *q, float *dq, int32_t *sq,
+                                                                         const float *x, int64_t nb) {
+    const __m512 lim = _mm512_set1_ps(127.f), nlim = _mm512_set1_ps(-127.f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * KERN_QBLOCK;
+        __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        /* max(new, acc) returns acc when new is NaN, as fmaxf does */
+        __m512 mx = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
+        float amax = _mm512_reduce_max_ps(mx);
+        float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        __m512 s0 = _mm512_mul_ps(v0, _mm512_set1_ps(id)), s1 = _mm512_mul_ps(v1, _mm512_set1_ps(id));
+        __mmask16 o0 = _mm512_cmp_ps_mask(s0, s0, _CMP_ORD_Q), o1 = _mm512_cmp_ps_mask(s1, s1, _CMP_ORD_Q);
+        __m512i i0 = _mm512_maskz_cvtps_epi32(o0, _mm512_max_ps(_mm512_min_ps(s0, lim), nlim));
+        __m512i i1 = _mm512_maskz_cvtps_epi32(o1, _mm512_max_ps(_mm512_min_ps(s1, lim), nlim));
+        _mm_storeu_si128((__m128i *)(q + b * KERN_QBLOCK), _mm512_cvtepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + b * KERN_QBLOCK + 16), _mm512_cvtepi32_epi8(i1));
+        dq[b] = d;
+        sq[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    }
+}
+#endif
+
 /* Activation rows for the integer dot products: per 32-block an fp32 scale, the int8 values and their sum. */
-void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k) {
+void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k, int threads) {
     int64_t nb = k / KERN_QBLOCK;
-    for (int64_t r = 0; r < m; r++)
+    int vec = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    vec = __builtin_cpu_supports("avx512f");
+#endif
+#pragma omp parallel for num_threads(threads) schedule(static) if (m * k >= (1 << 16))
+    for (int64_t r = 0; r < m; r++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (vec) {
+            quantize_act_row_avx512(a->qs + r * k, a->d + r * nb, a->sum + r * nb, x + r * k, nb);
+            continue;
+        }
+#endif
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + r * k + b * KERN_QBLOCK;
             float amax = 0.f;
@@ -101,4 +140,5 @@ void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k) {
             a->d[r * nb + b] = d;
             a->sum[r * nb + b] = s;
         }
+    }
 }

@@ -7,10 +7,18 @@
  *     weight rows over the chunk, so every weight block loaded feeds KQ_TILE activation rows from registers.
  * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
  * bytes per weight.
+ * On AVX-512 CPUs more rows take GEMMs instead (kernels_cpu_paths.h has the rule): from KERN_CPU_QGEMM_MIN_ROWS
+ * the int8 VNNI GEMM on per-call packed weight panels (quant_gemm_vnni.c: the tiles above convert and scale per
+ * weight row x activation row every two blocks, the GEMM per 16 columns x row once a block); in EXACT contexts
+ * the weights dequantized panel by panel into the fp32 GEMM (cpu_gemm_f32.c, quant_panel.c), and without VNNI
+ * into the bf16 one (cpu_gemm_bf16dot.c).
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cpu_gemm_bf16dot.h"
+#include "cpu_gemm_f32.h"
 #include "cpu_ops.h"
 #include "quant.h"
 
@@ -33,6 +41,25 @@ kern_qpath kern_cpu_quant_path(kern_qpath want) {
     kern_qpath best = best_path(), p = want > best ? best : want;
     atomic_store(&g_path, (int)p);
     return p;
+}
+
+static int g_panel_allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_QPANEL=0 disables) */
+
+int kern_cpu_qpanel_available(void) {
+    if (g_panel_allowed < 0) {
+        const char *e = getenv("MNEMO_CPU_QPANEL");
+        g_panel_allowed = !(e && e[0] == '0');
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return g_panel_allowed && __builtin_cpu_supports("avx512f"); /* both panel packers are AVX-512 code */
+#else
+    return 0;
+#endif
+}
+
+void kern_cpu_qpanel_allow(int on) {
+    g_panel_allowed = on != 0;
 }
 
 const char *kern_qpath_name(kern_qpath p) {
@@ -70,13 +97,33 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
                           int64_t k, float beta) {
     if (m < 0 || n <= 0 || k <= 0 || k % KERN_QBLOCK || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
+    int path = atomic_load(&g_path);
+    if (path < 0) path = (int)kern_cpu_quant_path(KERN_QPATH_BEST);
+    int panels = kern_cpu_qpanel_available(), rc = KERN_EUNSUPPORTED;
+    /* EXACT prefill: the exact dequantized weights on the fp32 tiles */
+    if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
+        rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
+    if (rc != KERN_EUNSUPPORTED) return rc;
+    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS;
+    if (panels && !vnni_gemm && m >= KERN_CPU_QPANEL_BF16_MIN_ROWS) { /* no VNNI: the float panels */
+        rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
+        if (rc == KERN_EUNSUPPORTED && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
+            rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
+        if (rc != KERN_EUNSUPPORTED) return rc;
+    }
     int64_t nb = k / KERN_QBLOCK;
-    /* scratch: int8 blocks (m*k bytes, rounded to floats), scales and sums (m*nb each) */
-    size_t qfl = ((size_t)m * (size_t)k + 63) / 64 * 16;
-    float *s = kern_cpu_scratch(kc, qfl + 2 * (size_t)m * (size_t)nb);
+    /* scratch: int8 blocks (m*k bytes, rounded to floats), scales and sums (m*nb each), then for the VNNI GEMM one
+     * packed weight panel per thread (64-byte aligned) */
+    size_t qfl = ((size_t)m * (size_t)k + 63) / 64 * 16, afl = (qfl + 2 * (size_t)m * (size_t)nb + 15) / 16 * 16;
+    size_t pfl = vnni_gemm ? (kq_gemm_vnni_panel_bytes(k) + 63) / 64 * 16 : 0;
+    float *s = kern_cpu_scratch(kc, afl + pfl * (size_t)kc->n_threads);
     if (!s) return KERN_ENOMEM;
     kq_act a = {.qs = (int8_t *)s, .d = s + qfl, .sum = (int32_t *)(s + qfl + (size_t)m * (size_t)nb)};
-    kq_quantize_act(&a, x, m, k);
+    kq_quantize_act(&a, x, m, k, kc->n_threads);
+    if (vnni_gemm) {
+        rc = kq_gemm_vnni(y, &a, w, dt, m, n, k, beta, s + afl, kc->n_threads);
+        if (rc != KERN_EUNSUPPORTED) return rc;
+    }
     kq_tile_fn f = tile_for(dt);
     size_t wrb = kern_dtype_bytes(dt, k);
     int64_t ntiles = (n + KQ_TILE - 1) / KQ_TILE;

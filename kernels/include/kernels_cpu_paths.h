@@ -48,6 +48,25 @@ void kern_cpu_attn_exp(float *y, const float *x, int64_t n);
  * than packing the cache for one decode token). Tests set 1 to run the tiles on every shape; < 1 restores 16. */
 void kern_cpu_attn_tile_min(int nq);
 
+/* q8_0 / q4_0 weights, by rows m (all on AVX-512 CPUs; elsewhere the integer tiles do every m):
+ *   m < KERN_CPU_QGEMM_MIN_ROWS (decode): the integer tiles (quant_dot_*.c), activations rounded to int8 per block;
+ *   FAST, VNNI: the int8 GEMM on weights packed per call (quant_gemm_vnni.c): the same arithmetic as the tiles
+ *               (exact integer sums, fp32 scaling per block, what llama.cpp does), at GEMM speed;
+ *   EXACT, m >= KERN_CPU_QPANEL_F32_MIN_ROWS: each weight panel dequantized into the fp32 FMA tiles (exact
+ *               dequantized weights, fp32 activations; quant_panel.c; with those tiles disallowed,
+ *               MNEMO_CPU_F32GEMM=0, the int8 paths); fewer rows as FAST;
+ *   FAST without VNNI (the integer path forced below it, or such a CPU): panels dequantized to bf16 for the bf16
+ *               dot-product tiles (AVX512_BF16, m >= KERN_CPU_QPANEL_BF16_MIN_ROWS: weights and activations
+ *               rounded to bf16, error <= 2^-8 * sum|x w|), else the fp32 panels from KERN_CPU_QPANEL_F32_MIN_ROWS.
+ * The thresholds are where each path overtook the integer tiles (bench_gemm_quant, tests/bench/RESULTS.md).
+ * MNEMO_CPU_QPANEL=0 in the environment or kern_cpu_qpanel_allow(0) keeps every m on the integer tiles; allow
+ * has kern_cpu_f32gemm_allow's threading rule. */
+#define KERN_CPU_QGEMM_MIN_ROWS 8
+#define KERN_CPU_QPANEL_BF16_MIN_ROWS 16
+#define KERN_CPU_QPANEL_F32_MIN_ROWS 64
+int kern_cpu_qpanel_available(void);
+void kern_cpu_qpanel_allow(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,8 @@
  *     measured right after each token)  ->  fraction of the bandwidth bound (copy bandwidth also shown)
  *   - prefill: the time the FLOPs would take at the peak of the instructions the kernels use — the matmuls at
  *     the bf16 dot-product peak (vdpbf16ps) when bf16 weights take that path (FAST mode, the default; see
- *     kernels_cpu_paths.h, MNEMO_CPU_GEMM), else at the f32 FMA peak; attention
+ *     kernels_cpu_paths.h, MNEMO_CPU_GEMM), q8_0/q4_0 weights at the int8 dot-product peak (vpdpbusd) of their
+ *     VNNI GEMM (or bf16's where they take dequantized bf16 panels), else at the f32 FMA peak; attention
  *     at the f32 FMA peak — over the measured time, the peaks measured (bench_peak.h) right after each of three
  *     timed prefills  ->  fraction of the instruction-set bound
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
@@ -155,7 +156,13 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         t = bench_now_s() - t;
         t_prefill += t / 3;
         double pf32 = bench_peak(threads, 0, &isa_f32);
-        double pmm = dt == KERN_BF16 && gemm_fast() ? bench_peak(threads, 1, &isa_mm) : 0;
+        /* FAST: bf16 weights use vdpbf16ps; q8_0/q4_0 ones (n_prompt rows) the int8 VNNI GEMM's vpdpbusd, or
+         * without VNNI the bf16 panels' vdpbf16ps (kernels_cpu_paths.h); the rest the f32 FMA */
+        int quant_gemm = kern_dtype_is_quant(dt) && kern_cpu_qpanel_available();
+        double pmm = 0;
+        if (gemm_fast() && quant_gemm && n_prompt >= KERN_CPU_QGEMM_MIN_ROWS) pmm = bench_peak(threads, 2, &isa_mm);
+        if (gemm_fast() && pmm == 0 && (dt == KERN_BF16 || (quant_gemm && n_prompt >= KERN_CPU_QPANEL_BF16_MIN_ROWS)))
+            pmm = bench_peak(threads, 1, &isa_mm);
         if (pmm == 0) pmm = pf32, isa_mm = isa_f32;
         peak_mm += pmm / 3;
         pf_ratio[r] = (mm / pmm + att / pf32) / t;

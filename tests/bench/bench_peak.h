@@ -6,6 +6,9 @@
  *                     AVX-512, ymm for AVX2+FMA, scalar otherwise (2 FLOPs per lane)
  *   bf16 dot peak     independent vdpbf16ps chains (AVX512_BF16: 32 pairs, 64 FLOPs per instruction); 0 when
  *                     the CPU lacks it (kern_cpu_bf16dot_available)
+ *   int8 dot peak     independent vpdpbusd chains (AVX-512 VNNI: 64 byte products summed into 16 int32, counted
+ *                     as 128 ops per instruction, like FLOPs), the q8_0/q4_0 prefill GEMM's instruction; 0
+ *                     without VNNI
  * All threads run the loop at once (as the kernels do); the figure is the best of 5 runs of a few ms.
  * Header-only: each benchmark is one executable.
  */
@@ -67,13 +70,26 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static double peak_bf16_l
     peak_sink = _mm512_reduce_add_ps(acc[0]);
     return 64.0 * PEAK_CHAINS * PEAK_ITERS;
 }
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double peak_vnni_loop(float seed) {
+    __m512i acc[PEAK_CHAINS], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8((char)-2);
+    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_set1_epi32((int)seed + i);
+    for (int it = 0; it < PEAK_ITERS; it++)
+        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    for (int i = 1; i < PEAK_CHAINS; i++) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+    peak_sink = (float)_mm512_reduce_add_epi32(acc[0]);
+    return 128.0 * PEAK_CHAINS * PEAK_ITERS;
+}
 #endif
 
-/* FLOP/s of all threads running the loop at once, best of 5. bf16: the dot-product loop (0 if unavailable). */
+/* FLOP/s of all threads running the loop at once, best of 5. bf16: 0 the f32 FMA loop, 1 the bf16 dot-product
+ * loop, 2 the int8 dot-product loop (0 if unavailable). */
 static double bench_peak(int threads, int bf16, const char **isa) {
     const char *name = "?";
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (bf16 && !kern_cpu_bf16dot_available()) return 0;
+    if (bf16 == 1 && !kern_cpu_bf16dot_available()) return 0;
+    __builtin_cpu_init();
+    if (bf16 == 2 && !__builtin_cpu_supports("avx512vnni")) return 0;
 #else
     if (bf16) return 0;
 #endif
@@ -85,7 +101,8 @@ static double bench_peak(int threads, int bf16, const char **isa) {
             float seed = 1.f + (float)omp_get_thread_num();
             const char *nm = "?";
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-            if (bf16) flops += peak_bf16_loop(seed), nm = "AVX512_BF16 vdpbf16ps";
+            if (bf16 == 2) flops += peak_vnni_loop(seed), nm = "AVX-512 VNNI vpdpbusd";
+            else if (bf16) flops += peak_bf16_loop(seed), nm = "AVX512_BF16 vdpbf16ps";
             else
 #endif
                 flops += peak_f32_loop(seed, &nm);

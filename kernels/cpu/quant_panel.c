@@ -1,0 +1,132 @@
+/*
+ * quant_panel.c — q8_0 / q4_0 weights dequantized into the packed weight panels of the prefill GEMMs, so a
+ * prefill on quantized weights runs the same tiles as bf16 (cpu_gemm_bf16dot.c, FAST) or fp32 (cpu_gemm_f32.c,
+ * EXACT) weights. A prefill GEMM packs every weight panel once per call anyway; dequantizing while packing costs
+ * O(n k) against the tiles' O(m n k), and the weights stay quantized in memory (the mapped GGUF file).
+ *
+ * Both packers take the panel as 16-column groups: the 16 columns' blocks are dequantized into 16 registers (one
+ * per column), transposed 16 x 16 in registers and stored as whole 64-byte rows of the panel, so the panel is
+ * written with full aligned stores instead of 4-byte scatters.
+ *   bf16 panel: b[p * NR + c] = bf16 pair (2p, 2p+1) of column c, each weight d * q rounded to bf16 (nearest
+ *               even; |error| <= 2^-9 |w|). One block = 16 pairs = one register per column.
+ *   f32 panel:  b[i * NR + c] = d * q exactly (an f16 times a 4- or 8-bit integer fits fp32's mantissa), the
+ *               values kern_dequantize_row gives. One block = two registers per column.
+ * Compiled with target attributes; called only when the CPU has what the calling GEMM needs (AVX512_BF16 or
+ * AVX-512F), so a build for another CPU keeps this file and never calls it.
+ */
+#include "quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define QP_F32 __attribute__((target("avx512f,f16c")))
+#define QP_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+#define QP_INLINE static inline __attribute__((always_inline))
+
+/* One block's 32 weights as fp32: lo = elements 0..15, hi = 16..31. */
+QP_F32 QP_INLINE void block_f32(const char *blk, kern_dtype dt, __m512 *lo, __m512 *hi) {
+    __m512 d = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *)blk)); /* d is each block's first field */
+    if (dt == KERN_Q8_0) {
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)))));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))));
+    } else { /* q4_0: element j in the low nibble of qs[j], j + 16 in the high one, stored as q + 8 */
+        __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        __m512i m4 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, m4), eight)));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight)));
+    }
+}
+
+/* r[i][j] -> r[j][i] for 16 x 16 dwords: 32-bit then 64-bit unpacks (4 x 4 transposes inside each 128-bit lane,
+ * rows in groups of four), then two rounds of lane shuffles gather lane L of the four groups. */
+QP_F32 QP_INLINE void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { /* u[4g + e], lane L: element 4L + e of rows 4g .. 4g + 3 */
+        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        __m512i ab_lo = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), ab_hi = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+        __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+        __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+        r[0 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
+        r[4 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xDD);
+        r[8 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
+        r[12 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xDD);
+    }
+}
+
+QP_BF16 void kq_panel_bf16(uint32_t *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0,
+                           int64_t p0, int64_t kcp) {
+    size_t rb = kern_dtype_bytes(dt, k), bs = kern_dtype_bytes(dt, KERN_QBLOCK);
+    int64_t blocks = kcp / 16, b0 = p0 / 16; /* 16 pairs per block */
+    for (int c0 = 0; c0 < nr; c0 += 16) {
+        const char *rows[16];
+        int live = 0;
+        for (int i = 0; i < 16; i++) {
+            rows[i] = j0 + c0 + i < n ? (const char *)w + (size_t)(j0 + c0 + i) * rb + (size_t)b0 * bs : NULL;
+            live += rows[i] != NULL;
+        }
+        for (int64_t q = 0; q < blocks; q++) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                if (i >= live) { /* columns past n: zeros */
+                    r[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                __m512 lo, hi;
+                block_f32(rows[i] + (size_t)q * bs, dt, &lo, &hi);
+                r[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* dword j = elements (2j, 2j+1) */
+            }
+            transpose16(r);
+            uint32_t *bq = b + q * 16 * nr + c0;
+            for (int j = 0; j < 16; j++) _mm512_storeu_si512(bq + (int64_t)j * nr, r[j]);
+        }
+    }
+}
+
+QP_F32 void kq_panel_f32(float *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t i0,
+                         int64_t kc) {
+    size_t rb = kern_dtype_bytes(dt, k), bs = kern_dtype_bytes(dt, KERN_QBLOCK);
+    int64_t blocks = kc / KERN_QBLOCK, b0 = i0 / KERN_QBLOCK;
+    for (int c0 = 0; c0 < nr; c0 += 16) {
+        const char *rows[16];
+        int live = 0;
+        for (int i = 0; i < 16; i++) {
+            rows[i] = j0 + c0 + i < n ? (const char *)w + (size_t)(j0 + c0 + i) * rb + (size_t)b0 * bs : NULL;
+            live += rows[i] != NULL;
+        }
+        for (int64_t q = 0; q < blocks; q++) {
+            __m512i lo[16], hi[16];
+            for (int i = 0; i < 16; i++) {
+                __m512 l = _mm512_setzero_ps(), h = _mm512_setzero_ps();
+                if (i < live) block_f32(rows[i] + (size_t)q * bs, dt, &l, &h);
+                lo[i] = _mm512_castps_si512(l);
+                hi[i] = _mm512_castps_si512(h);
+            }
+            transpose16(lo);
+            transpose16(hi);
+            float *bq = b + q * KERN_QBLOCK * nr + c0;
+            for (int j = 0; j < 16; j++) {
+                _mm512_storeu_si512(bq + (int64_t)j * nr, lo[j]);
+                _mm512_storeu_si512(bq + (int64_t)(16 + j) * nr, hi[j]);
+            }
+        }
+    }
+}
+#else
+void kq_panel_bf16(uint32_t *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t p0,
+                   int64_t kcp) {
+    (void)b, (void)nr, (void)w, (void)dt, (void)n, (void)k, (void)j0, (void)p0, (void)kcp;
+}
+void kq_panel_f32(float *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0, int64_t i0,
+                  int64_t kc) {
+    (void)b, (void)nr, (void)w, (void)dt, (void)n, (void)k, (void)j0, (void)i0, (void)kc;
+}
+#endif
