@@ -139,10 +139,20 @@ int kern_cpu_rope_backward(kern_ctx *kc, float *dx, int64_t n, int64_t heads, in
     return rope_apply(kc, dx, n, heads, hd, pos, theta, pos_scale, -1.f);
 }
 
-/* swiglu and its backward take exp(-g) from the attention tiles' vector exp (cpu_attn_tiles.h, <= 1 ulp; where
- * expf would give inf, for g < -88, it gives 1.6e38, so silu(g) is -(tiny) instead of -0), in chunks of EXP_CHUNK
- * on the stack. Every element is read before its outputs are written: outputs may alias inputs. */
+/* swiglu and its backward take exp(-g) from the attention tiles' vector exp (cpu_attn_tiles.h, <= 1 ulp), in
+ * chunks of EXP_CHUNK on the stack. That exp saturates at 1.6e38 where expf overflows; above EXP_OVERFLOW the chunk
+ * takes inf instead, as expf and the CUDA twin do, so silu(-inf) stays NaN and silu(g < -88.7) -0 (test_ops
+ * compares the two backends NaN for NaN). Every element is read before its outputs are written: outputs may alias
+ * inputs. */
 #define EXP_CHUNK 256
+#define EXP_OVERFLOW 88.7228394f /* ln(FLT_MAX): expf of anything larger is inf */
+
+static void neg_exp_chunk(const att_tiles *T, float *e, const float *gate, int64_t m) {
+    for (int64_t j = 0; j < m; j++) e[j] = -gate[j];
+    T->vexp(e, e, m);
+    for (int64_t j = 0; j < m; j++)
+        if (-gate[j] > EXP_OVERFLOW) e[j] = INFINITY;
+}
 
 int kern_cpu_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up, int64_t n) {
     if (n < 0) return KERN_ESHAPE;
@@ -152,8 +162,7 @@ int kern_cpu_swiglu(kern_ctx *kc, float *h, const float *gate, const float *up, 
     for (int64_t c = 0; c < chunks; c++) {
         float e[EXP_CHUNK];
         const int64_t i0 = c * EXP_CHUNK, m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
-        for (int64_t j = 0; j < m; j++) e[j] = -gate[i0 + j];
-        T->vexp(e, e, m);
+        neg_exp_chunk(T, e, gate + i0, m);
         for (int64_t j = 0; j < m; j++) {
             float g = gate[i0 + j];
             h[i0 + j] = g / (1.0f + e[j]) * up[i0 + j];
@@ -172,8 +181,7 @@ int kern_cpu_swiglu_backward(kern_ctx *kc, float *dgate, float *dup, const float
     for (int64_t c = 0; c < chunks; c++) {
         float e[EXP_CHUNK];
         const int64_t i0 = c * EXP_CHUNK, m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
-        for (int64_t j = 0; j < m; j++) e[j] = -gate[i0 + j];
-        T->vexp(e, e, m);
+        neg_exp_chunk(T, e, gate + i0, m);
         for (int64_t j = 0; j < m; j++) {
             int64_t i = i0 + j;
             float g = gate[i], u = up[i], d = dh[i]; /* read everything before writing: outputs may alias inputs */
