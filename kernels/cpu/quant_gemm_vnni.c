@@ -8,7 +8,7 @@
  *   - w is packed per call, per thread, per panel of NR = 32 columns over the whole k (k bytes per column + its
  *     scales, in L2): p[(b*8 + t) * NR + c] = the dword of weights 32b + 4t .. +3 of column c as unsigned bytes
  *     (q8_0: q + 128, by flipping the sign bit; q4_0: the raw nibble q + 8), and s[b * NR + c] its block's scale.
- *     16 columns x 2 blocks are one 16 x 16 dword transpose in registers (quant_panel.c's), stored whole.
+ *     16 columns x 2 blocks are one 16 x 16 dword transpose in registers (avx512_transpose16.h), stored whole.
  *   - the microkernel keeps MR x NR = 6 x 32 outputs in 12 fp32 accumulators and, per block, 12 int32 ones started
  *     at minus the offset's share (-128 or -8 times the activation block's sum), so 8 vpdpbusd per row and
  *     16-column group give the exact integer dot product; then one convert and one FMA by d_w * d_x.
@@ -31,32 +31,10 @@ size_t kq_gemm_vnni_panel_bytes(int64_t k) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "avx512_transpose16.h"
+
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
 #define VNNI_INLINE static inline __attribute__((always_inline))
-
-/* r[i][j] -> r[j][i] for 16 x 16 dwords (the sequence of quant_panel.c's transpose16). */
-VNNI VNNI_INLINE void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; g++) {
-        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-    }
-    for (int e = 0; e < 4; e++) {
-        __m512i ab_lo = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), ab_hi = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
-        __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
-        __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
-        r[0 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
-        r[4 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xDD);
-        r[8 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
-        r[12 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xDD);
-    }
-}
 
 /* One block's 32 weights as unsigned bytes in element order (q8_0: q + 128; q4_0: the nibble q + 8). */
 VNNI VNNI_INLINE __m256i block_u8(const char *blk, kern_dtype dt) {

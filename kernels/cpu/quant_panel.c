@@ -19,6 +19,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include "avx512_transpose16.h"
+
 #define QP_F32 __attribute__((target("avx512f,f16c")))
 #define QP_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
 #define QP_INLINE static inline __attribute__((always_inline))
@@ -34,31 +36,6 @@ QP_F32 QP_INLINE void block_f32(const char *blk, kern_dtype dt, __m512 *lo, __m5
         __m512i m4 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
         *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, m4), eight)));
         *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight)));
-    }
-}
-
-/* r[i][j] -> r[j][i] for 16 x 16 dwords: 32-bit then 64-bit unpacks (4 x 4 transposes inside each 128-bit lane,
- * rows in groups of four), then two rounds of lane shuffles gather lane L of the four groups. */
-QP_F32 QP_INLINE void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; g++) { /* u[4g + e], lane L: element 4L + e of rows 4g .. 4g + 3 */
-        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-    }
-    for (int e = 0; e < 4; e++) {
-        __m512i ab_lo = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), ab_hi = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
-        __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
-        __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
-        r[0 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
-        r[4 + e] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xDD);
-        r[8 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
-        r[12 + e] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xDD);
     }
 }
 
