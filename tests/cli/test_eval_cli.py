@@ -88,6 +88,21 @@ with tempfile.TemporaryDirectory() as td:
     check(len(docs) == 4 and all(len(d["tokens"]) == 128 and len(d["loss"]) == 128 and sum(d["loss"]) == 24
                                  and d["tokens"][0] == 1 and max(d["tokens"]) < 64 for d in docs),
           f"--write-data: {rc} {err!r}")
+    # --loss-on-keys: the same documents, the loss also on each query's k2..k4 (after <q> k1) and nowhere else
+    data_k = os.path.join(td, "dict_keys.jsonl")
+    rc, out, err = run("dict-lookup", "--write-data", data_k, "--lengths", "128", "--query-tokens", "64",
+                       "--samples", "4", "--loss-on-keys")
+    docs_k = [json.loads(l) for l in open(data_k)] if rc == 0 else []
+    keys_ok = len(docs_k) == 4
+    for d, k in zip(docs, docs_k):
+        want = list(d["loss"])
+        for t, tok in enumerate(d["tokens"]):
+            if tok == 5:  # <q>
+                want[t + 2] = want[t + 3] = want[t + 4] = 1
+        keys_ok &= k["tokens"] == d["tokens"] and k["loss"] == want and sum(k["loss"]) == 24 + 18
+    check(keys_ok, f"--loss-on-keys: {rc} {err!r}")
+    rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "128", "--loss-on-keys")
+    check(rc == 2 and "needs --write-data" in err, f"--loss-on-keys without --write-data: {rc} {err!r}")
     p = subprocess.run([BIN, "train", "--model", MHA, "--data", data, "--seq-len", "127", "--steps", "1",
                         "--batch", "2", "--out", os.path.join(td, "dict_lora")], capture_output=True, timeout=300)
     check(p.returncode == 0, f"mnemo train reads the task's documents: {p.stderr.decode()[-300:]}")
