@@ -1,52 +1,59 @@
 #!/usr/bin/env bash
 # The FoT paper's dictionary-lookup result (Appendix F, Figure 10) at small scale, trained by mnemo itself
-# (issue 22, point 2): a LongLLaMA-layout model (one memory layer, local context 256) trained with cross-batch on
-# 512-token documents (definitions, then queries), and a plain model of the same size trained at 512 as the baseline;
-# then value accuracy with 1K..64K tokens of dictionary, the FoT model's memory dense and kNN (k = 32; flat and
-# IVF-grow), the baseline seeing its last 512 tokens.
+# (issue 22, point 2): a LongLLaMA-layout model (one memory layer) trained with cross-batch, and a plain model of the
+# same size as the baseline; then value accuracy against dictionary length, the FoT model's memory dense and kNN
+# (k = 32; flat and IVF-grow), the baseline seeing its training window.
 #
 #   tests/bench/proof_dict_lookup.sh [WORK_DIR]      (default ~/.cache/mnemo-proof; BUILD=build)
 #
+# Two scales (SCALE=small, the default, or SCALE=full):
+#   small  65-token documents (3 definitions, 3 queries); FoT with a local context of 32 (the definitions reach the
+#          queries through memory alone) against the plain model trained at 64; ~1.5 h on one thread
+#   full   the paper's shape: 513-token documents, FoT local context 256 against the plain model trained at 512,
+#          through a curriculum of 129- and 257-token documents (many hours on a CPU)
 # Stages are skipped when their output exists and training continues through --resume, so the script can be
-# stopped and run again. STEPS (and STEPS_C65, STEPS_C129, STEPS_C257, STEPS_NEG), BATCH, LR, THREADS, LENGTHS and
-# SAMPLES override the defaults below. Results:
-# WORK_DIR/results/*.jsonl (one per model and memory mode) and WORK_DIR/results/dict_lookup.png.
+# stopped and run again. STEPS_* (see train calls below), LR, THREADS, LENGTHS and SAMPLES override the defaults.
+# Results: WORK_DIR/results/<scale>_*.jsonl (one per model and memory mode) and WORK_DIR/results/<scale>.png.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$SRC/build}
 MNEMO=$BUILD/mnemo
 W=${1:-$HOME/.cache/mnemo-proof}
-STEPS=${STEPS:-3000}
-THREADS=${THREADS:-2}
-LENGTHS=${LENGTHS:-1K,4K,16K,64K}
-SAMPLES=${SAMPLES:-10}
+SCALE=${SCALE:-small}
+THREADS=${THREADS:-1}
+SAMPLES=${SAMPLES:-20}
 LR=${LR:-2e-3}
+case $SCALE in
+small) LENGTHS=${LENGTHS:-65,256,1K,4K,16K} ;;
+full) LENGTHS=${LENGTHS:-1K,4K,16K,64K} ;;
+*) echo "proof_dict_lookup.sh: SCALE is small or full, not '$SCALE'" >&2; exit 2 ;;
+esac
 mkdir -p "$W/results"
 
-# the model: 4 layers, hidden 256, 4 heads of 64, memory layer 2 (0-based), the task's ids inside a 512-id
-# vocabulary (the fixtures' tokenizer; the task never tokenizes text)
+# The model: 4 layers, hidden 256, 8 heads of 32 (8 heads learn the 4-token key match faster than 4 of 64: value
+# accuracy 80% vs 60% after the same 1000 steps on 65-token documents), memory layer 2 (0-based), the task's ids
+# inside a 512-id vocabulary (the fixtures' tokenizer; the task never tokenizes text).
 cat > "$W/fot_config.json" <<'JSON'
 {"architectures": ["LongLlamaForCausalLM"], "model_type": "longllama", "vocab_size": 512, "hidden_size": 256,
- "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4, "max_position_embeddings": 256,
+ "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8, "max_position_embeddings": 256,
  "mem_layers": [2], "last_context_length": 256, "mem_dtype": "float32", "rms_norm_eps": 1e-5,
  "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 JSON
 cat > "$W/base_config.json" <<'JSON'
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 512, "hidden_size": 256,
- "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4, "max_position_embeddings": 512,
+ "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8, "max_position_embeddings": 512,
  "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 JSON
 
-# Training data. Trained from random weights on 513-token documents alone, neither model left chance (loss 4.07 =
-# ln 58 on the values after 900 steps of 16 documents, FoT and plain alike: session 13), so both start with a
-# curriculum of shorter documents of the same task, a plain model learning the lookup in its own context: 65 tokens
-# (3 definitions, 3 queries), 129 (6), 257 (13). The baseline then trains at 512 on the 513-token documents, and the
-# FoT model starts from the same curriculum checkpoint in LongLLaMA layout (the same weights; config.json names the
-# memory layer) and learns to answer from memory: first with its positive context alone (d = 1, as the paper starts),
-# then with negatives from other documents.
+# Training data: the task's documents with the loss on the queried values and on each query's keys after the first
+# (--loss-on-keys; the evaluation scores the values alone). From random weights on 513-token documents neither model
+# left chance (loss 4.07 = ln 58 on the values; sessions 13-14), so training starts on short documents of the same
+# task, a plain model learning the lookup in its own context: 65 tokens (3 definitions, 3 queries), then 129 (6) and
+# 257 (13) for the full scale.
 for n in 65 129 257 513; do
+    [ "$SCALE" = small ] && [ "$n" != 65 ] && continue
     [ -s "$W/dict_$n.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_$n.jsonl" --lengths "$n" \
-        --query-tokens $(((n - 1) / 2)) --samples "${DOCS:-10000}" --seed "$n"
+        --query-tokens $(((n - 1) / 2)) --samples "${DOCS:-10000}" --seed "$n" --loss-on-keys
 done
 
 train() { # OUT DATA SEQ_LEN STEPS BATCH FROM extra args... (FROM: a checkpoint directory, or "random")
@@ -60,38 +67,58 @@ train() { # OUT DATA SEQ_LEN STEPS BATCH FROM extra args... (FROM: a checkpoint 
         --batch "$batch" --lr "$LR" --schedule cosine --warmup 50 --checkpoint-every 50 --threads "$THREADS" --json \
         "${resume[@]}" "$@" | tee -a "$W/$out.log"
 }
-BATCH=${BATCH:-8}
+as_longllama() { # OUT FROM: FROM's weights in LongLLaMA layout (the same tensors; config.json names the memory layer)
+    [ -f "$W/$1/config.json" ] && return 0
+    mkdir -p "$W/$1" && cp "$W/$2/model.safetensors" "$W/$2/tokenizer.model" "$W/$1/" &&
+        cp "$W/fot_config.json" "$W/$1/config.json"
+}
+with_window() { # OUT FROM N: FROM limited to a context of N tokens (the baseline sees what it was trained on)
+    [ -f "$W/$1/config.json" ] && return 0
+    mkdir -p "$W/$1" && cp "$W/$2/model.safetensors" "$W/$2/tokenizer.model" "$W/$1/" &&
+        python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = int(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))' \
+            "$W/$2/config.json" "$W/$1/config.json" "$3"
+}
+
+# The plain curriculum's first stage is the small scale's baseline and every FoT model's starting point.
 train c65 dict_65.jsonl 64 "${STEPS_C65:-1000}" 32 random
-train c129 dict_129.jsonl 128 "${STEPS_C129:-800}" 16 "$W/c65"
-train c257 dict_257.jsonl 256 "${STEPS_C257:-2800}" "$BATCH" "$W/c129"
-# the baseline: plain, 512 tokens of context
-train base dict_513.jsonl 512 "$STEPS" "$BATCH" "$W/c257"
-# FoT: the curriculum's weights in LongLLaMA layout (local context 256, memory layer 2); row 0 of a document holds the
-# definitions, row 1 the queries: row 1 sees row 0 whole as memory (positive), then also 3 other documents' rows
-if [ ! -f "$W/fot_init/config.json" ]; then
-    mkdir -p "$W/fot_init" && cp "$W/c257/model.safetensors" "$W/c257/tokenizer.model" "$W/fot_init/" &&
-        cp "$W/fot_config.json" "$W/fot_init/config.json"
+if [ "$SCALE" = small ]; then
+    # FoT, local context 32: row 0 of a document holds the definitions, row 1 the queries, which see row 0 only
+    # through the memory layer: first with that positive context alone (d = 1, as the paper starts), then with 7
+    # other documents' rows beside it in memory (negatives: the key match must be exact, not "a value in memory")
+    as_longllama fot32_init c65
+    train fot32_d1 dict_65.jsonl 32 "${STEPS_D1:-1500}" 32 "$W/fot32_init" --fot "1/2(0,0),1/2(1,0)"
+    train fot32 dict_65.jsonl 32 "${STEPS_NEG:-1500}" 32 "$W/fot32_d1" --fot "1/2(0,7),1/2(1,7)"
+    with_window base64 c65 64
+    FOT=fot32 BASE=base64 LOCAL=32 WINDOW=64
+else
+    train c129 dict_129.jsonl 128 "${STEPS_C129:-1000}" 16 "$W/c65"
+    train c257 dict_257.jsonl 256 "${STEPS_C257:-3000}" 8 "$W/c129"
+    train base dict_513.jsonl 512 "${STEPS_BASE:-3000}" 8 "$W/c257" # the baseline: plain, 512 tokens of context
+    as_longllama fot_init c257
+    train fot_d1 dict_513.jsonl 256 "${STEPS_D1:-3000}" 8 "$W/fot_init" --fot "1/2(0,0),1/2(1,0)"
+    train fot dict_513.jsonl 256 "${STEPS_NEG:-1000}" 8 "$W/fot_d1" --fot "1/2(0,3),1/2(1,3)"
+    FOT=fot BASE=base LOCAL=256 WINDOW=512
 fi
-train fot_d1 dict_513.jsonl 256 "$STEPS" "$BATCH" "$W/fot_init" --fot "1/2(0,0),1/2(1,0)"
-train fot dict_513.jsonl 256 "${STEPS_NEG:-1000}" "$BATCH" "$W/fot_d1" --fot "1/2(0,0),1/2(1,3)"
 
 ev() { # NAME MODEL extra args...
-    local name=$1 model=$2
+    local name=${SCALE}_$1 model=$2
     shift 2
     [ -s "$W/results/$name.jsonl" ] || "$MNEMO" eval dict-lookup --model "$W/$model" --lengths "$LENGTHS" \
-        --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" > "$W/results/$name.jsonl"
+        --query-tokens $((LOCAL - 2)) --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" \
+        > "$W/results/$name.jsonl"
 }
-ev fot_dense fot --mem-knn 0
-ev fot_knn32_flat fot --mem-knn 32 --mem-dense-rows 0 --mem-index flat
-ev fot_knn32_ivfgrow fot --mem-knn 32 --mem-dense-rows 0 --mem-index ivf-grow
-ev baseline base
-"$SRC/scripts/plot_eval.py" "$W"/results/{fot_dense,fot_knn32_flat,fot_knn32_ivfgrow,baseline}.jsonl \
-    -o "$W/results/dict_lookup.png" --title "dictionary lookup: FoT (memory) vs baseline (512 window)"
+ev fot_dense "$FOT" --mem-knn 0 --last-context-length "$LOCAL"
+ev fot_knn32_flat "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index flat --last-context-length "$LOCAL"
+ev fot_knn32_ivfgrow "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index ivf-grow --last-context-length "$LOCAL"
+ev baseline "$BASE"
+R=("$W"/results/${SCALE}_{fot_dense,fot_knn32_flat,fot_knn32_ivfgrow,baseline}.jsonl)
+"$SRC/scripts/plot_eval.py" "${R[@]}" -o "$W/results/$SCALE.png" \
+    --title "dictionary lookup: FoT (local $LOCAL + memory) vs baseline ($WINDOW window)"
 # the table: accuracy (%) by length, one row per model and memory mode
-python3 - "$W"/results/{fot_dense,fot_knn32_flat,fot_knn32_ivfgrow,baseline}.jsonl <<'PY'
+python3 - "${R[@]}" <<'PY'
 import json, os, sys
 for path in sys.argv[1:]:
     rows = [json.loads(l) for l in open(path)]
     cells = "  ".join("%s %5.1f%%" % (r["length"], 100 * r["accuracy"]) for r in rows)
-    print("%-18s %s" % (os.path.basename(path)[:-6], cells))
+    print("%-24s %s" % (os.path.basename(path)[:-6], cells))
 PY
