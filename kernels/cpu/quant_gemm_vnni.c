@@ -130,7 +130,7 @@ VNNI static void panel_rows(float *y, int64_t ldy, const uint32_t *p, const floa
 
 int kq_gemm_vnni(float *y, const kq_act *a, const void *w, kern_dtype dt, int64_t m, int64_t n, int64_t k, float beta,
                  void *panels, int threads) {
-    if (!kern_dtype_is_quant(dt)) return KERN_EUNSUPPORTED;
+    if (dt != KERN_Q8_0 && dt != KERN_Q4_0) return KERN_EUNSUPPORTED; /* k-quants: the float panels */
     int64_t n_panels = (n + NR - 1) / NR, nb = k / KERN_QBLOCK;
     size_t pbytes = (kq_gemm_vnni_panel_bytes(k) + 63) / 64 * 64; /* quant_matmul.c's spacing */
     const int32_t off = dt == KERN_Q8_0 ? -128 : -8;
