@@ -10,7 +10,7 @@
  *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 (k-quants:
  *     k % 256) refused;
  * the VNNI path once more with the int8 GEMM on packed panels on (from KERN_CPU_QGEMM_MIN_ROWS rows; same
- * contract, same checks; q8_0 / q4_0 only), then the dequantized panel paths (test_quant_panel: bf16 and fp32
+ * contract, same checks; q8_0 / q4_0 / q4_K), then the dequantized panel paths (test_quant_panel: bf16 and fp32
  * panels, m around their thresholds, all four types),
  * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding; q4_K / q6_K: one
  * step), k-quant dequantization against ggml's own code on random blocks, embed gathering dequantized rows, and
@@ -182,8 +182,8 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
             for (int bi = 0; bi < 2; bi++) {
                 int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                 kern_dtype dt = dts[t];
-                /* k-quants: whole 256-blocks; with the panels on they take the float panels (test_quant_panel) */
-                if (k % kern_dtype_block(dt) || (kern_dtype_is_kquant(dt) && kern_cpu_qpanel_available())) continue;
+                /* k-quants: whole 256-blocks; with the panels on, q6_K takes the float panels (test_quant_panel) */
+                if (k % kern_dtype_block(dt) || (dt == KERN_Q6_K && kern_cpu_qpanel_available())) continue;
                 float beta = (float)bi;
                 float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
                 uint8_t *wq = malloc(kern_dtype_bytes(dt, n * k));

@@ -105,8 +105,8 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
     if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
         rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
     if (rc != KERN_EUNSUPPORTED) return rc;
-    /* the int8 GEMM packs q8_0 / q4_0 only; k-quants take the float panels */
-    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS && !kern_dtype_is_kquant(dt);
+    /* the int8 GEMM packs q8_0 / q4_0 / q4_K; q6_K takes the float panels */
+    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS && dt != KERN_Q6_K;
     if (panels && !vnni_gemm && m >= KERN_CPU_QPANEL_BF16_MIN_ROWS) { /* no VNNI: the float panels */
         rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
         if (rc == KERN_EUNSUPPORTED && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
