@@ -5,8 +5,9 @@
  *   - weights as unsigned bytes: q4_K the nibbles (32 bytes of qs hold a sub-block pair, low then high nibbles),
  *     q6_K q + 32 (64 bytes of ql and 32 of qh hold a pair); q6_K's +32 is taken out by starting the accumulator
  *     at minus 32 * sum(x) per lane (one vpdpbusd of 32s with x per activation pair, shared by the weight rows);
- *   - scales per lane: the super-block's scales unpacked to fp32 once per weight row, spread to the pair's lanes
- *     by vpermps (q4_K: 8 lanes per sub-block, q6_K: 4 lanes per 16-element group), times d_x of each block;
+ *   - scales per lane: the super-block's scales unpacked to fp32 once per weight row and multiplied by d_x of
+ *     their activation blocks once per super-block, then spread to the pair's lanes by one vpermps (q4_K: 8 lanes
+ *     per sub-block, q6_K: 4 lanes per 16-element group);
  *   - q4_K's min term: one 8-wide FMA per super-block (mins times d_x * sum(x) of the 8 activation blocks).
  * Compiled with a target attribute; quant_matmul.c calls it only when the CPU has AVX512F/BW/VL/DQ + VNNI.
  */
@@ -60,6 +61,9 @@ Z_FN void tile_fixed(float *out, int64_t ldo, const char *w, size_t wrb, const k
     __m256 macc[KQ_TILE][KQ_TILE];
     for (int i = 0; i < NW; i++)
         for (int j = 0; j < NX; j++) acc[i][j] = _mm512_setzero_ps(), macc[i][j] = _mm256_setzero_ps();
+    /* 1 x 1 (decode): one accumulator per pair of the super-block, so the FMAs do not wait on each other */
+    const int single = NW == 1 && NX == 1;
+    __m512 accp[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         __m512 sc[KQ_TILE];
         __m256 mn[KQ_TILE];
@@ -68,11 +72,15 @@ Z_FN void tile_fixed(float *out, int64_t ldo, const char *w, size_t wrb, const k
             blk[i] = w + (size_t)i * wrb + (size_t)sb * bs;
             unpack_scales(blk[i], dt, &sc[i], &mn[i]);
         }
-        __m512 dxs[KQ_TILE]; /* lanes 0-7: d_x of the super-block's 8 activation blocks */
+        /* sd[i][j]: weight scale times d_x, per sub-block (q4_K, lanes 0-7) or 16-element group (q6_K, 16 lanes;
+         * group g is in activation block g / 2), so a pair needs one permute of it */
+        __m512 sd[KQ_TILE][KQ_TILE];
         for (int j = 0; j < NX; j++) {
             int64_t o = (x0 + j) * nb + sb * 8;
             __m256 d8 = _mm256_loadu_ps(a->d + o);
-            dxs[j] = _mm512_castps256_ps512(d8);
+            __m512 dx = _mm512_castps256_ps512(d8);
+            if (dt == KERN_Q6_K) dx = _mm512_permutexvar_ps(_mm512_srli_epi32(lane, 1), dx);
+            for (int i = 0; i < NW; i++) sd[i][j] = _mm512_mul_ps(sc[i], dx);
             if (dt == KERN_Q4_K) {
                 __m256 xs = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->sum + o))));
                 for (int i = 0; i < NW; i++) macc[i][j] = _mm256_fmadd_ps(mn[i], xs, macc[i][j]);
@@ -82,26 +90,24 @@ Z_FN void tile_fixed(float *out, int64_t ldo, const char *w, size_t wrb, const k
             const __m512i ib = _mm512_add_epi32(half, _mm512_set1_epi32(2 * p)); /* lanes -> block 2p or 2p+1 */
             const __m512i is = dt == KERN_Q4_K ? ib : _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * p));
             __m512i u[KQ_TILE];
-            __m512 sv[KQ_TILE];
-            for (int i = 0; i < NW; i++) {
-                u[i] = load_u2(blk[i], dt, p);
-                sv[i] = _mm512_permutexvar_ps(is, sc[i]);
-            }
+            for (int i = 0; i < NW; i++) u[i] = load_u2(blk[i], dt, p);
             for (int j = 0; j < NX; j++) {
                 int64_t o = (x0 + j) * nb + sb * 8 + 2 * p;
                 __m512i xv = _mm512_loadu_si512(a->qs + o * KERN_QBLOCK);
-                __m512 dx = _mm512_permutexvar_ps(ib, dxs[j]);
                 __m512i start = dt == KERN_Q6_K
                                     ? _mm512_sub_epi32(_mm512_setzero_si512(),
                                                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), c32, xv))
                                     : _mm512_setzero_si512();
                 for (int i = 0; i < NW; i++) {
                     __m512i q = _mm512_dpbusd_epi32(start, u[i], xv);
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(sv[i], dx), acc[i][j]);
+                    __m512 f = _mm512_cvtepi32_ps(q), s = _mm512_permutexvar_ps(is, sd[i][j]);
+                    if (single) accp[p] = _mm512_fmadd_ps(f, s, accp[p]);
+                    else acc[i][j] = _mm512_fmadd_ps(f, s, acc[i][j]);
                 }
             }
         }
     }
+    if (single) acc[0][0] = _mm512_add_ps(_mm512_add_ps(accp[0], accp[1]), _mm512_add_ps(accp[2], accp[3]));
     for (int i = 0; i < NW; i++)
         for (int j = 0; j < NX; j++) {
             __m256 m = macc[i][j];
