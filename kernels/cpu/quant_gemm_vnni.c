@@ -15,8 +15,10 @@
  *   - loops: threads split n in whole panels; per panel, rows by MR.
  * q4_K packs the same way: its nibbles as they are (q, 0..15), the sub-block's scale d * sc as s, and its min
  * dmin * m as a third array, taken off once per block and row as min * d_x * sum(x) (one FMA per 16 columns);
- * its scales are unpacked once per super-block and column. q6_K is not packed here (its scales are per 16
- * elements): it takes the float panels.
+ * its scales are unpacked once per super-block and column. q6_K is not packed here: its scales are per 16
+ * elements, so a block takes two passes of 4 quads, each started at -32 x a 16-element activation sum and
+ * scaled on its own; measured (one thread, k256 shape) that was 0.9x the bf16 panels at 512 rows (1.06x at 128),
+ * so q6_K takes the float panels.
  * Compiled with target attributes; quant_matmul.c calls it only on CPUs with AVX-512 VNNI.
  */
 #include <omp.h>
@@ -36,17 +38,10 @@ size_t kq_gemm_vnni_panel_bytes(int64_t k) {
 #include <immintrin.h>
 
 #include "avx512_transpose16.h"
+#include "quant_kpair_avx512.h"
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
 #define VNNI_INLINE static inline __attribute__((always_inline))
-
-/* 32-blocks b and b + 1 (b even) of a q4_K row: the low and the high nibbles of the same 32 bytes. */
-VNNI VNNI_INLINE __m512i q4k_pair_u8(const char *row, int64_t b) {
-    const kq_block_q4_K *x = (const kq_block_q4_K *)row + b / 8;
-    __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * ((b % 8) / 2))), m4 = _mm256_set1_epi8(15);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m4)),
-                              _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), 1);
-}
 
 /* One block's 32 weights as unsigned bytes in element order (q8_0: q + 128; q4_0: the nibble q + 8). */
 VNNI VNNI_INLINE __m256i block_u8(const char *blk, kern_dtype dt) {
@@ -78,7 +73,7 @@ VNNI static void pack_panel(uint32_t *p, float *s, float *mn, const void *w, ker
                     continue;
                 }
                 if (dt == KERN_Q4_K) { /* nb is a multiple of 8: always two */
-                    r[i] = q4k_pair_u8(rows[i], b);
+                    r[i] = kq_pair_u8(rows[i] + (size_t)(b / 8) * sizeof(kq_block_q4_K), dt, (int)(b % 8) / 2);
                     continue;
                 }
                 const char *blk = rows[i] + (size_t)b * bs;

@@ -16,24 +16,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "quant_kpair_avx512.h"
+
 #define Z_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 #define Z_FN __attribute__((target(Z_TARGET))) static inline __attribute__((always_inline))
-
-/* 32-blocks 2p and 2p + 1 of super-block blk as unsigned bytes, block 2p in the low 256 bits. */
-Z_FN __m512i load_u2(const char *blk, kern_dtype dt, int p) {
-    if (dt == KERN_Q4_K) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p)), m4 = _mm256_set1_epi8(15);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    }
-    int h = p / 2, t = 2 * (p % 2); /* blocks t and t + 1 of half h: ql bytes 0-31 and 32-63, same nibble */
-    __m512i l = _mm512_loadu_si512(blk + 64 * h);
-    l = _mm512_and_si512(_mm512_srl_epi16(l, _mm_cvtsi32_si128(2 * t)), _mm512_set1_epi8(15)); /* t/2 * 4 = 2t */
-    __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-    __m256i h0 = _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * t)), h1 = _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * t + 2));
-    __m512i hb = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1), _mm512_set1_epi8(3));
-    return _mm512_or_si512(l, _mm512_slli_epi16(hb, 4)); /* bytes <= 3 shifted by 4 stay in their byte */
-}
 
 /* One weight row's super-block scales: sc lanes 0-15 per 16-element group (q4_K: lanes 0-7 per sub-block), and
  * for q4_K its 8 mins dmin * m_j. */
@@ -90,7 +76,7 @@ Z_FN void tile_fixed(float *out, int64_t ldo, const char *w, size_t wrb, const k
             const __m512i ib = _mm512_add_epi32(half, _mm512_set1_epi32(2 * p)); /* lanes -> block 2p or 2p+1 */
             const __m512i is = dt == KERN_Q4_K ? ib : _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * p));
             __m512i u[KQ_TILE];
-            for (int i = 0; i < NW; i++) u[i] = load_u2(blk[i], dt, p);
+            for (int i = 0; i < NW; i++) u[i] = kq_pair_u8(blk[i], dt, p);
             for (int j = 0; j < NX; j++) {
                 int64_t o = (x0 + j) * nb + sb * 8 + 2 * p;
                 __m512i xv = _mm512_loadu_si512(a->qs + o * KERN_QBLOCK);
