@@ -46,7 +46,8 @@ static void fill_qweights(uint8_t *wq, float *wf, kern_dtype dt, int64_t n, int6
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)((frand() + 1.f) * 128.f); /* [0, 256) */
             size_t bs = kern_dtype_bytes(dt, 256);
             for (size_t sb = 0; sb < rb / bs; sb++) { /* q4_K: d, dmin at 0 and 2; q6_K: d at 208 */
-                uint16_t d = kern_f32_to_f16(0.001f + 0.01f * fabsf(frand())), dm = kern_f32_to_f16(0.02f * fabsf(frand()));
+                uint16_t d = kern_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
+                uint16_t dm = kern_f32_to_f16(0.02f * fabsf(frand()));
                 memcpy(row + sb * bs + (dt == KERN_Q4_K ? 0 : 208), &d, 2);
                 if (dt == KERN_Q4_K) memcpy(row + sb * bs + 2, &dm, 2);
             }

@@ -1,6 +1,7 @@
 /*
  * quant_blocks.c — GGML's q8_0 and q4_0 block formats (and the byte size of every quantized type): the reference
- * quantizers (bit-for-bit those of ggml-quants.c, so a file mnemo writes holds what llama.cpp's own quantizer would) and dequantization.
+ * quantizers (bit-for-bit those of ggml-quants.c, so a file mnemo writes holds what llama.cpp's own quantizer
+ * would) and dequantization.
  * Scalar on purpose: these run once per weight at quantize time, or per gathered embedding row.
  */
 #include <math.h>

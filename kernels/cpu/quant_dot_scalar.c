@@ -48,5 +48,6 @@ static void tile_q4(float *out, int64_t ldo, const void *w, size_t wrb, int nw, 
 }
 
 kq_tile_fn kq_tile_scalar(kern_dtype dt) {
-    return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : kq_ktile_scalar(dt); /* k-quants: quant_kdot_*.c */
+    /* k-quants: quant_kdot_scalar.c */
+    return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : kq_ktile_scalar(dt);
 }

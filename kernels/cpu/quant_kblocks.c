@@ -80,7 +80,8 @@ static void quantize_q4_K(kq_block_q4_K *y, const float *x, int64_t nsb) {
         memset(y[i].scales, 0, sizeof y[i].scales);
         uint8_t L[KERN_QK_K];
         for (int j = 0; j < 8; j++) {
-            int ls = d > 0.f ? round_clamp(scale[j] / d, 0, 63) : 0, lm = dmin > 0.f ? round_clamp(min[j] / dmin, 0, 63) : 0;
+            int ls = d > 0.f ? round_clamp(scale[j] / d, 0, 63) : 0;
+            int lm = dmin > 0.f ? round_clamp(min[j] / dmin, 0, 63) : 0;
             if (j < 4) {
                 y[i].scales[j] = (uint8_t)ls;
                 y[i].scales[j + 4] = (uint8_t)lm;
@@ -90,7 +91,8 @@ static void quantize_q4_K(kq_block_q4_K *y, const float *x, int64_t nsb) {
                 y[i].scales[j] |= (uint8_t)((lm >> 4) << 6);
             }
             const float d1 = d * (float)ls, m1 = dmin * (float)lm;
-            for (int e = 0; e < 32; e++) L[32 * j + e] = (uint8_t)(d1 > 0.f ? round_clamp((x[32 * j + e] + m1) / d1, 0, 15) : 0);
+            for (int e = 0; e < 32; e++)
+                L[32 * j + e] = (uint8_t)(d1 > 0.f ? round_clamp((x[32 * j + e] + m1) / d1, 0, 15) : 0);
         }
         for (int p = 0; p < 4; p++)
             for (int e = 0; e < 32; e++) y[i].qs[32 * p + e] = (uint8_t)(L[64 * p + e] | L[64 * p + 32 + e] << 4);
@@ -116,7 +118,8 @@ static void quantize_q6_K(kq_block_q6_K *y, const float *x, int64_t nsb) {
         for (int g = 0; g < 16; g++) {
             y[i].scales[g] = (int8_t)round_clamp(id * scale[g], -128, 127);
             const float dg = d * (float)y[i].scales[g];
-            for (int e = 0; e < 16; e++) L[16 * g + e] = (int8_t)(dg != 0.f ? round_clamp(x[16 * g + e] / dg, -32, 31) : 0);
+            for (int e = 0; e < 16; e++)
+                L[16 * g + e] = (int8_t)(dg != 0.f ? round_clamp(x[16 * g + e] / dg, -32, 31) : 0);
         }
         for (int h = 0; h < 2; h++) {
             const int8_t *l = L + 128 * h;

@@ -1,8 +1,9 @@
 /*
- * quant_panel.c — q8_0 / q4_0 / q4_K / q6_K weights dequantized into the packed weight panels of the prefill GEMMs, so a
- * prefill on quantized weights runs the same tiles as bf16 (cpu_gemm_bf16dot.c, FAST) or fp32 (cpu_gemm_f32.c,
- * EXACT) weights. A prefill GEMM packs every weight panel once per call anyway; dequantizing while packing costs
- * O(n k) against the tiles' O(m n k), and the weights stay quantized in memory (the mapped GGUF file).
+ * quant_panel.c — q8_0 / q4_0 / q4_K / q6_K weights dequantized into the packed weight panels of the prefill GEMMs,
+ * so a prefill on quantized weights runs the same tiles as bf16 (cpu_gemm_bf16dot.c, FAST) or fp32
+ * (cpu_gemm_f32.c, EXACT) weights. A prefill GEMM packs every weight panel once per call anyway; dequantizing
+ * while packing costs O(n k) against the tiles' O(m n k), and the weights stay quantized in memory (the mapped
+ * GGUF file).
  *
  * Both packers take the panel as 16-column groups: the 16 columns' blocks are dequantized into 16 registers (one
  * per column), transposed 16 x 16 in registers and stored as whole 64-byte rows of the panel, so the panel is
@@ -54,8 +55,11 @@ QP_F32 QP_INLINE void kblock_f32(const char *row, int64_t b, kern_dtype dt, __m5
         __m512i l1 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + 16))), sl);
         __m512i h0 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qh)), sh);
         __m512i h1 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qh + 16))), sh);
-        q0 = _mm512_sub_epi32(_mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi32(_mm512_and_si512(h0, m2), 4)), c32);
-        q1 = _mm512_sub_epi32(_mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi32(_mm512_and_si512(h1, m2), 4)), c32);
+        /* (low nibble | high 2 bits << 4) - 32 */
+        q0 = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi32(_mm512_and_si512(h0, m2), 4));
+        q1 = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi32(_mm512_and_si512(h1, m2), 4));
+        q0 = _mm512_sub_epi32(q0, c32);
+        q1 = _mm512_sub_epi32(q1, c32);
         const float d = _cvtsh_ss(x->d);
         s0 = _mm512_set1_ps(d * (float)x->scales[8 * h + 2 * t]);
         s1 = _mm512_set1_ps(d * (float)x->scales[8 * h + 2 * t + 1]);

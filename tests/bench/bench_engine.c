@@ -202,7 +202,8 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
            rd_sum / done * 1e-9, done ? 100 * ratio_rd[0] : 0, done ? 100 * ratio_rd[done - 1] : 0,
            bw_sum / done * 1e-9, 100 * med, rc);
     if (json)
-        printf("{\"bench\":\"bench_engine\",\"dtype\":\"%s\",\"hidden\":%d,\"ffn\":%d,\"layers\":%d,\"vocab\":%d,\"threads\":%d,"
+        printf("{\"bench\":\"bench_engine\",\"dtype\":\"%s\",\"hidden\":%d,\"ffn\":%d,\"layers\":%d,"
+               "\"vocab\":%d,\"threads\":%d,"
                "\"prompt\":%d,\"prefill_tok_s\":%.3f,\"prefill_gflop_s\":%.3f,\"prefill_frac\":%.4f,\"prefill_isa\":\"%s\","
                "\"decode_depth\":%d,\"decode_tokens\":%d,\"decode_tok_s\":%.4f,\"decode_gb_s\":%.3f,"
                "\"read_gb_s\":%.3f,\"decode_frac_read\":%.4f,\"rc\":%d}\n",

@@ -6,7 +6,8 @@
  *     mnemo.tokenizer.spm_model (the tokenizer.model bytes, so mnemo's tokenizer is the original bit for bit);
  *   - matrices in the chosen type; rows without whole 32-blocks fall back to f16 and norms stay f32, as convert
  *     does; q4_K / q6_K rows without whole 256-blocks take q4_0 / q8_0 (llama-quantize takes q5_0 / q8_0; mnemo
- *     has no q5_0 kernels) and mnemo's simple k-quant quantizer (quant_kblocks.c), not ggml's searching one; Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
+ *     has no q5_0 kernels) and mnemo's simple k-quant quantizer (quant_kblocks.c), not ggml's searching one;
+ *     Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
  *   - tensors produced one at a time (widened to fp32, permuted, quantized with GGML's reference rounding).
  */
 #include <errno.h>
@@ -21,7 +22,9 @@
 #include "log.h"
 
 /* llama.cpp's llama_ftype values for general.file_type */
-enum { FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7, FTYPE_Q4_K_S = 14, FTYPE_Q6_K = 18, FTYPE_BF16 = 32 };
+enum {
+    FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7, FTYPE_Q4_K_S = 14, FTYPE_Q6_K = 18, FTYPE_BF16 = 32
+};
 
 static const struct {
     const char *name;
