@@ -1,17 +1,21 @@
 /*
- * kernels_quant_cases.h — test_kernels_cpu's cases for the block-quantized weights (q8_0, q4_0), kept in their own
- * file. For every vector path the CPU has (AVX-512 VNNI, AVX2, scalar, forced in turn with kern_cpu_quant_path):
+ * kernels_quant_cases.h — test_kernels_cpu's cases for the block-quantized weights (q8_0, q4_0, q4_K, q6_K), kept in
+ * their own file. For every vector path the CPU has (AVX-512 VNNI, AVX2, scalar, forced in turn with
+ * kern_cpu_quant_path):
  *   - matmul against an fp64 reference over the dequantized weights and the activations rounded to int8 per
- *     32-block exactly as the contract says: the integer part is exact, so only fp32 summation differs (1e-6 of
- *     the sum of the terms' magnitudes);
+ *     32-block exactly as the contract says (k-quants too: a 256-block is 8 such blocks): the integer part is
+ *     exact, so only fp32 summation differs (1e-6 of the sum of the terms' magnitudes);
  *   - matmul against plain dequantized-f32 math (weights dequantized, x in fp32) within the bound the activation
  *     rounding allows: |err| <= sum_i |w_i| * d_x(block of i) / 2, per output;
- *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 refused;
+ *   - guards around y, beta 1 accumulation, shapes with an odd block count and partial tiles, k % 32 (k-quants:
+ *     k % 256) refused;
  * the VNNI path once more with the int8 GEMM on packed panels on (from KERN_CPU_QGEMM_MIN_ROWS rows; same
- * contract, same checks), then the dequantized panel paths (test_quant_panel: bf16 and fp32 panels, m around their
- * thresholds),
- * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding), embed gathering
- * dequantized rows, and matmul_backward_x equal to the dequantized matrix's.
+ * contract, same checks; q8_0 / q4_0 / q4_K), then the dequantized panel paths (test_quant_panel: bf16 and fp32
+ * panels, m around their thresholds, all four types),
+ * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding; q4_K / q6_K: one
+ * step), k-quant dequantization against ggml's own code on random blocks, embed gathering dequantized rows, and
+ * matmul_backward_x equal to the dequantized matrix's.
+ * k-quant weights are random bytes (fill_qweights), so every bit of the packed scales and mins is exercised.
  * Uses frand, guarded, guards_ok from test_kernels_cpu.c.
  */
 #ifndef MNEMO_KERNELS_QUANT_CASES_H
@@ -25,6 +29,122 @@ static void act_round(double *xr, double *dx, const float *x, int64_t k) {
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         dx[b] = d;
         for (int j = 0; j < 32; j++) xr[b * 32 + j] = (double)d * (double)lrintf(x[b * 32 + j] * id);
+    }
+}
+
+/* Weights for the matmul cases: q8_0 / q4_0 quantized from random floats; q4_K / q6_K as random bytes (every bit
+ * of the packed scales, mins and quants takes both values) with sane f16 super-block scales. wf receives the
+ * dequantized values, the exact weights the kernels must use. */
+static void fill_qweights(uint8_t *wq, float *wf, kern_dtype dt, int64_t n, int64_t k) {
+    size_t rb = kern_dtype_bytes(dt, k);
+    for (int64_t j = 0; j < n; j++) {
+        uint8_t *row = wq + (size_t)j * rb;
+        if (!kern_dtype_is_kquant(dt)) {
+            for (int64_t i = 0; i < k; i++) wf[j * k + i] = frand() * 0.5f;
+            kern_quantize_row(row, wf + j * k, dt, k);
+        } else {
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)((frand() + 1.f) * 128.f); /* [0, 256) */
+            size_t bs = kern_dtype_bytes(dt, 256);
+            for (size_t sb = 0; sb < rb / bs; sb++) { /* q4_K: d, dmin at 0 and 2; q6_K: d at 208 */
+                uint16_t d = kern_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
+                uint16_t dm = kern_f32_to_f16(0.02f * fabsf(frand()));
+                memcpy(row + sb * bs + (dt == KERN_Q4_K ? 0 : 208), &d, 2);
+                if (dt == KERN_Q4_K) memcpy(row + sb * bs + 2, &dm, 2);
+            }
+        }
+        kern_dequantize_row(wf + j * k, row, dt, k);
+    }
+}
+
+/* ggml's get_scale_min_k4: 6-bit scale and min of q4_K sub-block j. */
+static void ref_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63, *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* ggml's dequantize_row_q4_K / q6_K as ggml-quants.c writes them (get_scale_min_k4, the ql/qh walk): an independent
+ * reference for kq_kblock_ints, which every k-quant kernel path and kern_dequantize_row share. */
+static void ggml_ref_dequant_k(float *y, const uint8_t *b, kern_dtype dt, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t h;
+        if (dt == KERN_Q4_K) {
+            const uint8_t *x = b + i * 144, *sc = x + 4, *q = x + 16;
+            memcpy(&h, x, 2);
+            float d = kern_f16_to_f32(h);
+            memcpy(&h, x + 2, 2);
+            float min = kern_f16_to_f32(h);
+            for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+                uint8_t s[2], m[2];
+                for (int u = 0; u < 2; u++) ref_scale_min_k4(is + u, sc, &s[u], &m[u]);
+                for (int l = 0; l < 32; l++) *y++ = d * s[0] * (float)(q[l] & 0xF) - min * m[0];
+                for (int l = 0; l < 32; l++) *y++ = d * s[1] * (float)(q[l] >> 4) - min * m[1];
+            }
+        } else {
+            const uint8_t *x = b + i * 210, *ql = x, *qh = x + 128;
+            const int8_t *sc = (const int8_t *)(x + 192);
+            memcpy(&h, x + 208, 2);
+            float d = kern_f16_to_f32(h);
+            for (int nn = 0; nn < 256; nn += 128, y += 128, ql += 64, qh += 32, sc += 8)
+                for (int l = 0; l < 32; l++) {
+                    int is = l / 16;
+                    y[l] = d * sc[is] * (float)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                    y[l + 32] = d * sc[is + 2] * (float)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                    y[l + 64] = d * sc[is + 4] * (float)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                    y[l + 96] = d * sc[is + 6] * (float)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                }
+        }
+    }
+}
+
+/* q4_K / q6_K: random blocks dequantize as ggml's own code does (bit for bit: the same fp32 products), and the
+ * simple quantizer's error stays within what its stored scales allow: half a level (0.5 d sc; q6_K a whole one, as
+ * q4_0: the largest magnitude maps to -32, so the opposite side is clipped at 31), plus the rounding of
+ * the sub-block scale to an integer multiple of the super-block's d (at most d/2, and d's f16 rounding, 2^-11 of
+ * up to 63 or 127 d: 0.031 d / 0.062 d) times the levels it spans (q4_K: 15, q6_K: 32), plus for q4_K the same
+ * rounding of the min (0.531 dmin). */
+static void test_kquant_roundtrip(void) {
+    const kern_dtype dts[2] = {KERN_Q4_K, KERN_Q6_K};
+    for (int t = 0; t < 2; t++) {
+        kern_dtype dt = dts[t];
+        int64_t k = 512, n = 3;
+        uint8_t *wq = malloc(kern_dtype_bytes(dt, n * k));
+        float *got = malloc((size_t)(n * k) * sizeof(float)), *want = malloc((size_t)(n * k) * sizeof(float));
+        CHECK(kern_dtype_bytes(dt, k) == (size_t)(t ? 420 : 288) && kern_dtype_bytes(dt, 224) == 0,
+              "%s: 2 super-blocks are %zu bytes, 224 elements none", kern_dtype_name(dt), kern_dtype_bytes(dt, k));
+        fill_qweights(wq, got, dt, n, k);
+        ggml_ref_dequant_k(want, wq, dt, n * k);
+        CHECK(!memcmp(got, want, (size_t)(n * k) * sizeof(float)), "%s: random blocks dequantize as ggml's code",
+              kern_dtype_name(dt));
+        float x[512], back[512];
+        for (int i = 0; i < k; i++) x[i] = frand() * 2.f + (t ? 0.f : 0.3f); /* q4_K: an offset, so mins matter */
+        kern_quantize_row(wq, x, dt, k);
+        kern_cpu_widen(back, wq, dt, k);
+        double worst = 0;
+        uint16_t hd, hm;
+        for (int sb = 0; sb < k / 256; sb++) {
+            const uint8_t *blk = wq + sb * (t ? 210 : 144);
+            memcpy(&hd, blk + (t ? 208 : 0), 2);
+            memcpy(&hm, blk + 2, 2);
+            float d = kern_f16_to_f32(hd), dmin = t ? 0.f : kern_f16_to_f32(hm);
+            for (int e = 0; e < 256; e++) {
+                float bound;
+                if (t) {
+                    bound = fabsf(d * (float)(int8_t)blk[192 + e / 16]) + 32 * 0.563f * fabsf(d);
+                } else {
+                    uint8_t ls, lm;
+                    ref_scale_min_k4(e / 32, blk + 4, &ls, &lm);
+                    bound = 0.5f * d * ls + 15 * 0.531f * d + 0.531f * dmin;
+                }
+                worst = fmax(worst, fabsf(back[sb * 256 + e] - x[sb * 256 + e]) / (bound * 1.0001f + 1e-7f));
+            }
+        }
+        CHECK(worst <= 1.0, "%s: quantize -> dequantize within the stored scales' bound (worst %.2f of it)",
+              kern_dtype_name(dt), worst);
+        free(wq); free(got); free(want);
     }
 }
 
@@ -54,23 +174,22 @@ static void test_quant_roundtrip(void) {
 }
 
 static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qpath path) {
-    static const int64_t shapes[][3] = {{1, 37, 64}, {1, 5, 96}, {2, 9, 32}, {3, 9, 160}, {8, 64, 320},
-                                        {13, 11, 96}, {70, 33, 224}, {9, 4, 4096}, {23, 100, 1120}};
-    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+    static const int64_t shapes[][3] = {{1, 37, 64},   {1, 5, 96},     {2, 9, 32},    {3, 9, 160},   {8, 64, 320},
+                                        {13, 11, 96},  {70, 33, 224},  {9, 4, 4096},  {23, 100, 1120}, {1, 37, 256},
+                                        {2, 9, 512},   {13, 11, 768},  {70, 33, 256}, {23, 100, 1280}};
+    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 4; t++)
             for (int bi = 0; bi < 2; bi++) {
                 int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                 kern_dtype dt = dts[t];
+                /* k-quants: whole 256-blocks; with the panels on, q6_K takes the float panels (test_quant_panel) */
+                if (k % kern_dtype_block(dt) || (dt == KERN_Q6_K && kern_cpu_qpanel_available())) continue;
                 float beta = (float)bi;
                 float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
                 uint8_t *wq = malloc(kern_dtype_bytes(dt, n * k));
-                for (int64_t i = 0; i < n * k; i++) wf[i] = frand() * 0.5f;
+                fill_qweights(wq, wf, dt, n, k); /* wf: the exact dequantized values */
                 for (int64_t i = 0; i < m * k; i++) x[i] = frand() * (i % 7 == 0 ? 4.f : 1.f);
-                for (int64_t j = 0; j < n; j++) {
-                    kern_quantize_row(wq + (size_t)j * kern_dtype_bytes(dt, k), wf + j * k, dt, k);
-                    kern_cpu_widen(wf + j * k, wq + (size_t)j * kern_dtype_bytes(dt, k), dt, k); /* exact values */
-                }
                 float *y = guarded((size_t)(m * n));
                 for (int64_t i = 0; i < m * n; i++) y[i] = frand();
                 double *y0 = malloc((size_t)(m * n) * sizeof(double)), *want = malloc((size_t)(m * n) * sizeof(double));
@@ -110,6 +229,10 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
     CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q4_0, 1, 1, 48, 0.f) == KERN_ESHAPE,
           "matmul_backward_x q4_0 with k=48 (not whole blocks) refused");
     CHECK(be->rmsnorm(kc, b, NULL, b, b, KERN_Q8_0, 1, 32, 1e-6f) == KERN_ESHAPE, "rmsnorm q8_0 weight refused");
+    CHECK(be->matmul(kc, b, b, b, KERN_Q4_K, 1, 1, 224, 0.f) == KERN_ESHAPE,
+          "q4_K matmul k=224 (whole 32-blocks, not whole 256-blocks) refused");
+    CHECK(be->matmul_backward_x(kc, b, b, b, KERN_Q6_K, 1, 1, 32, 0.f) == KERN_ESHAPE,
+          "matmul_backward_x q6_K with k=32 refused");
 }
 
 static void test_quant_embed(const kern_backend *be, kern_ctx *kc) {
@@ -127,17 +250,31 @@ static void test_quant_embed(const kern_backend *be, kern_ctx *kc) {
     CHECK(same && guards_ok(out, 3 * 64), "embed q8_0 gathers dequantized rows");
     CHECK(be->embed(kc, out, tq, KERN_Q8_0, V, 40, ids, 1) == KERN_ESHAPE, "embed q8_0 with d=40 refused");
     guarded_free(out);
+    /* q4_K: rows of 256 */
+    float kf[3 * 256], kwant[3 * 256];
+    uint8_t kq[3 * 144];
+    for (int i = 0; i < 3 * 256; i++) kf[i] = frand();
+    kern_quantize_row(kq, kf, KERN_Q4_K, 3 * 256);
+    kern_dequantize_row(kwant, kq, KERN_Q4_K, 3 * 256);
+    int32_t kid[2] = {2, 1};
+    out = guarded(2 * 256);
+    rc = be->embed(kc, out, kq, KERN_Q4_K, 3, 256, kid, 2);
+    same = rc == KERN_OK;
+    for (int i = 0; i < 2 && same; i++) same = !memcmp(out + i * 256, kwant + kid[i] * 256, 256 * sizeof(float));
+    CHECK(same && guards_ok(out, 2 * 256), "embed q4_K gathers dequantized rows");
+    CHECK(be->embed(kc, out, kq, KERN_Q4_K, 6, 128, kid, 1) == KERN_ESHAPE, "embed q4_K with d=128 refused");
+    guarded_free(out);
 }
 
 /* matmul_backward_x on quantized weights (LoRA over a quantized base): dx = dy . dequant(w) (+ dx), exactly as with
  * the dequantized f32 matrix (the weights are widened panel by panel; nothing is rounded). */
 static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
-    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
-    for (int t = 0; t < 2; t++)
+    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
+    for (int t = 0; t < 4; t++)
         for (int bi = 0; bi < 2; bi++) {
-            int64_t m = 13, n = 37, k = 96;
-            float wf[37 * 96], dy[13 * 37];
-            uint8_t wq[37 * 3 * 34];
+            int64_t m = 13, n = 37, k = kern_dtype_is_kquant(dts[t]) ? 256 : 96;
+            float wf[37 * 256], dy[13 * 37];
+            uint8_t wq[37 * 210];
             for (int i = 0; i < n * k; i++) wf[i] = frand();
             for (int i = 0; i < m * n; i++) dy[i] = frand();
             size_t rb = kern_dtype_bytes(dts[t], k);
@@ -146,7 +283,7 @@ static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
                 kern_dequantize_row(wf + j * k, wq + j * rb, dts[t], k);
             }
             float *dx = guarded((size_t)(m * k));
-            double want[13 * 96];
+            double want[13 * 256];
             for (int64_t i = 0; i < m * k; i++) dx[i] = frand();
             for (int64_t r = 0; r < m; r++)
                 for (int64_t c = 0; c < k; c++) {
@@ -187,27 +324,26 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
     enum { B = KERN_CPU_QPANEL_BF16_MIN_ROWS, F = KERN_CPU_QPANEL_F32_MIN_ROWS };
     static const int64_t shapes[][3] = {{B - 1, 37, 96}, {B, 37, 96},        {B + 1, 64, 32},     {F - 1, 37, 96},
                                         {F, 37, 96},     {F + 6, 100, 224},  {B + 7, 131, 1120}, {F + 3, 131, 1120},
-                                        {B + 3, 37, 4160}, {F + 1, 37, 4160}, {130, 200, 96}};
-    const kern_dtype dts[2] = {KERN_Q8_0, KERN_Q4_0};
+                                        {B + 3, 37, 4160}, {F + 1, 37, 4160}, {130, 200, 96},
+                                        {B - 1, 37, 256},  {B + 1, 37, 256},  {F, 64, 512},     {F + 3, 131, 1280},
+                                        {B + 3, 37, 4352}, {F + 1, 37, 1280}};
+    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
     kern_cpu_quant_path(KERN_QPATH_AVX2); /* with VNNI, FAST prefill takes the int8 GEMM instead (checked apart) */
     for (int fast = 0; fast <= 1; fast++) {
         kern_cpu_set_gemm(kc, fast ? KERN_CPU_GEMM_FAST : KERN_CPU_GEMM_EXACT);
         int bf16 = fast && kern_cpu_bf16dot_available();
         if (fast && !bf16) printf("note: no AVX512_BF16 on this CPU: FAST takes the fp32 panels\n");
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-            for (int t = 0; t < 2; t++)
+            for (int t = 0; t < 4; t++)
                 for (int bi = 0; bi < 2; bi++) {
                     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                     kern_dtype dt = dts[t];
+                    if (k % kern_dtype_block(dt)) continue;
                     size_t rb = kern_dtype_bytes(dt, k);
                     float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
                     uint8_t *wq = malloc(rb * (size_t)n);
-                    for (int64_t i = 0; i < n * k; i++) wf[i] = frand() * 0.5f;
+                    fill_qweights(wq, wf, dt, n, k); /* wf: the exact dequantized values */
                     for (int64_t i = 0; i < m * k; i++) x[i] = frand() * (i % 7 == 0 ? 4.f : 1.f);
-                    for (int64_t j = 0; j < n; j++) {
-                        kern_quantize_row(wq + (size_t)j * rb, wf + j * k, dt, k);
-                        kern_dequantize_row(wf + j * k, wq + (size_t)j * rb, dt, k); /* the exact values */
-                    }
                     float *y = guarded((size_t)(m * n));
                     for (int64_t i = 0; i < m * n; i++) y[i] = bi ? frand() : NAN; /* beta 0 must ignore y */
                     double *y0 = malloc((size_t)(m * n) * sizeof(double));
@@ -256,6 +392,7 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
 static void test_quant(const kern_backend *be, kern_ctx *kc) {
     uint64_t rng_saved = rng_state; /* its own random stream: adding cases here leaves the other tests' inputs */
     test_quant_roundtrip();
+    test_kquant_roundtrip();
     test_quant_embed(be, kc);
     test_quant_backward_x(be, kc);
     kern_cpu_qpanel_allow(0);

@@ -385,10 +385,11 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
                                            char *err, size_t errlen);
 
 /* Writes the Hugging Face checkpoint in model_dir (LlamaForCausalLM or LongLlamaForCausalLM) as one GGUF file at
- * out_path, matrices in type: "q8_0", "q4_0" (GGML's block formats), "f16", "bf16" or "f32". The file follows
- * llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original tokenizer.model ride
- * along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that are not whole
- * 32-blocks stay f16 and norms f32, as llama.cpp's converter does. MNEMO_OK, or an error with the reason in err. */
+ * out_path, matrices in type: "q8_0", "q4_0", "q4_K", "q6_K" (GGML's block formats), "f16", "bf16" or "f32". The
+ * file follows llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original
+ * tokenizer.model ride along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that
+ * are not whole 32-blocks stay f16 and norms f32, as llama.cpp's converter does; q4_K / q6_K rows that are not
+ * whole 256-blocks take q4_0 / q8_0. MNEMO_OK, or an error with the reason in err. */
 MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char *out_path, char *err,
                                       size_t errlen);
 

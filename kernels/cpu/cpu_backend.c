@@ -125,6 +125,8 @@ const char *kern_dtype_name(kern_dtype dt) {
     case KERN_BF16: return "bf16";
     case KERN_Q8_0: return "q8_0";
     case KERN_Q4_0: return "q4_0";
+    case KERN_Q4_K: return "q4_K";
+    case KERN_Q6_K: return "q6_K";
     }
     return "?";
 }

@@ -16,7 +16,7 @@
 
 int kern_cpu_embed(kern_ctx *kc, float *out, const void *table, kern_dtype dt, int64_t vocab, int64_t d,
                    const int32_t *ids, int64_t n) {
-    if (vocab <= 0 || d <= 0 || n < 0 || (kern_dtype_is_quant(dt) && d % KERN_QBLOCK)) return KERN_ESHAPE;
+    if (vocab <= 0 || d <= 0 || n < 0 || (kern_dtype_is_quant(dt) && d % kern_dtype_block(dt))) return KERN_ESHAPE;
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab) return KERN_ERANGE;
     size_t row = kern_dtype_bytes(dt, d); /* quantized tables: rows of d/32 blocks, dequantized */

@@ -139,7 +139,7 @@ int kern_cpu_gemm_bf16dot(kern_ctx *kc, float *y, const float *x, const void *w,
                           int64_t n, int64_t k, float beta) {
     if (!kc->gemm_fast || !kern_cpu_bf16dot_available()) return KERN_EUNSUPPORTED;
     if (wdt != KERN_BF16 && !kern_dtype_is_quant(wdt)) return KERN_EUNSUPPORTED;
-    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK)) return KERN_ESHAPE;
+    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt))) return KERN_ESHAPE;
     const int quant = kern_dtype_is_quant(wdt);
     int threads = kc->n_threads;
     int64_t kp = (k + 1) / 2, n_panels = (n + NR - 1) / NR;

@@ -122,7 +122,7 @@ F32GEMM static void panel_rows(const float *a, int64_t k, const float *b, int64_
 int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
                       int64_t k, float beta) {
     if (!kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt))) return KERN_EUNSUPPORTED;
-    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK)) return KERN_ESHAPE;
+    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt))) return KERN_ESHAPE;
     const int quant = kern_dtype_is_quant(wdt);
     int threads = kc->n_threads;
     int64_t n_panels = (n + NR - 1) / NR;

@@ -283,7 +283,7 @@ int kern_cpu_matmul(kern_ctx *kc, float *y, const float *x, const void *w, kern_
 int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const void *w, kern_dtype wdt, int64_t m,
                                int64_t n, int64_t k, float beta) {
     if (m < 0 || n <= 0 || k <= 0 || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
-    if (kern_dtype_is_quant(wdt) && k % KERN_QBLOCK) return KERN_ESHAPE; /* q8_0/q4_0: dequantized panel by panel */
+    if (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt)) return KERN_ESHAPE; /* dequantized panel by panel */
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
     if (wdt == KERN_F32) {

@@ -21,8 +21,50 @@ typedef struct {
     uint8_t qs[KERN_QBLOCK / 2]; /* element j in the low nibble of qs[j], element j + 16 in the high one */
 } kq_block_q4_0;                 /* 18 bytes, GGML's block_q4_0 */
 
+typedef struct {
+    uint16_t d, dmin;            /* f16 super-block scales of the sub-blocks' scales and mins */
+    uint8_t scales[12];          /* 6-bit scale and min of each of the 8 sub-blocks of 32 (kq_q4k_scales) */
+    uint8_t qs[KERN_QK_K / 2];   /* sub-block 2p in the low nibbles of qs[32p .. 32p+31], 2p+1 in the high ones */
+} kq_block_q4_K;                 /* 144 bytes, GGML's block_q4_K */
+
+typedef struct {
+    uint8_t ql[KERN_QK_K / 2];   /* low 4 bits; see kq_kblock_ints for which element is where */
+    uint8_t qh[KERN_QK_K / 4];   /* high 2 bits, four elements per byte */
+    int8_t scales[KERN_QK_K / 16]; /* one per 16 elements, in element order */
+    uint16_t d;                  /* f16 */
+} kq_block_q6_K;                 /* 210 bytes, GGML's block_q6_K */
+
+_Static_assert(sizeof(kq_block_q4_K) == 144, "q4_K block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q6_K) == 210, "q6_K block must be packed as in GGML");
 _Static_assert(sizeof(kq_block_q8_0) == 34, "q8_0 block must be packed as in GGML");
 _Static_assert(sizeof(kq_block_q4_0) == 18, "q4_0 block must be packed as in GGML");
+
+/* q4_K's 12 bytes of packed 6-bit values -> the 8 scales (sc) and 8 mins (mn) of its sub-blocks: sub-blocks 0-3 in
+ * the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 in the nibbles of bytes 8-11 plus the top 2 bits of
+ * bytes 0-7. Four 32-bit words at a time, as ggml's kernels unpack them. */
+static inline void kq_q4k_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u[3], o[4];
+    for (int i = 0; i < 3; i++)
+        u[i] = (uint32_t)packed[4 * i] | (uint32_t)packed[4 * i + 1] << 8 | (uint32_t)packed[4 * i + 2] << 16 |
+               (uint32_t)packed[4 * i + 3] << 24;
+    o[0] = u[0] & 0x3f3f3f3fu;                                               /* scales 0-3 */
+    o[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);        /* scales 4-7 */
+    o[2] = u[1] & 0x3f3f3f3fu;                                               /* mins 0-3 */
+    o[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4); /* mins 4-7 */
+    for (int i = 0; i < 4; i++) {
+        sc[i] = (uint8_t)(o[0] >> (8 * i)), sc[4 + i] = (uint8_t)(o[1] >> (8 * i));
+        mn[i] = (uint8_t)(o[2] >> (8 * i)), mn[4 + i] = (uint8_t)(o[3] >> (8 * i));
+    }
+}
+
+/* The 32 integers of 32-block b (counted from the row's start) of a q4_K / q6_K row and its scales, so that weight
+ * e of the block is sc[e / 16] * q[e] - mn (q4_K: q in [0, 15], the two sc equal; q6_K: q in [-32, 31], mn = 0).
+ * sc and mn are the fp32 products ggml's dequantize_row_* forms (d * scale, dmin * min), so sc * q - mn is
+ * bit for bit its dequantized weight. The readable reference of the k-quant layouts (quant_kblocks.c). */
+void kq_kblock_ints(const void *row, kern_dtype dt, int64_t b, int8_t q[32], float sc[2], float *mn);
+/* kern_quantize_row / kern_dequantize_row for q4_K / q6_K, n a multiple of 256 (quant_kblocks.c). */
+void kq_quantize_k(void *dst, const float *src, kern_dtype dt, int64_t n);
+void kq_dequantize_k(float *dst, const void *src, kern_dtype dt, int64_t n);
 
 /* m activation rows of k (a multiple of 32) quantized per 32-block, structure of arrays so a pair of blocks is one
  * 64-byte load: qs[m, k] int8, d[m, k/32] fp32 scales, sum[m, k/32] the int8 sums (for q4_0's -8 offset and the
@@ -63,7 +105,13 @@ size_t kq_gemm_vnni_panel_bytes(int64_t k);
 int kq_gemm_vnni(float *y, const kq_act *a, const void *w, kern_dtype dt, int64_t m, int64_t n, int64_t k, float beta,
                  void *panels, int threads);
 
-/* kern_cpu_matmul for q8_0 / q4_0 weights (quant_matmul.c); k must be a multiple of 32. */
+/* The k-quant tile kernels (quant_kdot_*.c), same contract as kq_tile_fn with nb counted in 32-blocks (a multiple
+ * of 8); the kq_tile_* functions above return them for KERN_Q4_K / KERN_Q6_K. */
+kq_tile_fn kq_ktile_scalar(kern_dtype dt);
+kq_tile_fn kq_ktile_avx2(kern_dtype dt);
+kq_tile_fn kq_ktile_avx512vnni(kern_dtype dt);
+
+/* kern_cpu_matmul for quantized weights (quant_matmul.c); k must be whole blocks (kern_dtype_block). */
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                           int64_t k, float beta);
 

@@ -98,7 +98,10 @@ static void tile_q4(float *out, int64_t ldo, const void *w, size_t wrb, int nw, 
     tile(out, ldo, w, wrb, nw, a, x0, nx, nb, KERN_Q4_0);
 }
 
-kq_tile_fn kq_tile_avx512vnni(kern_dtype dt) { return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : NULL; }
+kq_tile_fn kq_tile_avx512vnni(kern_dtype dt) {
+    /* k-quants: quant_kdot_avx512.c */
+    return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : kq_ktile_avx512vnni(dt);
+}
 #else
 kq_tile_fn kq_tile_avx512vnni(kern_dtype dt) { (void)dt; return NULL; }
 #endif

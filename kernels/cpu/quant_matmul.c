@@ -1,12 +1,13 @@
 /*
- * quant_matmul.c — y[m,n] = x[m,k] . w[n,k]^T + beta*y for q8_0 / q4_0 weights on the CPU, decode and prefill alike:
+ * quant_matmul.c — y[m,n] = x[m,k] . w[n,k]^T + beta*y for q8_0 / q4_0 / q4_K / q6_K weights on the CPU, decode and
+ * prefill alike:
  * x is quantized once per call to int8 blocks (kq_quantize_act), then tiles of KQ_TILE weight rows x KQ_TILE
  * activation rows are computed by the best tile kernel this CPU runs (AVX-512 VNNI, AVX2, scalar; tests force each).
  *   - decode (m small): threads take contiguous runs of weight rows, each row streamed once from memory.
  *   - prefill: activation rows go in chunks of ACT_CHUNK (their int8 blocks stay in L2) and each thread sweeps its
  *     weight rows over the chunk, so every weight block loaded feeds KQ_TILE activation rows from registers.
- * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0) or 0.56 (q4_0)
- * bytes per weight.
+ * Weights stay in the mapped GGUF file: nothing is dequantized, so memory traffic is 1.06 (q8_0), 0.56 (q4_0,
+ * q4_K) or 0.82 (q6_K) bytes per weight.
  * On AVX-512 CPUs more rows take GEMMs instead (kernels_cpu_paths.h has the rule): from KERN_CPU_QGEMM_MIN_ROWS
  * the int8 VNNI GEMM on per-call packed weight panels (quant_gemm_vnni.c: the tiles above convert and scale per
  * weight row x activation row every two blocks, the GEMM per 16 columns x row once a block); in EXACT contexts
@@ -95,7 +96,7 @@ static void run_tile(kq_tile_fn f, float *y, const void *w, size_t wrb, const kq
 
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                           int64_t k, float beta) {
-    if (m < 0 || n <= 0 || k <= 0 || k % KERN_QBLOCK || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
+    if (m < 0 || n <= 0 || k <= 0 || k % kern_dtype_block(dt) || (beta != 0.f && beta != 1.f)) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
     int path = atomic_load(&g_path);
     if (path < 0) path = (int)kern_cpu_quant_path(KERN_QPATH_BEST);
@@ -104,7 +105,8 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
     if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
         rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
     if (rc != KERN_EUNSUPPORTED) return rc;
-    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS;
+    /* the int8 GEMM packs q8_0 / q4_0 / q4_K; q6_K takes the float panels */
+    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS && dt != KERN_Q6_K;
     if (panels && !vnni_gemm && m >= KERN_CPU_QPANEL_BF16_MIN_ROWS) { /* no VNNI: the float panels */
         rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
         if (rc == KERN_EUNSUPPORTED && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)

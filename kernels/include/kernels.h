@@ -35,12 +35,14 @@
 extern "C" {
 #endif
 
-/* Weight dtypes. Q8_0 and Q4_0 are GGML's block-quantized types (32 weights per block, one f16 scale each; see
+/* Weight dtypes. Q8_0, Q4_0, Q4_K and Q6_K are GGML's block-quantized types (32 or 256 weights per block; see
  * "block-quantized weights" below): only the CPU backend's matmul, matmul_backward_x and embed take them (the engine
  * dequantizes them to bf16 when it uploads weights to CUDA). matmul with them rounds each 32-block of x to int8 with
  * its own fp32 scale and sums integer products, as llama.cpp does; matmul_backward_x and embed use the dequantized
  * values exactly; every other op refuses them with KERN_ESHAPE. */
-typedef enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4 } kern_dtype;
+typedef enum {
+    KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4, KERN_Q4_K = 5, KERN_Q6_K = 6
+} kern_dtype;
 
 enum {
     KERN_OK = 0,
@@ -189,12 +191,26 @@ const char *kern_dtype_name(kern_dtype dt);
  *   q8_0: 34 bytes per 32 weights: f16 scale d, int8 q[32];            w[i] = d * q[i]
  *   q4_0: 18 bytes per 32 weights: f16 scale d, uint8 q[16] (nibbles); w[i] = d * ((q[i] & 15) - 8) and
  *         w[i + 16] = d * ((q[i] >> 4) - 8), i < 16
- * A row of a quantized matrix holds k / 32 blocks (k must be a multiple of 32). */
+ *   q4_K: 144 bytes per 256 ("k-quants", super-blocks of 8 sub-blocks of 32): f16 d, f16 dmin, 6-bit scale and
+ *         min per sub-block (12 bytes), nibbles; w = d * sc_j * q - dmin * m_j, q in [0, 15]
+ *   q6_K: 210 bytes per 256: 6-bit q (low nibbles, then high 2-bit pairs), int8 scale per 16, f16 d;
+ *         w = d * sc_g * (q - 32)
+ * A row of a quantized matrix holds k / kern_dtype_block(dt) blocks (k must be a multiple of it). The matmul's
+ * activation rounding is per 32 elements for all four (see kq_quantize_act), a 256-block being 8 sub-blocks. */
 #define KERN_QBLOCK 32
-static inline int kern_dtype_is_quant(kern_dtype dt) { return dt == KERN_Q8_0 || dt == KERN_Q4_0; }
-/* Bytes of n consecutive elements of dt (quantized: n a multiple of KERN_QBLOCK, else 0). */
+#define KERN_QK_K 256
+static inline int kern_dtype_is_quant(kern_dtype dt) {
+    return dt == KERN_Q8_0 || dt == KERN_Q4_0 || dt == KERN_Q4_K || dt == KERN_Q6_K;
+}
+static inline int kern_dtype_is_kquant(kern_dtype dt) { return dt == KERN_Q4_K || dt == KERN_Q6_K; }
+/* Elements per block: 256 for the k-quants, 32 for q8_0 / q4_0, 1 for float types. */
+static inline int64_t kern_dtype_block(kern_dtype dt) {
+    return kern_dtype_is_kquant(dt) ? KERN_QK_K : kern_dtype_is_quant(dt) ? KERN_QBLOCK : 1;
+}
+/* Bytes of n consecutive elements of dt (quantized: n a multiple of kern_dtype_block, else 0). */
 size_t kern_dtype_bytes(kern_dtype dt, int64_t n);
-/* Quantize n floats (a multiple of KERN_QBLOCK) as GGML's reference quantize_row_q8_0 / q4_0 do; dequantize back. */
+/* Quantize n floats (a multiple of kern_dtype_block) as GGML's reference quantize_row_q8_0 / q4_0 do (q4_K / q6_K:
+ * a simpler quantizer than ggml's, see quant_kblocks.c; the blocks are GGML's); dequantize back. */
 void kern_quantize_row(void *dst, const float *src, kern_dtype dt, int64_t n);
 void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n);
 /* Which vector path the CPU's quantized matmul uses: the best this CPU has (default), or a lower one (tests run
@@ -249,7 +265,7 @@ static inline uint16_t kern_f32_to_bf16(float f) { /* round to nearest even, NaN
 }
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
-/* n stored values (F32, F16, BF16, or Q8_0/Q4_0 with n a multiple of 32) widened to fp32 in host memory
+/* n stored values (F32, F16, BF16, or quantized with n whole blocks) widened to fp32 in host memory
  * (vectorised), for any host code. */
 void kern_cpu_widen(float *dst, const void *src, kern_dtype dt, int64_t n);
 

@@ -12,9 +12,11 @@
  *     timed prefills  ->  fraction of the instruction-set bound
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
- * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N] [--dtype f32|bf16|both|q8_0|q4_0]
- *                     [--vocab N] [--json] [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the
- *                     random one: its shape and dtypes)
+ * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N]
+ *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_K|q6_K] [--shape 3b|k256] [--vocab N] [--json]
+ *                     [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the random one: its shape and
+ *                     dtypes; --shape k256: hidden 3072, ffn 8192, 24 x 128, the default for q4_K / q6_K, whose rows
+ *                     must be whole 256-blocks)
  * --json adds one JSON object per dtype on its own line (tests/bench/bench_vs_llamacpp.py reads it).
  */
 #include <cblas.h>
@@ -110,7 +112,7 @@ static int gemm_fast(void) {
 
 /* model_path: a checkpoint directory or GGUF file to run instead of the random model (its own shape and dtypes). */
 static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
-                int json, const char *model_path) {
+                int json, const char *model_path, bench_shape shape) {
     bench_model bm;
     mnemo_model *file_model = NULL;
     if (model_path) {
@@ -127,7 +129,7 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         dt = bm.w.layers[0].wq.dt;
         if (n_prompt + n_decode > bm.cfg.max_position_embeddings) bm.cfg.max_position_embeddings = n_prompt + n_decode;
     } else {
-        bench_model_build_vocab(&bm, layers, dt, n_prompt + n_decode > 2048 ? n_prompt + n_decode : 2048, vocab);
+        bench_model_build_shape(&bm, layers, dt, n_prompt + n_decode > 2048 ? n_prompt + n_decode : 2048, vocab, shape);
     }
     const model_config *c = &bm.cfg;
     kern_ctx *kc = kern_cpu_ctx_new(threads);
@@ -159,8 +161,9 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         /* FAST: bf16 weights use vdpbf16ps; q8_0/q4_0 ones (n_prompt rows) the int8 VNNI GEMM's vpdpbusd, or
          * without VNNI the bf16 panels' vdpbf16ps (kernels_cpu_paths.h); the rest the f32 FMA */
         int quant_gemm = kern_dtype_is_quant(dt) && kern_cpu_qpanel_available();
+        int vnni_gemm = quant_gemm && dt != KERN_Q6_K; /* q6_K: the bf16 panels */
         double pmm = 0;
-        if (gemm_fast() && quant_gemm && n_prompt >= KERN_CPU_QGEMM_MIN_ROWS) pmm = bench_peak(threads, 2, &isa_mm);
+        if (gemm_fast() && vnni_gemm && n_prompt >= KERN_CPU_QGEMM_MIN_ROWS) pmm = bench_peak(threads, 2, &isa_mm);
         if (gemm_fast() && pmm == 0 && (dt == KERN_BF16 || (quant_gemm && n_prompt >= KERN_CPU_QPANEL_BF16_MIN_ROWS)))
             pmm = bench_peak(threads, 1, &isa_mm);
         if (pmm == 0) pmm = pf32, isa_mm = isa_f32;
@@ -199,11 +202,13 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
            rd_sum / done * 1e-9, done ? 100 * ratio_rd[0] : 0, done ? 100 * ratio_rd[done - 1] : 0,
            bw_sum / done * 1e-9, 100 * med, rc);
     if (json)
-        printf("{\"bench\":\"bench_engine\",\"dtype\":\"%s\",\"layers\":%d,\"vocab\":%d,\"threads\":%d,"
+        printf("{\"bench\":\"bench_engine\",\"dtype\":\"%s\",\"hidden\":%d,\"ffn\":%d,\"layers\":%d,"
+               "\"vocab\":%d,\"threads\":%d,"
                "\"prompt\":%d,\"prefill_tok_s\":%.3f,\"prefill_gflop_s\":%.3f,\"prefill_frac\":%.4f,\"prefill_isa\":\"%s\","
                "\"decode_depth\":%d,\"decode_tokens\":%d,\"decode_tok_s\":%.4f,\"decode_gb_s\":%.3f,"
                "\"read_gb_s\":%.3f,\"decode_frac_read\":%.4f,\"rc\":%d}\n",
-               kern_dtype_name(dt), layers, vocab, threads, n_prompt, n / t_prefill, prefill_rate * 1e-9, pf_med,
+               kern_dtype_name(dt), c->hidden_size, c->intermediate_size, layers, vocab, threads, n_prompt,
+               n / t_prefill, prefill_rate * 1e-9, pf_med,
                isa_mm, n_prompt, done, tok_s, bytes / t_dec * 1e-9, rd_sum / done * 1e-9, med_rd, rc);
     fflush(stdout);
     free(ratio);
@@ -220,7 +225,7 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
 
 int main(int argc, char **argv) {
     int layers = 4, n_prompt = 512, n_decode = 32, threads = 0, vocab = 32000, json = 0;
-    const char *dts = "both", *model_path = NULL;
+    const char *dts = "both", *model_path = NULL, *shape_name = NULL;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--json")) { json = 1; i--; continue; } /* the one flag without a value */
         if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", argv[i]); return 2; }
@@ -231,16 +236,33 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
         else if (!strcmp(argv[i], "--model")) model_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--shape")) shape_name = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0 || vocab < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
-    if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both") && strcmp(dts, "q8_0") && strcmp(dts, "q4_0")) {
-        fprintf(stderr, "unknown --dtype %s (f32, bf16, both, q8_0 or q4_0)\n", dts);
+    static const struct { const char *name; kern_dtype dt; } quant[] = {
+        {"q8_0", KERN_Q8_0}, {"q4_0", KERN_Q4_0}, {"q4_K", KERN_Q4_K}, {"q6_K", KERN_Q6_K}};
+    int qi = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(dts, quant[i].name)) qi = i;
+    if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both") && qi < 0) {
+        fprintf(stderr, "unknown --dtype %s (f32, bf16, both, q8_0, q4_0, q4_K or q6_K)\n", dts);
         return 2;
     }
+    /* k-quants need rows of whole 256-blocks: their default shape is k256 */
+    int k256 = shape_name ? !strcmp(shape_name, "k256") : qi >= 0 && kern_dtype_is_kquant(quant[qi].dt);
+    if (shape_name && strcmp(shape_name, "k256") && strcmp(shape_name, "3b")) {
+        fprintf(stderr, "unknown --shape %s (3b or k256)\n", shape_name);
+        return 2;
+    }
+    if (!k256 && qi >= 0 && kern_dtype_is_kquant(quant[qi].dt)) {
+        fprintf(stderr, "--dtype %s needs rows of whole 256-blocks: --shape k256\n", dts);
+        return 2;
+    }
+    bench_shape shape = k256 ? BENCH_SHAPE_K256 : BENCH_SHAPE_3B;
     kern_ctx *probe = kern_cpu_ctx_new(threads);
     threads = kern_ctx_threads(probe);
     kern_cpu_ctx_free(probe);
@@ -254,15 +276,17 @@ int main(int argc, char **argv) {
            "AVX512_BF16 dot-product peak %.1f GFLOP/s (0: not used), OpenBLAS sgemm %.1f GFLOP/s (m=%d)\n", threads,
            rd * 1e-9, bw * 1e-9, isa, fma * 1e-9, dot * 1e-9, peak * 1e-9, n_prompt);
     if (!model_path)
-        printf("model: LongLLaMA-3B layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab %d)\n", vocab);
+        printf("model: %s (hidden %d, ffn %d, %d heads x %d, vocab %d)\n",
+               k256 ? "LongLLaMA-3B's size in multiples of 256" : "LongLLaMA-3B layer shape", shape.hidden, shape.ffn,
+               shape.heads, shape.head_dim, vocab);
     if (model_path) {
         printf("model: %s\n", model_path);
-        run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, model_path);
-    } else if (!strcmp(dts, "q8_0") || !strcmp(dts, "q4_0")) { /* block-quantized weights (quant_matmul.c) */
-        run(layers, vocab, !strcmp(dts, "q8_0") ? KERN_Q8_0 : KERN_Q4_0, n_prompt, n_decode, threads, &cb, json, NULL);
+        run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, model_path, shape);
+    } else if (qi >= 0) { /* block-quantized weights (quant_matmul.c) */
+        run(layers, vocab, quant[qi].dt, n_prompt, n_decode, threads, &cb, json, NULL, shape);
     } else {
-        if (strcmp(dts, "bf16")) run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, NULL);
-        if (strcmp(dts, "f32")) run(layers, vocab, KERN_BF16, n_prompt, n_decode, threads, &cb, json, NULL);
+        if (strcmp(dts, "bf16")) run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, NULL, shape);
+        if (strcmp(dts, "f32")) run(layers, vocab, KERN_BF16, n_prompt, n_decode, threads, &cb, json, NULL, shape);
     }
     free(cb.a);
     free(cb.b);

@@ -58,6 +58,14 @@ CASES = {
                     num_key_value_heads=8, head_dim=64, vocab_size=VOCAB, max_position_embeddings=2048,
                     rms_norm_eps=1e-5),
         train=["--full"]),
+    # rows of whole 256-blocks for the k-quants (q4_K: bench_vs_llamacpp.py), about lora3b's size; not a training
+    # case of this script's defaults
+    "k256": dict(
+        what="hidden 3072, ffn 8192, 24 heads x 128, 4 layers, vocab 8000 (rows of whole 256-blocks)",
+        config=dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=4, num_attention_heads=24,
+                    num_key_value_heads=24, head_dim=128, vocab_size=VOCAB, max_position_embeddings=2048,
+                    rms_norm_eps=1e-6),
+        train=["--lora-rank", "8", "--lora-alpha", "16", "--lora-targets", "q,v"]),
 }
 
 # Pseudo-English: real function words at the top of a Zipf distribution, then seeded syllable words.

@@ -14,7 +14,9 @@ committed):
      (hidden 3200, ffn 8640, 32 heads x 100, 4 layers, vocab 8000, fp32 safetensors) and a SentencePiece tokenizer,
      made once by tests/reference's venv (shared with bench_train.py's cache).
   3. GGUF files: f32 and bf16 by llama.cpp's convert_hf_to_gguf.py (run by the venv's python with the package's
-     own gguf-py on PYTHONPATH), q8_0 and q4_0 by llama-quantize from the f32 file.
+     own gguf-py on PYTHONPATH), q8_0 and q4_0 by llama-quantize from the f32 file; q4_K: llama-quantize's Q4_K_M
+     of bench_train.py's k256 case (hidden 3072, ffn 8192, 24 heads x 128: LongLLaMA-3B's rows are no whole
+     256-blocks), which bench_engine reads too (--model FILE.gguf), so both sides run the same file.
   4. Per format, --pairs alternated pairs (mnemo then llama.cpp: A B A B A B), every run its own process:
        mnemo:     bench_engine --layers 4 --vocab 8000 --dtype FMT --prompt P --decode D --threads T --json
                   (the engine's forward on random weights of the same shape, held in memory)
@@ -22,7 +24,7 @@ committed):
      Both warm up the same way: one untimed prefill of P tokens before the timed ones (llama-bench's warm-up
      run; bench_engine's first prefill), and both report the mean over their timed repetitions (bench_engine: 3
      prefills, then D decode tokens after the P-token prompt).
-A format bench_engine does not know (today q8_0, q4_0) is reported as "cannot run" on mnemo's side and still
+A format bench_engine does not know is reported as "cannot run" on mnemo's side and still
 measured on llama.cpp's: adding it to bench_engine's --dtype fills the row with no change here (MNEMO_DTYPE).
 
 Printed: one line per run, per-pair ratios (mnemo / llama.cpp tokens/s, prefill and decode), the load average
@@ -46,9 +48,16 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import bench_train  # noqa: E402  (the checkpoint and tokenizer maker shared with the training benchmark)
 
-FORMATS = ("f32", "bf16", "q8_0", "q4_0")
+FORMATS = ("f32", "bf16", "q8_0", "q4_0", "q4_K")
 MNEMO_DTYPE = {"f32": "f32", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"}  # bench_engine --dtype per format
 CASE = "lora3b"
+# q4_K: LongLLaMA-3B's rows (3200, 8640) are no whole 256-blocks (llama-quantize would fall back to q5_0 everywhere),
+# so this format runs on bench_train.py's k256 case (hidden 3072, ffn 8192, 24 x 128), quantized by llama-quantize
+# to Q4_K_M (q4_K matrices; q6_K output, and attn_v / ffn_down in some layers); both sides read that same file
+# (bench_engine --model FILE.gguf: mnemo maps q4_K and q6_K natively).
+CASE_OF = {"q4_K": "k256"}
+QUANT_TYPE = {"q4_K": "Q4_K_M"}  # llama-quantize's type name per format (default: the format, upper case)
+MNEMO_FROM_FILE = ("q4_K",)
 
 
 def log(msg):
@@ -112,10 +121,10 @@ def ensure_llamacpp(o):
     return lsrc, tools[0], tools[1], version
 
 
-def ensure_gguf(o, lsrc, quantize, model_dir, fmt):
+def ensure_gguf(o, lsrc, quantize, model_dir, fmt, case=CASE):
     out_dir = os.path.join(o.cache, "gguf")
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "%s-%s.gguf" % (CASE, fmt))
+    path = os.path.join(out_dir, "%s-%s.gguf" % (case, fmt))
     newer = os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(model_dir,
                                                                                             "config.json"))
     if newer:
@@ -127,8 +136,9 @@ def ensure_gguf(o, lsrc, quantize, model_dir, fmt):
         run([o.py, os.path.join(lsrc, "convert_hf_to_gguf.py"), model_dir, "--outtype", fmt, "--outfile", tmp],
             "converting to %s GGUF" % fmt, env=env)
     else:
-        run([quantize, ensure_gguf(o, lsrc, quantize, model_dir, "f32"), tmp, fmt.upper(), str(o.threads)],
-            "llama-quantize %s" % fmt)
+        qt = QUANT_TYPE.get(fmt, fmt.upper())
+        run([quantize, ensure_gguf(o, lsrc, quantize, model_dir, "f32", case), tmp, qt, str(o.threads)],
+            "llama-quantize %s" % qt)
     os.replace(tmp, path)
     log("made %s (%.0f MB) in %.0f s" % (path, os.path.getsize(path) / 1e6, time.time() - t0))
     return path
@@ -149,9 +159,12 @@ def git_head():
     return r.stdout.strip() or None
 
 
-def run_mnemo(o, fmt):
+def run_mnemo(o, fmt, gguf=None):
     """tokens/s of bench_engine, or None with the reason when it cannot run this format."""
-    cmd = [o.bench_engine, "--layers", "4", "--vocab", str(bench_train.VOCAB), "--dtype", MNEMO_DTYPE[fmt],
+    what = ["--model", gguf] if fmt in MNEMO_FROM_FILE else ["--dtype", MNEMO_DTYPE.get(fmt, fmt)]
+    if fmt in MNEMO_FROM_FILE and not gguf:
+        return None, "cannot run (%s: bench_engine reads llama-quantize's file; run both sides)" % fmt
+    cmd = [o.bench_engine, "--layers", "4", "--vocab", str(bench_train.VOCAB)] + what + [
            "--prompt", str(o.prompt), "--decode", str(o.decode), "--threads", str(o.threads), "--json"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env=child_env(o, o.mnemo_env), timeout=o.timeout)
@@ -230,9 +243,11 @@ def main():
     if "llama" in sides:
         lsrc, bench, quantize, version = ensure_llamacpp(o)
         ns = argparse.Namespace(workdir=o.hf_workdir, seed=1, threads=o.threads)
-        _, dirs = bench_train.prepare(ns, o.py, [CASE])
+        cases = sorted({CASE_OF.get(f, CASE) for f in formats})
+        _, dirs = bench_train.prepare(ns, o.py, cases)
         for f in formats:
-            ggufs[f] = ensure_gguf(o, lsrc, quantize, dirs[CASE], f)
+            c = CASE_OF.get(f, CASE)
+            ggufs[f] = ensure_gguf(o, lsrc, quantize, dirs[c], f, c)
 
     jl = open(o.jsonl, "a", encoding="utf-8") if o.jsonl else None
 
@@ -252,7 +267,7 @@ def main():
             m = l = None
             why = None
             if "mnemo" in sides:
-                m, why = run_mnemo(o, f)
+                m, why = run_mnemo(o, f, ggufs.get(f))
                 log("  %-5s pair %d  mnemo:     %s" % (f, p + 1, why or "prefill %7.1f tok/s  decode %6.2f tok/s"
                                                       % (m["prefill"], m["decode"])))
             if "llama" in sides:

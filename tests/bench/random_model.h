@@ -27,8 +27,9 @@ static void *bench_alloc(size_t bytes) {
     return p;
 }
 
-/* Random weights in [-0.05, 0.05), filled in parallel (a xorshift per thread); q8_0 / q4_0 are quantized from fp32
- * row by row (rows of 3200 or 8640: whole 32-blocks). */
+/* Random weights in [-0.05, 0.05), filled in parallel (a xorshift per thread); quantized types are quantized from
+ * fp32 in chunks of 102400 weights (whole 32- and 256-blocks; rows of 3200 / 8640 or 3072 / 8192 hold whole
+ * blocks of their types). */
 static weight_ref bench_random_weight(size_t n, kern_dtype dt) {
     if (kern_dtype_is_quant(dt)) {
         weight_ref f = bench_random_weight(n, KERN_F32);
@@ -64,16 +65,23 @@ typedef struct {
     llama_weights w;
 } bench_model;
 
+/* hidden, ffn and heads x head_dim of the random model: LongLLaMA-3B's by default; k-quant weights need rows of
+ * whole 256-blocks, which 3200 and 8640 are not, so benchmarks of them take BENCH_SHAPE_K256 (hidden 3072, ffn
+ * 8192, 24 heads x 128: the nearest multiples of 256, about the same size). */
+typedef struct { int hidden, ffn, heads, head_dim; } bench_shape;
+#define BENCH_SHAPE_3B ((bench_shape){3200, 8640, 32, 100})
+#define BENCH_SHAPE_K256 ((bench_shape){3072, 8192, 24, 128})
+
 /* vocab: 32000 (LongLLaMA-3B's) unless a benchmark matches another model's (bench_vs_llamacpp.py: 8000). */
-static void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab) {
+static void bench_model_build_shape(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab, bench_shape s) {
     memset(bm, 0, sizeof *bm);
     model_config *c = &bm->cfg;
     strcpy(c->architecture, "LlamaForCausalLM");
-    c->hidden_size = 3200; c->intermediate_size = 8640; c->num_hidden_layers = layers;
-    c->num_attention_heads = 32; c->num_key_value_heads = 32; c->head_dim = 100;
+    c->hidden_size = s.hidden; c->intermediate_size = s.ffn; c->num_hidden_layers = layers;
+    c->num_attention_heads = s.heads; c->num_key_value_heads = s.heads; c->head_dim = s.head_dim;
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
     c->max_position_embeddings = max_pos; c->vocab_size = vocab;
-    size_t d = 3200, ff = 8640, V = (size_t)vocab;
+    size_t d = (size_t)s.hidden, ff = (size_t)s.ffn, V = (size_t)vocab;
     kern_dtype ndt = kern_dtype_is_quant(dt) ? KERN_F32 : dt; /* norms: plain vectors, as in GGUF files */
     bm->w.tok_embd = bench_random_weight(V * d, dt);
     bm->w.out_norm = bench_random_weight(d, ndt);
@@ -90,6 +98,10 @@ static void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, 
     bm->w.bytes_per_token = (uint64_t)layers * (kern_dtype_bytes(dt, (int64_t)(4 * d * d + 3 * ff * d)) +
                                                 kern_dtype_bytes(ndt, (int64_t)(2 * d))) +
                             kern_dtype_bytes(dt, (int64_t)(V * d)) + kern_dtype_bytes(ndt, (int64_t)d);
+}
+
+static inline void bench_model_build_vocab(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab) {
+    bench_model_build_shape(bm, layers, dt, max_pos, vocab, BENCH_SHAPE_3B);
 }
 
 static inline void bench_model_build(bench_model *bm, int layers, kern_dtype dt, int max_pos) {

@@ -7,7 +7,8 @@
  *     position of a 45-token input; see the tolerance note below);
  *   - the tokenizer built from tokenizer.ggml.* metadata encodes like tokenizer.model;
  *   - a LongLLaMA checkpoint quantized to q8_0 keeps its memory layers and settings, and its logits past the local
- *     context (memory in use) stay within REL_Q8 of the f32 model's.
+ *     context (memory in use) stay within REL_Q8 of the f32 model's;
+ *   - a q4_K / q6_K model loads without a q8_0 copy and stays within REL_KQ of its dequantized-f32 twin.
  */
 #define _GNU_SOURCE /* memmem */
 #include <jansson.h>
@@ -304,8 +305,10 @@ static void test_logits(void) {
     char gqa[4096], rope[4096], fx[4096], out[300], err[1024];
     fixture(gqa, sizeof gqa, "models/gqa");
     fixture(rope, sizeof rope, "models/rope_scaled");
-    struct { const char *type; double tol; } types[] = {{"f32", REL_F32}, {"q8_0", REL_Q8}, {"q4_0", REL_Q4}};
-    for (int t = 0; t < 3; t++) {
+    /* gqa's rows (96, 72) are no whole 256-blocks: q4_K / q6_K fall back to q4_0 / q8_0 */
+    struct { const char *type; double tol; } types[] = {{"f32", REL_F32}, {"q8_0", REL_Q8}, {"q4_0", REL_Q4},
+                                                        {"q4_K", REL_Q4}, {"q6_K", REL_Q8}};
+    for (int t = 0; t < 5; t++) {
         snprintf(out, sizeof out, "%s/gqa_%s.gguf", tmpdir, types[t].type);
         CHECK(mnemo_quantize(gqa, types[t].type, out, err, sizeof err) == MNEMO_OK, "quantize %s: %s", types[t].type,
               err);
@@ -313,6 +316,13 @@ static void test_logits(void) {
         printf("gqa %-5s (mnemo quantize) vs f32 safetensors: rel logits error %.2e (bound %.0e)\n", types[t].type, rel,
                types[t].tol);
         CHECK(rel <= types[t].tol, "gqa %s: rel logits error %.3e > %.1e", types[t].type, rel, types[t].tol);
+        if (t >= 3) {
+            mnemo_model *m = load(out);
+            const char *want = t == 3 ? "q4_0 weights" : "q8_0 weights";
+            CHECK(m && strstr(mnemo_model_desc(m), want), "gqa %s falls back to %s: %s", types[t].type, want,
+                  m ? mnemo_model_desc(m) : "");
+            mnemo_model_free(m);
+        }
     }
     fixture(fx, sizeof fx, "gguf/gqa_q8_0.gguf");
     double rel = compare(gqa, fx, ids, 45);
@@ -394,8 +404,8 @@ static void test_longllama(void) {
     CHECK(rel <= REL_Q8, "longllama q8_0: rel logits error %.3e > %.1e", rel, REL_Q8);
 }
 
-/* ---- q4_K, q6_K, q4_1, q5_0, q5_1: mnemo's dequantizers against gguf-py's numpy port (random blocks,
- * tests/fixtures/gguf/kquants.gguf) */
+/* ---- q4_K, q6_K (the kernels' own), q4_1, q5_0, q5_1: mnemo's dequantizers against gguf-py's numpy port (random
+ * blocks, tests/fixtures/gguf/kquants.gguf) */
 static void test_kquants(void) {
     char path[4096], err[512];
     fixture(path, sizeof path, "gguf/kquants.gguf");
@@ -429,42 +439,191 @@ static void test_kquants(void) {
         }
         CHECK(worst < 1e-6, "%s: mnemo's dequantization vs gguf-py's: worst rel err %.2e", names[k], worst);
     }
-    /* as a model tensor: converted to q8_0 (within q8_0's rounding of the dequantized values) */
-    char p[300];
-    snprintf(p, sizeof p, "%s/kq.gguf", tmpdir);
-    const gguf_tensor *t = gguf_find_tensor(&g, "q6_K"), *r = gguf_find_tensor(&g, "q6_K_ref");
-    gguf_writer *w = gguf_writer_new();
-    gguf_w_str(w, "general.architecture", "llama");
-    gguf_w_u32(w, "llama.attention.head_count", 1);
-    int64_t ne[2] = {512, 3};
-    gguf_w_tensor(w, "output.weight", GGML_Q6_K, 2, ne, t ? t->nbytes : 0);
-    bytes_src src = {t ? t->data : NULL, t ? (size_t)t->nbytes : 0};
-    gguf_writer_write(w, p, copy_fill, &src, err, sizeof err);
-    gguf_writer_free(w);
-    size_t l2;
-    uint8_t *b2 = read_all(p, &l2);
-    tensor_list tl = {0};
-    int rc = b2 ? gguf_weights_parse(b2, l2, p, &tl, err, sizeof err) : -1;
-    CHECK(rc == 0 && tl.count == 1 && tl.items[0].dtype == TENSOR_Q8_0, "q6_K output.weight loads as q8_0: %s", err);
-    if (rc == 0 && tl.count == 1 && r) {
-        float got[512];
-        bool ok = true;
-        for (int i = 0; i < 3; i++) {
-            kern_dequantize_row(got, (const char *)tl.items[0].data + i * 16 * 34, KERN_Q8_0, 512);
-            const float *want = (const float *)(r->data + i * 512 * 4);
-            for (int bk = 0; bk < 16; bk++) {
-                float amax = 0;
-                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(want[bk * 32 + j]));
-                float bound = amax * (0.5f / 127 + 0x1p-11f) * 1.01f; /* half a step + the scale's f16 rounding */
-                for (int j = 0; j < 32; j++) ok = ok && fabsf(got[bk * 32 + j] - want[bk * 32 + j]) <= bound;
+    /* as a model tensor: q6_K stays in the mapped file (no copy, the kernels read it); q5_0 is converted to q8_0
+     * (within q8_0's rounding of the dequantized values) */
+    for (int c = 0; c < 2; c++) {
+        const char *nm = c ? "q5_0" : "q6_K";
+        char p[300], rn[16];
+        snprintf(p, sizeof p, "%s/kq_%s.gguf", tmpdir, nm);
+        snprintf(rn, sizeof rn, "%s_ref", nm);
+        const gguf_tensor *t = gguf_find_tensor(&g, nm), *r = gguf_find_tensor(&g, rn);
+        gguf_writer *w = gguf_writer_new();
+        gguf_w_str(w, "general.architecture", "llama");
+        gguf_w_u32(w, "llama.attention.head_count", 1);
+        int64_t ne[2] = {512, 3};
+        gguf_w_tensor(w, "output.weight", c ? GGML_Q5_0 : GGML_Q6_K, 2, ne, t ? t->nbytes : 0);
+        bytes_src src = {t ? t->data : NULL, t ? (size_t)t->nbytes : 0};
+        gguf_writer_write(w, p, copy_fill, &src, err, sizeof err);
+        gguf_writer_free(w);
+        size_t l2;
+        uint8_t *b2 = read_all(p, &l2);
+        tensor_list tl = {0};
+        int rc = b2 ? gguf_weights_parse(b2, l2, p, &tl, err, sizeof err) : -1;
+        tensor_dtype want_dt = c ? TENSOR_Q8_0 : TENSOR_Q6_K;
+        CHECK(rc == 0 && tl.count == 1 && tl.items[0].dtype == want_dt && (c || !tl.items[0].owned),
+              "%s output.weight loads as %s%s: %s", nm, tensor_dtype_name(want_dt), c ? "" : ", in the file", err);
+        if (rc == 0 && tl.count == 1 && r) {
+            float got[512];
+            bool ok = true;
+            kern_dtype kd = c ? KERN_Q8_0 : KERN_Q6_K;
+            size_t rb = kern_dtype_bytes(kd, 512);
+            for (int i = 0; i < 3; i++) {
+                kern_dequantize_row(got, (const char *)tl.items[0].data + i * rb, kd, 512);
+                const float *want = (const float *)(r->data + i * 512 * 4);
+                for (int bk = 0; bk < 16; bk++) {
+                    float amax = 0;
+                    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(want[bk * 32 + j]));
+                    /* q8_0: half a step + the scale's f16 rounding; q6_K: as gguf-py (fp32 rounding) */
+                    float bound = c ? amax * (0.5f / 127 + 0x1p-11f) * 1.01f : amax * 1e-6f;
+                    for (int j = 0; j < 32; j++) ok = ok && fabsf(got[bk * 32 + j] - want[bk * 32 + j]) <= bound;
+                }
             }
+            CHECK(ok, "%s as a model tensor: the reference values%s", nm, c ? " within q8_0's rounding" : "");
         }
-        CHECK(ok, "q6_K -> q8_0 within q8_0's rounding");
+        tensor_list_free(&tl);
+        free(b2);
     }
-    tensor_list_free(&tl);
-    free(b2);
     gguf_free(&g);
     free(b);
+}
+
+/* ---- a k-quant model: llama.cpp's Q4_K_M mix (q4_K matrices; q6_K attn_v, ffn_down and output) written with
+ * mnemo's quantizer, next to its dequantized-f32 twin (the same weights, f32). The k-quant file must load without
+ * a q8_0 copy (its weights read per token are the blocks' bytes) and give the twin's logits within REL_KQ: the
+ * weights being equal, what differs is matmul's rounding of activations to int8 per 32-block (1/254 of a block's
+ * largest magnitude, the same rounding q8_0 adds on top of its weights' rounding: gqa's q8_0 measures 5.7e-2 of
+ * which about half is this; prefill chunks of 16 rows take the int8 GEMM for q4_K, the bf16 panels' rounding,
+ * 2^-9, for q6_K). Measured 1.3e-2 here (bound: 2.3x); a wrong scale, min or layout gives ~0.2-1. */
+#define REL_KQ 0.03
+typedef struct {
+    char name[48];
+    uint32_t ggml;   /* type in the k-quant file */
+    int64_t ne[2];   /* GGUF order: ne[0] the row length */
+    float *f;        /* the random weights */
+    int twin;        /* fill: 1 = write the dequantized values as f32 */
+} kq_tensor;
+typedef struct {
+    kq_tensor *t;
+    int twin;
+} kq_model;
+
+static int kq_fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    const kq_model *m = user;
+    const kq_tensor *t = &m->t[i];
+    int64_t n = t->ne[0] * (t->ne[1] ? t->ne[1] : 1);
+    if (t->ggml == GGML_F32) {
+        memcpy(dst, t->f, (size_t)n * sizeof(float));
+        return 0;
+    }
+    kern_dtype kd = t->ggml == GGML_Q4_K ? KERN_Q4_K : KERN_Q6_K;
+    if (!m->twin) {
+        kern_quantize_row(dst, t->f, kd, n);
+        return 0;
+    }
+    void *q = malloc(kern_dtype_bytes(kd, n));
+    kern_quantize_row(q, t->f, kd, n);
+    kern_dequantize_row(dst, q, kd, n);
+    free(q);
+    return 0;
+}
+
+static int write_kq_model(const char *path, kq_tensor *ts, int nt, int twin) {
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_u32(w, "llama.embedding_length", 256);
+    gguf_w_u32(w, "llama.feed_forward_length", 512);
+    gguf_w_u32(w, "llama.block_count", 2);
+    gguf_w_u32(w, "llama.attention.head_count", 4);
+    gguf_w_u32(w, "llama.attention.head_count_kv", 2);
+    gguf_w_u32(w, "llama.context_length", 256);
+    gguf_w_u32(w, "llama.vocab_size", 512);
+    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    for (int i = 0; i < nt; i++) {
+        uint32_t ty = twin ? GGML_F32 : ts[i].ggml;
+        int64_t n = ts[i].ne[0] * (ts[i].ne[1] ? ts[i].ne[1] : 1);
+        gguf_w_tensor(w, ts[i].name, ty, ts[i].ne[1] ? 2 : 1, ts[i].ne, gguf_type_bytes(ty, (uint64_t)n));
+    }
+    char err[512];
+    kq_model m = {ts, twin};
+    int rc = gguf_writer_write(w, path, kq_fill, &m, err, sizeof err);
+    gguf_writer_free(w);
+    CHECK(rc == 0, "write %s: %s", path, err);
+    return rc;
+}
+
+static void test_kquant_model(void) {
+    kq_tensor ts[32];
+    int nt = 0;
+    uint32_t seed = 777u;
+#define ADD(nm, ty, n0, n1, scale, base)                                                                      \
+    do {                                                                                                       \
+        kq_tensor *t = &ts[nt++];                                                                              \
+        snprintf(t->name, sizeof t->name, "%s", nm);                                                           \
+        t->ggml = ty, t->ne[0] = n0, t->ne[1] = n1;                                                            \
+        int64_t cnt = (int64_t)(n0) * ((n1) ? (n1) : 1);                                                       \
+        t->f = malloc((size_t)cnt * sizeof(float));                                                            \
+        for (int64_t q = 0; q < cnt; q++) {                                                                    \
+            seed = seed * 1664525u + 1013904223u;                                                              \
+            t->f[q] = (base) + (scale) * ((float)(seed >> 8) / 8388608.f - 1.f);                               \
+        }                                                                                                      \
+    } while (0)
+    ADD("token_embd.weight", GGML_Q4_K, 256, 512, 1.0f, 0.f);
+    for (int l = 0; l < 2; l++) {
+        char nm[48];
+#define LAYER(suffix, ty, n0, n1, scale, base)                                                                 \
+    snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                                                           \
+    ADD(nm, ty, n0, n1, scale, base)
+        LAYER("attn_norm.weight", GGML_F32, 256, 0, 0.1f, 1.f);
+        LAYER("attn_q.weight", GGML_Q4_K, 256, 256, 0.15f, 0.f);
+        LAYER("attn_k.weight", GGML_Q4_K, 256, 128, 0.15f, 0.f);
+        LAYER("attn_v.weight", GGML_Q6_K, 256, 128, 0.1f, 0.f);
+        LAYER("attn_output.weight", GGML_Q4_K, 256, 256, 0.1f, 0.f);
+        LAYER("ffn_norm.weight", GGML_F32, 256, 0, 0.1f, 1.f);
+        LAYER("ffn_gate.weight", GGML_Q4_K, 256, 512, 0.1f, 0.f);
+        LAYER("ffn_up.weight", GGML_Q4_K, 256, 512, 0.1f, 0.f);
+        LAYER("ffn_down.weight", GGML_Q6_K, 512, 256, 0.07f, 0.f);
+#undef LAYER
+    }
+    ADD("output_norm.weight", GGML_F32, 256, 0, 0.1f, 1.f);
+    ADD("output.weight", GGML_Q6_K, 256, 512, 0.2f, 0.f);
+#undef ADD
+    char dir[300], kq[400], tw[400], tok[4096], tdst[400];
+    snprintf(dir, sizeof dir, "%s/kq_model", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(kq, sizeof kq, "%s/q4_K_M.gguf", dir);
+    snprintf(tw, sizeof tw, "%s/f32.gguf", dir);
+    fixture(tok, sizeof tok, "models/gqa/tokenizer.model");
+    snprintf(tdst, sizeof tdst, "%s/tokenizer.model", dir);
+    size_t tlen;
+    uint8_t *tb = read_all(tok, &tlen);
+    FILE *f = fopen(tdst, "wb");
+    CHECK(tb && f && fwrite(tb, 1, tlen, f) == tlen, "tokenizer.model copied beside the files");
+    if (f) fclose(f);
+    free(tb);
+    if (!write_kq_model(kq, ts, nt, 0) && !write_kq_model(tw, ts, nt, 1)) {
+        /* bytes read per token: every matrix but the embedding, as stored (q4_K 144 / 256, q6_K 210 / 256) */
+        uint64_t want = 0;
+        for (int i = 1; i < nt; i++) {
+            uint32_t ty = ts[i].ggml;
+            want += gguf_type_bytes(ty, (uint64_t)(ts[i].ne[0] * (ts[i].ne[1] ? ts[i].ne[1] : 1)));
+        }
+        mnemo_model *m = load(kq);
+        if (m) {
+            printf("k-quant model: %s, %llu weight bytes per token (stored sizes: %llu)\n", mnemo_model_desc(m),
+                   (unsigned long long)mnemo_model_weight_bytes(m), (unsigned long long)want);
+            CHECK(strstr(mnemo_model_desc(m), "q4_K weights") && mnemo_model_weight_bytes(m) == want,
+                  "q4_K_M model loads natively: %s, %llu bytes per token, stored %llu", mnemo_model_desc(m),
+                  (unsigned long long)mnemo_model_weight_bytes(m), (unsigned long long)want);
+        }
+        mnemo_model_free(m);
+        int32_t ids[100];
+        ids_for(ids, 100, 512);
+        double rel = compare(tw, kq, ids, 45);
+        printf("q4_K_M (q4_K + q6_K) vs its dequantized f32 twin: rel logits error %.2e (bound %.0e)\n", rel, REL_KQ);
+        CHECK(rel <= REL_KQ, "q4_K_M vs dequantized f32: rel logits error %.3e > %.1e", rel, REL_KQ);
+    }
+    for (int i = 0; i < nt; i++) free(ts[i].f);
 }
 
 /* ---- LoRA over a quantized base (the frozen weights' input gradients go through the dequantized matrices): the
@@ -541,6 +700,7 @@ int main(void) {
     test_logits();
     test_longllama();
     test_kquants();
+    test_kquant_model();
     test_lora_over_gguf();
     test_errors();
     char cmd[400];

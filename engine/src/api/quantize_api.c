@@ -5,7 +5,9 @@
  *     tokenizer.model), plus mnemo.architecture, mnemo.longllama.* (memory layers and their settings) and
  *     mnemo.tokenizer.spm_model (the tokenizer.model bytes, so mnemo's tokenizer is the original bit for bit);
  *   - matrices in the chosen type; rows without whole 32-blocks fall back to f16 and norms stay f32, as convert
- *     does; Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
+ *     does; q4_K / q6_K rows without whole 256-blocks take q4_0 / q8_0 (llama-quantize takes q5_0 / q8_0; mnemo
+ *     has no q5_0 kernels) and mnemo's simple k-quant quantizer (quant_kblocks.c), not ggml's searching one;
+ *     Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
  *   - tensors produced one at a time (widened to fp32, permuted, quantized with GGML's reference rounding).
  */
 #include <errno.h>
@@ -20,7 +22,9 @@
 #include "log.h"
 
 /* llama.cpp's llama_ftype values for general.file_type */
-enum { FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7, FTYPE_BF16 = 32 };
+enum {
+    FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7, FTYPE_Q4_K_S = 14, FTYPE_Q6_K = 18, FTYPE_BF16 = 32
+};
 
 static const struct {
     const char *name;
@@ -29,6 +33,7 @@ static const struct {
     uint32_t ftype;
 } out_types[] = {
     {"q8_0", GGML_Q8_0, KERN_Q8_0, FTYPE_Q8_0}, {"q4_0", GGML_Q4_0, KERN_Q4_0, FTYPE_Q4_0},
+    {"q4_K", GGML_Q4_K, KERN_Q4_K, FTYPE_Q4_K_S}, {"q6_K", GGML_Q6_K, KERN_Q6_K, FTYPE_Q6_K},
     {"f16", GGML_F16, KERN_F16, FTYPE_F16},     {"bf16", GGML_BF16, KERN_BF16, FTYPE_BF16},
     {"f32", GGML_F32, KERN_F32, FTYPE_F32},
 };
@@ -118,6 +123,11 @@ static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, 
         if (e->ndim == 2) {
             o->ggml = out_types[ti].ggml;
             o->kd = out_types[ti].kd;
+            if (kern_dtype_is_kquant(o->kd) && o->cols % KERN_QK_K) { /* rows of partial 256-blocks: a 32-block
+                                                                      * type of the same size (q4_K) or more */
+                o->ggml = o->kd == KERN_Q4_K ? GGML_Q4_0 : GGML_Q8_0;
+                o->kd = o->kd == KERN_Q4_K ? KERN_Q4_0 : KERN_Q8_0;
+            }
             if (kern_dtype_is_quant(o->kd) && o->cols % KERN_QBLOCK) { /* convert's fallback */
                 o->ggml = GGML_F16;
                 o->kd = KERN_F16;
@@ -228,8 +238,8 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     for (int i = 0; i < (int)(sizeof out_types / sizeof *out_types); i++)
         if (!strcmp(type, out_types[i].name)) ti = i;
     if (ti < 0)
-        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, f16, bf16, f32%s", type,
-                    "");
+        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, q4_K, q6_K, f16, bf16, "
+                    "f32%s", type, "");
     struct stat st_dir;
     if (stat(model_dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
         return fail(err, errlen, MNEMO_ERR_IO, "%s: not a directory (mnemo quantize reads a Hugging Face checkpoint%s)",

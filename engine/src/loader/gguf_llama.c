@@ -230,6 +230,8 @@ static int tensor_dtype_of(uint32_t ggml_type, tensor_dtype *dt) {
     case GGML_BF16: *dt = TENSOR_BF16; return 0;
     case GGML_Q8_0: *dt = TENSOR_Q8_0; return 0;
     case GGML_Q4_0: *dt = TENSOR_Q4_0; return 0;
+    case GGML_Q4_K: *dt = TENSOR_Q4_K; return 0;
+    case GGML_Q6_K: *dt = TENSOR_Q6_K; return 0;
     default: return -1;
     }
 }
@@ -239,7 +241,7 @@ static int tfail(char *err, size_t errlen, const char *file, const char *name, c
     return -1;
 }
 
-/* q4_K, q6_K, q4_1, q5_0, q5_1 matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize +
+/* q4_1, q5_0, q5_1 matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize +
  * requantize per row. The added error is q8_0's rounding of the already-rounded values (under 0.4% of a block's
  * largest weight). NULL when out of memory. */
 static void *kquant_to_q8_0(const gguf_tensor *t, uint64_t *nbytes) {
@@ -262,7 +264,8 @@ static void *kquant_to_q8_0(const gguf_tensor *t, uint64_t *nbytes) {
     return q;
 }
 
-/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy, k-quants a q8_0 one. */
+/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy, q4_1/q5_0/q5_1 a q8_0 one; f32,
+ * f16, bf16, q8_0, q4_0, q4_K and q6_K stay in the mapped file. */
 static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, const char *file, tensor_list *out,
                       char *err, size_t errlen) {
     char hf[160];
@@ -274,8 +277,7 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
     const void *data = t->data;
     uint64_t nbytes = t->nbytes;
     void *owned = NULL;
-    bool convertible = t->type == GGML_Q4_K || t->type == GGML_Q6_K || t->type == GGML_Q4_1 || t->type == GGML_Q5_0 ||
-                       t->type == GGML_Q5_1;
+    bool convertible = t->type == GGML_Q4_1 || t->type == GGML_Q5_0 || t->type == GGML_Q5_1;
     if (convertible && t->ndim == 2) {
         if (!(owned = kquant_to_q8_0(t, &nbytes)))
             return tfail(err, errlen, file, t->name, "cannot be converted: out of memory");
@@ -283,8 +285,8 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
         dt = TENSOR_Q8_0;
     } else if (tensor_dtype_of(t->type, &dt)) {
         char what[200];
-        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0 (and q4_1, q5_0, q5_1, "
-                 "q4_K, q6_K matrices, converted to q8_0): re-quantize with mnemo quantize or llama-quantize",
+        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0, q4_K, q6_K (and q4_1, "
+                 "q5_0, q5_1 matrices, converted to q8_0): re-quantize with mnemo quantize or llama-quantize",
                  gguf_type_name(t->type));
         return tfail(err, errlen, file, t->name, what);
     }

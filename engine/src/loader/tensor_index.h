@@ -21,6 +21,7 @@ typedef enum {
     TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_F64, TENSOR_I64, TENSOR_I32, TENSOR_I16, TENSOR_I8, TENSOR_U8,
     TENSOR_BOOL, TENSOR_F8_E4M3, TENSOR_F8_E5M2,
     TENSOR_Q8_0, TENSOR_Q4_0, /* GGUF only: blocks of 32 (tensor_dtype_size 0; nbytes from the GGUF parser) */
+    TENSOR_Q4_K, TENSOR_Q6_K, /* GGUF only: blocks of 256, likewise */
     TENSOR_DTYPE_COUNT
 } tensor_dtype;
 

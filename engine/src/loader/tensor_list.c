@@ -16,7 +16,8 @@ static const struct {
     [TENSOR_F64] = {"F64", 8},      [TENSOR_I64] = {"I64", 8},   [TENSOR_I32] = {"I32", 4},
     [TENSOR_I16] = {"I16", 2},      [TENSOR_I8] = {"I8", 1},     [TENSOR_U8] = {"U8", 1},
     [TENSOR_BOOL] = {"BOOL", 1},    [TENSOR_F8_E4M3] = {"F8_E4M3", 1}, [TENSOR_F8_E5M2] = {"F8_E5M2", 1},
-    [TENSOR_Q8_0] = {"Q8_0", 0},    [TENSOR_Q4_0] = {"Q4_0", 0},
+    [TENSOR_Q8_0] = {"Q8_0", 0},    [TENSOR_Q4_0] = {"Q4_0", 0},   [TENSOR_Q4_K] = {"Q4_K", 0},
+    [TENSOR_Q6_K] = {"Q6_K", 0},
 };
 
 size_t tensor_dtype_size(tensor_dtype dt) {
@@ -34,6 +35,8 @@ int tensor_dtype_to_kern(tensor_dtype dt, kern_dtype *out) {
     case TENSOR_BF16: *out = KERN_BF16; return 0;
     case TENSOR_Q8_0: *out = KERN_Q8_0; return 0;
     case TENSOR_Q4_0: *out = KERN_Q4_0; return 0;
+    case TENSOR_Q4_K: *out = KERN_Q4_K; return 0;
+    case TENSOR_Q6_K: *out = KERN_Q6_K; return 0;
     default: return -1;
     }
 }

@@ -87,7 +87,7 @@ typedef struct {
     const void *host;
     void *dev;
     size_t bytes;      /* on the device */
-    kern_dtype host_dt; /* q8_0 / q4_0 go up dequantized to bf16: the CUDA kernels have no quantized paths */
+    kern_dtype host_dt; /* quantized weights go up dequantized to bf16: the CUDA kernels have no quantized paths */
     size_t elems;
 } upload_item;
 
@@ -103,7 +103,7 @@ static void collect(upload_item *items, size_t *n, const weight_ref *r, size_t e
 static int upload_item_copy(const kern_backend *be, const upload_item *it) {
     if (!kern_dtype_is_quant(it->host_dt))
         return be->mem_copy(NULL, it->dev, it->host, it->bytes, KERN_H2D) == KERN_OK ? 0 : -1;
-    const size_t slice = 1u << 20; /* elements per slice, a multiple of the 32-element block */
+    const size_t slice = 1u << 20; /* elements per slice, a multiple of every block (32, k-quants 256) */
     float *f = malloc(slice * sizeof(float));
     uint16_t *h = malloc(slice * sizeof(uint16_t));
     int rc = f && h ? 0 : -1;

@@ -33,14 +33,15 @@ static int bind(weight_ref *out, const weight_store *ws, const char *name, int n
         return -1;
     }
     if (tensor_dtype_to_kern(t->dtype, &out->dt) != 0) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s; mnemo reads F32, F16, BF16, Q8_0 and Q4_0 weights",
+        snprintf(err, errlen,
+                 "%s: tensor '%s' has dtype %s; mnemo reads F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K weights",
                  t->file, name, tensor_dtype_name(t->dtype));
         return -1;
     }
-    /* quantized blocks are rows of whole 32-blocks; norms are read as plain vectors */
-    if (kern_dtype_is_quant(out->dt) && (ndim != 2 || d1 % KERN_QBLOCK)) {
+    /* quantized blocks are rows of whole blocks (32, k-quants 256); norms are read as plain vectors */
+    if (kern_dtype_is_quant(out->dt) && (ndim != 2 || d1 % kern_dtype_block(out->dt))) {
         snprintf(err, errlen, "%s: tensor '%s' has dtype %s, which mnemo reads only for matrices with rows of whole "
-                 "32-blocks", t->file, name, tensor_dtype_name(t->dtype));
+                 "%d-blocks", t->file, name, tensor_dtype_name(t->dtype), (int)kern_dtype_block(out->dt));
         return -1;
     }
     /* Kernels read weights as float / uint16_t arrays (quantized blocks start with an f16): a tensor at an odd
