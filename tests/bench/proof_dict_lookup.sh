@@ -31,12 +31,13 @@ esac
 mkdir -p "$W/results"
 
 # The model: 4 layers, hidden 256, 8 heads of 32 (8 heads learn the 4-token key match faster than 4 of 64: value
-# accuracy 80% vs 60% after the same 1000 steps on 65-token documents), memory layer 2 (0-based), the task's ids
-# inside a 512-id vocabulary (the fixtures' tokenizer; the task never tokenizes text).
+# accuracy 80% vs 60% after the same 1000 steps on 65-token documents), memory layers 1, 2 and 3 (0-based; with
+# layer 2 alone the answer through memory stalled at a loss of ~2.5 where three layers reach ~1.3 in the same
+# steps), the task's ids inside a 512-id vocabulary (the fixtures' tokenizer; the task never tokenizes text).
 cat > "$W/fot_config.json" <<'JSON'
 {"architectures": ["LongLlamaForCausalLM"], "model_type": "longllama", "vocab_size": 512, "hidden_size": 256,
  "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8, "max_position_embeddings": 256,
- "mem_layers": [2], "last_context_length": 256, "mem_dtype": "float32", "rms_norm_eps": 1e-5,
+ "mem_layers": [1, 2, 3], "last_context_length": 256, "mem_dtype": "float32", "rms_norm_eps": 1e-5,
  "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 JSON
 cat > "$W/base_config.json" <<'JSON'
@@ -72,31 +73,41 @@ as_longllama() { # OUT FROM: FROM's weights in LongLLaMA layout (the same tensor
     mkdir -p "$W/$1" && cp "$W/$2/model.safetensors" "$W/$2/tokenizer.model" "$W/$1/" &&
         cp "$W/fot_config.json" "$W/$1/config.json"
 }
-with_window() { # OUT FROM N: FROM limited to a context of N tokens (the baseline sees what it was trained on)
+with_window() { # OUT FROM N: FROM with a context of N tokens, as it trained (a LongLLaMA model: local N, each N
+    # tokens to memory; the baseline: its last N tokens)
     [ -f "$W/$1/config.json" ] && return 0
     mkdir -p "$W/$1" && cp "$W/$2/model.safetensors" "$W/$2/tokenizer.model" "$W/$1/" &&
-        python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = int(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))' \
-            "$W/$2/config.json" "$W/$1/config.json" "$3"
+        python3 - "$W/$2/config.json" "$W/$1/config.json" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["max_position_embeddings"] = int(sys.argv[3])
+if "mem_layers" in c:
+    c["last_context_length"] = int(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))
+PY
 }
 
 # The plain curriculum's first stage is the small scale's baseline and every FoT model's starting point.
 train c65 dict_65.jsonl 64 "${STEPS_C65:-1000}" 32 random
+# FoT, local context 32: row 0 of a document holds the definitions, row 1 the queries, which see row 0 only through
+# the memory layers: first with that positive context alone (d = 1, as the paper starts), then with 7 other
+# documents' rows beside it in memory (negatives: the key match must be exact, not "a value in memory")
+as_longllama fot32_init c65
+train fot32_d1 dict_65.jsonl 32 "${STEPS_D1:-1500}" 32 "$W/fot32_init" --fot "1/2(0,0),1/2(1,0)"
 if [ "$SCALE" = small ]; then
-    # FoT, local context 32: row 0 of a document holds the definitions, row 1 the queries, which see row 0 only
-    # through the memory layer: first with that positive context alone (d = 1, as the paper starts), then with 7
-    # other documents' rows beside it in memory (negatives: the key match must be exact, not "a value in memory")
-    as_longllama fot32_init c65
-    train fot32_d1 dict_65.jsonl 32 "${STEPS_D1:-1500}" 32 "$W/fot32_init" --fot "1/2(0,0),1/2(1,0)"
     train fot32 dict_65.jsonl 32 "${STEPS_NEG:-1500}" 32 "$W/fot32_d1" --fot "1/2(0,7),1/2(1,7)"
+    with_window fot32_eval fot32 32
     with_window base64 c65 64
-    FOT=fot32 BASE=base64 LOCAL=32 WINDOW=64
+    FOT=fot32_eval BASE=base64 LOCAL=32 WINDOW=64
 else
+    # the baseline: the plain curriculum up to 512 tokens of context
     train c129 dict_129.jsonl 128 "${STEPS_C129:-1000}" 16 "$W/c65"
     train c257 dict_257.jsonl 256 "${STEPS_C257:-3000}" 8 "$W/c129"
-    train base dict_513.jsonl 512 "${STEPS_BASE:-3000}" 8 "$W/c257" # the baseline: plain, 512 tokens of context
-    as_longllama fot_init c257
-    train fot_d1 dict_513.jsonl 256 "${STEPS_D1:-3000}" 8 "$W/fot_init" --fot "1/2(0,0),1/2(1,0)"
-    train fot dict_513.jsonl 256 "${STEPS_NEG:-1000}" 8 "$W/fot_d1" --fot "1/2(0,3),1/2(1,3)"
+    train base dict_513.jsonl 512 "${STEPS_BASE:-3000}" 8 "$W/c257"
+    # FoT grows its local context with the documents, 64 -> 128 -> 256, the answer always through memory
+    train fot64 dict_129.jsonl 64 "${STEPS_F64:-1500}" 16 "$W/fot32_d1" --fot "1/2(0,0),1/2(1,0)"
+    train fot128 dict_257.jsonl 128 "${STEPS_F128:-1500}" 8 "$W/fot64" --fot "1/2(0,3),1/2(1,3)"
+    train fot dict_513.jsonl 256 "${STEPS_F256:-3000}" 8 "$W/fot128" --fot "1/2(0,3),1/2(1,3)"
     FOT=fot BASE=base LOCAL=256 WINDOW=512
 fi
 
@@ -107,9 +118,9 @@ ev() { # NAME MODEL extra args...
         --query-tokens $((LOCAL - 2)) --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" \
         > "$W/results/$name.jsonl"
 }
-ev fot_dense "$FOT" --mem-knn 0 --last-context-length "$LOCAL"
-ev fot_knn32_flat "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index flat --last-context-length "$LOCAL"
-ev fot_knn32_ivfgrow "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index ivf-grow --last-context-length "$LOCAL"
+ev fot_dense "$FOT" --mem-knn 0
+ev fot_knn32_flat "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index flat
+ev fot_knn32_ivfgrow "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index ivf-grow
 ev baseline "$BASE"
 R=("$W"/results/${SCALE}_{fot_dense,fot_knn32_flat,fot_knn32_ivfgrow,baseline}.jsonl)
 "$SRC/scripts/plot_eval.py" "${R[@]}" -o "$W/results/$SCALE.png" \
