@@ -91,7 +91,7 @@ def main():
         plot_forgetting(ax, runs)
     elif task == "dict-lookup":
         plot_by_length(ax, runs, "accuracy_min", "accuracy_max")
-        ax.set_xlabel("document length (tokens of dictionary + 256 of queries)")
+        ax.set_xlabel("document length (tokens: the dictionary, then the queries)")
     elif task == "passkey":
         plot_by_length(ax, runs)
         ax.set_xlabel("prompt length (tokens)")
