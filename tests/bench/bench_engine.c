@@ -224,6 +224,9 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
 }
 
 int main(int argc, char **argv) {
+    /* measure what mnemo and mnemo-server run: idle OpenMP workers sleep (OMP_WAIT_POLICY=active opts out); with
+     * the spinning default a 2-thread decode beside other work fell from 46 to 6 tok/s */
+    mnemo_threads_prefer_passive(argv);
     int layers = 4, n_prompt = 512, n_decode = 32, threads = 0, vocab = 32000, json = 0;
     const char *dts = "both", *model_path = NULL, *shape_name = NULL;
     for (int i = 1; i < argc; i += 2) {
