@@ -152,5 +152,22 @@ with tempfile.TemporaryDirectory() as td:
                            capture_output=True, timeout=120)
         check(p.returncode != 0 and b"no 'mnemo eval --json' lines" in p.stderr, "plot of a file that is not results")
 
+        # the proof script end to end on 2-step stages (its figures are a benchmark's; this checks it still runs:
+        # data, every training stage, the evaluation copies, four result files, the table, the plot), then again:
+        # every stage is found done and nothing retrains
+        work = os.path.join(td, "proof")
+        env = dict(os.environ, BUILD=os.path.dirname(BIN), DOCS="40", SAMPLES="1", LENGTHS="65,256",
+                   STEPS_C65="2", STEPS_D1="2", STEPS_NEG="2", STEPS_257="2", STEPS_513="2", STEPS_LAST="2")
+        script = os.path.join(SRC, "tests", "bench", "proof_dict_lookup.sh")
+        p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
+        table = [l for l in p.stdout.decode().splitlines() if l.startswith("small_")]
+        check(p.returncode == 0 and len(table) == 4 and all(" 65 " in l and " 256 " in l for l in table)
+              and os.path.exists(os.path.join(work, "results", "small.png")),
+              f"proof_dict_lookup.sh: {p.returncode} {table} {p.stderr.decode()[-400:]}")
+        p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
+        check(p.returncode == 0 and b'"step"' not in p.stdout and len(
+            [l for l in p.stdout.decode().splitlines() if l.startswith("small_")]) == 4,
+              f"proof_dict_lookup.sh again: nothing retrains ({p.returncode})")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
