@@ -275,7 +275,9 @@ def test_worker_sigkill_resumes(reference, long_reference):
     assert any("resuming from the last checkpoint" in e.message for e in events)
     steps = [e.data["step"] for e in events if e.type == "metrics"]
     assert min(steps) == 1 and steps.count(1) == 1, "resumed at a checkpoint, not from step 0"
-    assert max(steps) == 3000 and len(steps) < 3000 + 100, "steps after the last checkpoint are redone, no more"
+    # at most one checkpoint interval (100) is redone: all 100 when the kill lands while the checkpoint after a
+    # step's metrics is being written (seen on a loaded machine)
+    assert max(steps) == 3000 and len(steps) <= 3000 + 100, "steps after the last checkpoint are redone, no more"
     assert adapter_bytes(tmp, j.id) == long_reference
 
 
