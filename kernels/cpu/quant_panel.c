@@ -87,17 +87,23 @@ QP_F32 QP_INLINE void block_f32(const char *row, int64_t b, kern_dtype dt, __m51
     }
 }
 
+/* rows[i] = weight row j + i (rows of rb bytes), NULL past n; returns how many exist. */
+static inline int panel_rows(const char *rows[16], const void *w, size_t rb, int64_t j, int64_t n) {
+    int live = 0;
+    for (int i = 0; i < 16; i++) {
+        rows[i] = j + i < n ? (const char *)w + (size_t)(j + i) * rb : NULL;
+        live += rows[i] != NULL;
+    }
+    return live;
+}
+
 QP_BF16 void kq_panel_bf16(uint32_t *b, int nr, const void *w, kern_dtype dt, int64_t n, int64_t k, int64_t j0,
                            int64_t p0, int64_t kcp) {
     size_t rb = kern_dtype_bytes(dt, k);
     int64_t blocks = kcp / 16, b0 = p0 / 16; /* 16 pairs per 32-block */
     for (int c0 = 0; c0 < nr; c0 += 16) {
         const char *rows[16];
-        int live = 0;
-        for (int i = 0; i < 16; i++) {
-            rows[i] = j0 + c0 + i < n ? (const char *)w + (size_t)(j0 + c0 + i) * rb : NULL;
-            live += rows[i] != NULL;
-        }
+        int live = panel_rows(rows, w, rb, j0 + c0, n);
         for (int64_t q = 0; q < blocks; q++) {
             __m512i r[16];
             for (int i = 0; i < 16; i++) {
@@ -122,11 +128,7 @@ QP_F32 void kq_panel_f32(float *b, int nr, const void *w, kern_dtype dt, int64_t
     int64_t blocks = kc / KERN_QBLOCK, b0 = i0 / KERN_QBLOCK;
     for (int c0 = 0; c0 < nr; c0 += 16) {
         const char *rows[16];
-        int live = 0;
-        for (int i = 0; i < 16; i++) {
-            rows[i] = j0 + c0 + i < n ? (const char *)w + (size_t)(j0 + c0 + i) * rb : NULL;
-            live += rows[i] != NULL;
-        }
+        int live = panel_rows(rows, w, rb, j0 + c0, n);
         for (int64_t q = 0; q < blocks; q++) {
             __m512i lo[16], hi[16];
             for (int i = 0; i < 16; i++) {
