@@ -12,9 +12,11 @@
  *     O(m*n*k) flops) so activations keep full fp32 precision.
  * Decode keeps exact widening: it is bandwidth-bound, so rounding the activations would buy nothing.
  *
- * Backward twins (training), both one OpenBLAS sgemm per call (training batches have many rows):
- *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened panel by panel as above
- *                      (each panel of rows j0.. of w multiplies the matching columns of dy, accumulating into dx).
+ * Backward twins (training), one GEMM per call (training batches have many rows): on an AVX-512 CPU mnemo's fp32
+ * tiles with the operands read k-major (kern_cpu_gemm_f32_strided), else OpenBLAS sgemm:
+ *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened as the tiles pack them (for
+ *                      sgemm, and q8_0/q4_0 always, panel by panel: each panel of rows j0.. of w multiplies the
+ *                      matching columns of dy, accumulating into dx).
  *   matmul_backward_w  dw[n,k] += dy[m,n]^T . x[m,k], fp32 (the master weights' or an adapter's gradient).
  */
 #include <cblas.h>
@@ -295,6 +297,9 @@ int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const v
     if (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt)) return KERN_ESHAPE; /* dequantized panel by panel */
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
+    /* dx[m,k] = dy[m,n] . W[n,k]: W is B^T, k-major; 16-bit weights widened as the tiles pack them */
+    int rc = kern_cpu_gemm_f32_strided(kc, dx, dy, n, 0, w, wdt, k, m, k, n, beta);
+    if (rc != KERN_EUNSUPPORTED) return rc;
     if (wdt == KERN_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0f, dy, (int)n, w, (int)k,
                     beta, dx, (int)k);
@@ -318,6 +323,9 @@ int kern_cpu_matmul_backward_w(kern_ctx *kc, float *dw, const float *dy, const f
     if (m < 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
+    /* dW[n,k] += dy^T . x: A = dy^T (k-major: dy itself), B^T = x (k-major) */
+    int rc = kern_cpu_gemm_f32_strided(kc, dw, dy, n, 1, x, KERN_F32, k, n, k, m, 1.0f);
+    if (rc != KERN_EUNSUPPORTED) return rc;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)m, 1.0f, dy, (int)n, x, (int)k, 1.0f, dw,
                 (int)k);
     return KERN_OK;
