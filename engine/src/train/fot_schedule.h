@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FOT_MAX_K 64 /* rows per document */
+#define FOT_MAX_K 256 /* rows per document (long documents in short rows: 4096 tokens in rows of 16) */
 
 typedef struct {
     int32_t K;                   /* rows (contexts) per document */
