@@ -5,10 +5,12 @@
  *   full fine-tuning   bf16 weights widened to fp32 master copies (on the device: from the uploaded weights)
  *   LoRA               r 4 on every projection (q,k,v,o,gate,up,down), fp32 weights, SGD with momentum + decay
  *   LoRA+              r 4 on q,v plus embeddings and norms, gradient accumulation 2
- * and passes when every step's loss and pre-clip gradient norm agree within 1e-5 relative, and every tensor the
- * run writes (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) within 1e-5 of the CPU's,
- * relative to the tensor's largest value. Both sides compute in fp32 (the CUDA GEMMs at fp32 accuracy: SPLIT mode);
- * they differ by summation order only, ~1e-7 expected. Then resume on the device: a LoRA run stopped after step 2
+ * and passes when every step's loss and pre-clip gradient norm agree within 1e-5 relative (~4e-7 seen), and every
+ * tensor the run writes (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the
+ * CPU's, relative to the tensor's largest value, within 1e-5 after SGD (~3e-6 seen) and 1e-4 after AdamW (~2e-5 seen:
+ * AdamW divides each gradient by its own running RMS, so an element with a tiny gradient - most of a LoRA B right
+ * after its zero init - still takes a full lr-sized step, and its last bits of rounding move that step). Both sides
+ * compute in fp32 (the CUDA GEMMs at fp32 accuracy: SPLIT mode) and differ by summation order only. Then resume on the device: a LoRA run stopped after step 2
  * (its checkpoint written there) and resumed gives the uninterrupted device run's losses and adapter bit for bit
  * (the device kernels are deterministic: no float atomics).
  *
@@ -29,7 +31,8 @@
 #include "test_util.h"
 
 #define STEPS 3
-#define TOL 1e-5
+#define TOL 1e-5        /* losses and gradient norms; tensors after SGD */
+#define TOL_ADAMW 1e-4  /* tensors after AdamW */
 
 static char tmp_root[256];
 
@@ -162,12 +165,12 @@ static void check_case(const train_case *c, const char *data, bool device) {
         CHECK(dl <= TOL && dn <= TOL, "%s step %d: loss %.7f on cuda, %.7f on the CPU; grad norm %.6f vs %.6f", c->name,
               s + 1, dev.loss[s], cpu.loss[s], dev.norm[s], cpu.norm[s]);
     }
-    double wp = 0;
+    double wp = 0, tol = c->sgd ? TOL : TOL_ADAMW;
     size_t tensors = 0;
     for (int i = 0; outputs(c->method, i); i++) {
         size_t n = 0;
         double w = compare_file(out_dev, out_cpu, outputs(c->method, i), false, &n);
-        CHECK(w >= 0 && w <= TOL, "%s: %s from cuda differs from the CPU's (%.2e relative; -1: missing/mismatched)",
+        CHECK(w >= 0 && w <= tol, "%s: %s from cuda differs from the CPU's (%.2e relative; -1: missing/mismatched)",
               c->name, outputs(c->method, i), w);
         wp = fmax(wp, w < 0 ? INFINITY : w), tensors += n;
     }
