@@ -4,7 +4,8 @@
  * from the same settings (batch 2 x 8 tokens, 3 steps, AdamW with clipping at 1.0 and a warmup + cosine schedule):
  *   full fine-tuning   bf16 weights widened to fp32 master copies (on the device: from the uploaded weights)
  *   LoRA               r 4 on every projection (q,k,v,o,gate,up,down), fp32 weights, SGD with momentum + decay
- *   LoRA+              r 4 on q,v plus embeddings and norms, gradient accumulation 2
+ *   LoRA+              r 4 on q,v plus embeddings and norms, gradient accumulation 2, --recompute on the device
+ *   SMT                LoRA r 4 on q,v with sparse memory training (sampled memory tokens at their own positions)
  * and passes when every step's loss and pre-clip gradient norm agree within 1e-5 relative (~4e-7 seen), and every
  * tensor the run writes (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the
  * CPU's, relative to the tensor's largest value, within 1e-5 after SGD (~3e-6 seen) and 1e-4 after AdamW (~2e-5 seen:
@@ -41,7 +42,7 @@ typedef struct {
     mnemo_train_method method;
     const char *targets;
     int grad_accum;
-    bool sgd;
+    bool sgd, smt, recompute_device; /* recompute_device: gradient checkpointing on the device side only */
 } train_case;
 
 typedef struct {
@@ -55,6 +56,7 @@ static mnemo_train_params case_params(const train_case *c, const char *data, con
     p.schedule = MNEMO_LR_COSINE, p.warmup = 1, p.weight_decay = 0.01, p.grad_clip = 1.0, p.shuffle = false;
     p.lora_rank = 4, p.lora_alpha = 8, p.lora_targets = c->targets, p.seed = 3;
     if (c->sgd) p.optimizer = MNEMO_OPTIM_SGD, p.momentum = 0.9, p.lr = 0.05;
+    p.smt = c->smt; /* memory 4 x seq_len, 4 of it sampled per row, as the defaults say */
     return p;
 }
 
@@ -156,6 +158,7 @@ static void check_case(const train_case *c, const char *data, bool device) {
         return;
     }
     p.out_dir = out_dev;
+    p.recompute = c->recompute_device;
     st = train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &dev, err, sizeof err);
     CHECK(st == MNEMO_OK, "%s on cuda: %s", c->name, err);
     double wl = 0, wn = 0;
@@ -184,7 +187,7 @@ static void check_resume(const char *data) {
     snprintf(model, sizeof model, "%s/models/mha", test_fixtures());
     snprintf(straight, sizeof straight, "%s/resume_straight", tmp_root);
     snprintf(resumed, sizeof resumed, "%s/resume_stopped", tmp_root);
-    const train_case c = {"resume", "mha", MNEMO_TRAIN_LORA, "q,v", 1, false};
+    const train_case c = {"resume", "mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false};
     run_log want, got;
     memset(&want, 0, sizeof want), memset(&got, 0, sizeof got);
     mnemo_train_params p = case_params(&c, data, straight);
@@ -218,9 +221,10 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
     const train_case cases[] = {
-        {"full_bf16", "bf16", MNEMO_TRAIN_FULL, "q,v", 1, false},
-        {"lora_all", "mha", MNEMO_TRAIN_LORA, "all", 1, true},
-        {"lora_plus", "mha", MNEMO_TRAIN_LORA_PLUS, "q,v", 2, false},
+        {"full_bf16", "bf16", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false},
+        {"lora_all", "mha", MNEMO_TRAIN_LORA, "all", 1, true, false, false},
+        {"lora_plus", "mha", MNEMO_TRAIN_LORA_PLUS, "q,v", 2, false, false, true},
+        {"smt_lora", "mha", MNEMO_TRAIN_LORA, "q,v", 1, false, true, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], data, run_cuda);
     if (run_cuda) check_resume(data);

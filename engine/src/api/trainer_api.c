@@ -407,7 +407,9 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (t->p.smt) /* text: every SMT row counts its whole target part, so micro-batches weigh the same */
         for (int32_t g = 0; g < G; g++) per[g] = 1;
     for (int32_t g = 0; g < G; g++) counted += per[g];
-    trainable_zero_grads(&t->tr);
+    if (trainable_zero_grads(&t->tr, t->kc) != KERN_OK)
+        return tfail(t, MNEMO_ERR_BACKEND, "step %lld: clearing the gradients on %s failed", (long long)t->step + 1,
+                     t->model->be->name);
     double loss = 0;
     char err[MNEMO_ERRLEN];
     if (t->uio && uio_run_rows(t->uio, t->model, t->rows, t->masks, rows, L, t->step, &loss, err, sizeof err))

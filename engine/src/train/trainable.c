@@ -169,10 +169,12 @@ void trainable_free(trainable *t) {
     memset(t, 0, sizeof *t);
 }
 
-void trainable_zero_grads(trainable *t) {
-    for (size_t i = 0; i < t->count; i++)
-        if (t->be) t->be->mem_set(NULL, t->items[i].g, 0, t->items[i].n * sizeof(float));
+int trainable_zero_grads(trainable *t, kern_ctx *kc) {
+    int rc = KERN_OK;
+    for (size_t i = 0; i < t->count && rc == KERN_OK; i++)
+        if (t->be) rc = t->be->mem_set(kc, t->items[i].g, 0, t->items[i].n * sizeof(float));
         else memset(t->items[i].g, 0, t->items[i].n * sizeof(float));
+    return rc == KERN_OK && t->be ? t->be->sync(kc) : rc; /* the step's kernels run on another context's stream */
 }
 
 size_t trainable_floats(const trainable *t) {

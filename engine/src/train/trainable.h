@@ -44,7 +44,8 @@ typedef struct {
  * else). LoRA: from p->init_adapter, or A drawn uniformly in +-1/sqrt(in) from p->seed and B = 0. 0, or -1. */
 int trainable_init(trainable *t, mnemo_model *m, const mnemo_train_params *p, char *err, size_t errlen);
 void trainable_free(trainable *t);
-void trainable_zero_grads(trainable *t);
+/* Every gradient to 0, on kc (device: queued, then waited for). KERN_OK or a code. */
+int trainable_zero_grads(trainable *t, kern_ctx *kc);
 /* Floats held: values (when owned), gradients. */
 size_t trainable_floats(const trainable *t);
 
