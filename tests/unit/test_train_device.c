@@ -6,6 +6,8 @@
  *   LoRA               r 4 on every projection (q,k,v,o,gate,up,down), fp32 weights, SGD with momentum + decay
  *   LoRA+              r 4 on q,v plus embeddings and norms, gradient accumulation 2, --recompute on the device
  *   SMT                LoRA r 4 on q,v with sparse memory training (sampled memory tokens at their own positions)
+ *   FoT                full fine-tuning of the FoT fixture LongLLaMA (tests/fixtures/fot/model), cross-batch: each
+ *                      memory-layer row also attends to other rows' contexts (4 contexts per document, 2 documents)
  * and passes when every step's loss and pre-clip gradient norm agree within 1e-5 relative (~4e-7 seen), and every
  * tensor the run writes (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the
  * CPU's, relative to the tensor's largest value, within 1e-5 after SGD (~3e-6 seen) and 1e-4 after AdamW (~2e-5 seen:
@@ -38,11 +40,12 @@
 static char tmp_root[256];
 
 typedef struct {
-    const char *name, *model; /* model: a directory under tests/fixtures/models */
+    const char *name, *model; /* model: a directory under tests/fixtures */
     mnemo_train_method method;
     const char *targets;
     int grad_accum;
     bool sgd, smt, recompute_device; /* recompute_device: gradient checkpointing on the device side only */
+    const char *fot;                  /* FoT cross-batch schedule (NULL: none) */
 } train_case;
 
 typedef struct {
@@ -57,6 +60,7 @@ static mnemo_train_params case_params(const train_case *c, const char *data, con
     p.lora_rank = 4, p.lora_alpha = 8, p.lora_targets = c->targets, p.seed = 3;
     if (c->sgd) p.optimizer = MNEMO_OPTIM_SGD, p.momentum = 0.9, p.lr = 0.05;
     p.smt = c->smt; /* memory 4 x seq_len, 4 of it sampled per row, as the defaults say */
+    p.fot_schedule = c->fot;
     return p;
 }
 
@@ -145,7 +149,7 @@ static const char *outputs(mnemo_train_method m, int i) {
 
 static void check_case(const train_case *c, const char *data, bool device) {
     char model[4600], out_cpu[600], out_dev[600], err[1024];
-    snprintf(model, sizeof model, "%s/models/%s", test_fixtures(), c->model);
+    snprintf(model, sizeof model, "%s/%s", test_fixtures(), c->model);
     snprintf(out_cpu, sizeof out_cpu, "%s/%s_cpu", tmp_root, c->name);
     snprintf(out_dev, sizeof out_dev, "%s/%s_cuda", tmp_root, c->name);
     run_log cpu, dev;
@@ -187,7 +191,7 @@ static void check_resume(const char *data) {
     snprintf(model, sizeof model, "%s/models/mha", test_fixtures());
     snprintf(straight, sizeof straight, "%s/resume_straight", tmp_root);
     snprintf(resumed, sizeof resumed, "%s/resume_stopped", tmp_root);
-    const train_case c = {"resume", "mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false};
+    const train_case c = {"resume", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false, NULL};
     run_log want, got;
     memset(&want, 0, sizeof want), memset(&got, 0, sizeof got);
     mnemo_train_params p = case_params(&c, data, straight);
@@ -221,10 +225,11 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
     const train_case cases[] = {
-        {"full_bf16", "bf16", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false},
-        {"lora_all", "mha", MNEMO_TRAIN_LORA, "all", 1, true, false, false},
-        {"lora_plus", "mha", MNEMO_TRAIN_LORA_PLUS, "q,v", 2, false, false, true},
-        {"smt_lora", "mha", MNEMO_TRAIN_LORA, "q,v", 1, false, true, false},
+        {"full_bf16", "models/bf16", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false, NULL},
+        {"lora_all", "models/mha", MNEMO_TRAIN_LORA, "all", 1, true, false, false, NULL},
+        {"lora_plus", "models/mha", MNEMO_TRAIN_LORA_PLUS, "q,v", 2, false, false, true, NULL},
+        {"smt_lora", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, true, false, NULL},
+        {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false, "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], data, run_cuda);
     if (run_cuda) check_resume(data);

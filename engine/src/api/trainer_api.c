@@ -296,12 +296,10 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     mnemo_model_params mp = mparams ? *mparams : mnemo_model_default_params();
     /* auto stays on the CPU: it is the path checked against torch; the device runs when asked for (cuda) */
     if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU (--device cuda: the GPU)");
-    if (mp.device == MNEMO_DEVICE_CUDA && (t->p.method == MNEMO_TRAIN_UIO || t->fot_text || t->p.s2_attn)) {
+    if (mp.device == MNEMO_DEVICE_CUDA && (t->p.method == MNEMO_TRAIN_UIO || t->p.s2_attn)) {
         free(sp);
         return tfail(t, MNEMO_ERR_UNSUPPORTED, "%s trains on the CPU only so far (its host-side copies have no device "
-                     "path yet): use --device cpu", t->p.method == MNEMO_TRAIN_UIO ? "UIO"
-                                                        : t->fot_text            ? "FoT cross-batch training"
-                                                                                 : "S2-Attn");
+                     "path yet): use --device cpu", t->p.method == MNEMO_TRAIN_UIO ? "UIO" : "S2-Attn");
     }
     if (mp.device != MNEMO_DEVICE_CUDA) mp.device = MNEMO_DEVICE_CPU;
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
@@ -355,8 +353,8 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         (!(t->ws = model_train_ws_new(t->model, t->p.batch * K, t->p.seq_len, t->tr.lora.r, t->p.recompute, err,
                                       sizeof err)) ||
          (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)) ||
-         (t->fot_text && (!(t->fot_ws = fot_ws_new(&t->model->cfg, &t->fot, t->p.batch, t->p.seq_len, t->p.recompute,
-                                                   err, sizeof err)) ||
+         (t->fot_text && (!(t->fot_ws = fot_ws_new_on(t->model->be, &t->model->cfg, &t->fot, t->p.batch, t->p.seq_len,
+                                                      t->p.recompute, err, sizeof err)) ||
                           model_train_ws_set_fot(t->ws, t->fot_ws, err, sizeof err))))) {
         st = tfail(t, t->ws && !t->fot_text ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err); /* S2: a shape */
         goto out;

@@ -212,9 +212,9 @@ struct model_train_ws {
 int model_train_ws_set_fot(model_train_ws *w, fot_ws *f, char *err, size_t errlen) {
     if (f && fot_ws_rows(f) != w->B)
         return fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
-    if (f && !w->be->host_memory) /* its cross-row key/value gathers are host copies (fot_attention.c) */
-        return fail(err, errlen, "FoT cross-batch training runs on the CPU only so far (the model is on %s)",
-                    w->be->name);
+    if (f && fot_ws_backend(f) != train_mem_backend(w->be))
+        return fail(err, errlen, "FoT buffers in %s memory for a workspace on %s (fot_ws_new_on)",
+                    fot_ws_backend(f) ? fot_ws_backend(f)->name : "host", w->be->name);
     if (f && (w->s2 || w->pos_in)) /* FoT rows are whole contexts at 0..T-1 with full local attention */
         return fail(err, errlen, "FoT cross-batch training does not combine with %s",
                     w->s2 ? "S2-Attn" : "given positions (sparse memory training)");
@@ -377,7 +377,8 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], w->us));
     if (ADAPTED(T_V)) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], w->us));
     const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
-    if (fot) memcpy(fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float)); /* extra contexts: unrotated */
+    if (fot) /* extra contexts: unrotated */
+        TRY(be->mem_copy(kc, fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float), KERN_D2D));
     if (rot) TRY(be->rope(kc, A->q, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (rot) TRY(be->rope(kc, A->k, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (fot) TRY(fot_attention_forward(be, kc, w->fot, l, A->att, A->lse, A->q, A->k, A->v, hq, hkv, hd, scale));

@@ -13,7 +13,7 @@
  * memory (the backend's mem_alloc), a step uploads its ids, targets and positions in one copy and reads back only
  * the loss. The model's weights may be f32, f16 or bf16 (widened by the kernels). LongLLaMA layouts too: memory
  * layers attend locally (their keys unrotated when mem_positionals is false), or cross-batch with a FoT workspace
- * (host backends only, as S2-Attn).
+ * (fot_ws_new_on the same backend). S2-Attn runs on host backends only.
  */
 #ifndef MNEMO_MODEL_GRAD_H
 #define MNEMO_MODEL_GRAD_H
