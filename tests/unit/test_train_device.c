@@ -15,7 +15,9 @@
  * after its zero init - still takes a full lr-sized step, and its last bits of rounding move that step). Both sides
  * compute in fp32 (the CUDA GEMMs at fp32 accuracy: SPLIT mode) and differ by summation order only. Then resume on the device: a LoRA run stopped after step 2
  * (its checkpoint written there) and resumed gives the uninterrupted device run's losses and adapter bit for bit
- * (the device kernels are deterministic: no float atomics).
+ * (the device kernels are deterministic: no float atomics); and across backends: stopped on the CPU after step 2,
+ * resumed on the device (the checkpoint's tensors and moments uploaded), it ends as the CPU's uninterrupted run does
+ * (step 3's loss within 1e-5, the adapter within 1e-4).
  *
  * Devices as in test_reference_models: the CPU half always runs (the reference, and alone it checks the runs
  * complete); the device half when a usable CUDA backend is present, or when MNEMO_TEST_DEVICE=cuda asks for it (then
@@ -209,6 +211,22 @@ static void check_resume(const char *data) {
     CHECK(compare_file(resumed, straight, "train_state.mnemo", true, &n) == 0,
           "device resume: the final train_state.mnemo differs from the uninterrupted run's");
     printf("resume     cuda: stopped after step 2 and resumed = uninterrupted (losses, adapter, state bit for bit)\n");
+    /* across backends: the CPU's checkpoint after step 2 resumed on the device */
+    char cpu_straight[600], moved[600];
+    snprintf(cpu_straight, sizeof cpu_straight, "%s/resume_cpu_straight", tmp_root);
+    snprintf(moved, sizeof moved, "%s/resume_cpu_to_cuda", tmp_root);
+    p = case_params(&c, data, cpu_straight);
+    CHECK(train(model, &p, MNEMO_DEVICE_CPU, STEPS, &want, err, sizeof err) == MNEMO_OK, "CPU straight: %s", err);
+    p.out_dir = moved;
+    CHECK(train(model, &p, MNEMO_DEVICE_CPU, 2, &got, err, sizeof err) == MNEMO_OK, "CPU stopped: %s", err);
+    p.resume = true;
+    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &got, err, sizeof err) == MNEMO_OK, "resumed on cuda: %s", err);
+    double dl = fabs(got.loss[STEPS - 1] - want.loss[STEPS - 1]) / want.loss[STEPS - 1];
+    double dp = compare_file(moved, cpu_straight, "adapter_model.safetensors", false, &n);
+    CHECK(dl <= TOL && dp >= 0 && dp <= TOL_ADAMW, "CPU checkpoint resumed on cuda: step %d loss %.7f (CPU %.7f), "
+          "adapter %.2e relative", STEPS, got.loss[STEPS - 1], want.loss[STEPS - 1], dp);
+    printf("resume     cpu -> cuda: step %d loss %.2e relative, adapter %.2e relative to the CPU's straight run\n",
+           STEPS, dl, dp);
 }
 
 int main(void) {
