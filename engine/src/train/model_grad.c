@@ -149,6 +149,12 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
     }
     if (is_tied) w->lm_head = w->tok_embd; /* one tensor, as before */
     free(refs);
+    bool all = rc == 0;
+    for (size_t i = 0; i < k; i++) all = all && p->p[i].g;
+    if (all && m->dev_weights) { /* every weight now reads its fp32 copy: the uploaded ones are dead weight */
+        m->be->mem_free(m->dev_weights);
+        m->dev_weights = NULL;
+    }
     if (rc) { /* the model's weights may point at p's buffers now: leave them bound; the caller frees both */
         return fail(err, errlen, "out of memory (or a %s copy failed) making fp32 copies of the weights", m->be->name);
     }

@@ -48,7 +48,9 @@ param_grad *model_grads_find(model_grads *g, const char *name);
 
 /* Full fine-tuning: p receives an fp32 copy of every parameter (names and sizes as model_grads_init; bf16/f16
  * widened once) and the model's forward is pointed at those copies, so updating p updates the model. The model
- * must not be decoding in another thread meanwhile; p must outlive every use of the model. 0, or -1. */
+ * must not be decoding in another thread meanwhile; p must outlive every use of the model. On a device backend the
+ * copies are made from the uploaded weights, which are freed once every weight has its copy (full fine-tuning). 0,
+ * or -1. */
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen);
 /* The same for the groups in train only; the other weights stay as loaded (p's entries NULL). */
 int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, char *err, size_t errlen);
