@@ -8,16 +8,18 @@
  *   SMT                LoRA r 4 on q,v with sparse memory training (sampled memory tokens at their own positions)
  *   FoT                full fine-tuning of the FoT fixture LongLLaMA (tests/fixtures/fot/model), cross-batch: each
  *                      memory-layer row also attends to other rows' contexts (4 contexts per document, 2 documents)
- * and passes when every step's loss and pre-clip gradient norm agree within 1e-5 relative (~4e-7 seen), and every
- * tensor the run writes (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the
- * CPU's, relative to the tensor's largest value, within 1e-5 after SGD (~3e-6 seen) and 1e-4 after AdamW (~2e-5 seen:
- * AdamW divides each gradient by its own running RMS, so an element with a tiny gradient - most of a LoRA B right
- * after its zero init - still takes a full lr-sized step, and its last bits of rounding move that step). Both sides
- * compute in fp32 (the CUDA GEMMs at fp32 accuracy: SPLIT mode) and differ by summation order only. Then resume on the device: a LoRA run stopped after step 2
- * (its checkpoint written there) and resumed gives the uninterrupted device run's losses and adapter bit for bit
- * (the device kernels are deterministic: no float atomics); and across backends: stopped on the CPU after step 2,
- * resumed on the device (the checkpoint's tensors and moments uploaded), it ends as the CPU's uninterrupted run does
- * (step 3's loss within 1e-5, the adapter within 1e-4).
+ * and passes when every step's loss and pre-clip gradient norm, and the loss mnemo_trainer_evaluate gives after the
+ * run (not for SMT and FoT), agree within 1e-5 relative (~4e-7 seen), and every tensor the run writes
+ * (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the CPU's, relative to the
+ * tensor's largest value, within 1e-5 after SGD (~3e-6 seen) and 1e-4 after AdamW (~4e-5 seen: AdamW divides each
+ * gradient by its own running RMS, so an element with a tiny gradient - most of a LoRA B right after its zero init -
+ * still takes a full lr-sized step, and its last bits of rounding move that step). Both sides compute in fp32 (the
+ * CUDA GEMMs at fp32 accuracy: SPLIT mode) and differ by summation order only.
+ * Then resume: a LoRA run on the device stopped after step 2 (its checkpoint written there) and resumed gives the
+ * uninterrupted device run's losses, adapter and state file bit for bit (the device kernels are deterministic: no
+ * float atomics); and across backends: stopped on the CPU after step 2 and resumed on the device (the checkpoint's
+ * tensors and moments uploaded), it ends as the CPU's uninterrupted run does (step 3's loss within 1e-5, the adapter
+ * within 1e-4).
  *
  * Devices as in test_reference_models: the CPU half always runs (the reference, and alone it checks the runs
  * complete); the device half when a usable CUDA backend is present, or when MNEMO_TEST_DEVICE=cuda asks for it (then
@@ -39,7 +41,7 @@
 #define TOL 1e-5        /* losses and gradient norms; tensors after SGD */
 #define TOL_ADAMW 1e-4  /* tensors after AdamW */
 
-static char tmp_root[256];
+static char tmp_root[256], eval_text[600]; /* eval_text: a few windows of the training text (the emulator is slow) */
 
 typedef struct {
     const char *name, *model; /* model: a directory under tests/fixtures */
@@ -52,6 +54,7 @@ typedef struct {
 
 typedef struct {
     double loss[STEPS], norm[STEPS];
+    double eval; /* mnemo_trainer_evaluate over eval_text after the last step (SMT and FoT: not run) */
 } run_log;
 
 static mnemo_train_params case_params(const train_case *c, const char *data, const char *out) {
@@ -86,6 +89,7 @@ static mnemo_status train(const char *model, const mnemo_train_params *p, mnemo_
         if (log) log->loss[pr.step - 1] = pr.loss, log->norm[pr.step - 1] = pr.grad_norm;
     }
     if (st == MNEMO_OK) st = mnemo_trainer_save(t);
+    if (st == MNEMO_OK && log && !p->smt && !p->fot_schedule) st = mnemo_trainer_evaluate(t, eval_text, &log->eval, NULL);
     snprintf(err, errlen, "%s", mnemo_trainer_error(t));
     mnemo_trainer_free(t);
     return st;
@@ -133,7 +137,8 @@ static double compare_file(const char *dir_a, const char *dir_b, const char *fil
             }
             const float *u = x->data, *v = y->data;
             double top = 1e-30, diff = 0;
-            for (size_t k = 0; k < y->nbytes / 4; k++) top = fmax(top, fabs(v[k])), diff = fmax(diff, fabs(u[k] - v[k]));
+            for (size_t k = 0; k < y->nbytes / 4; k++)
+                top = fmax(top, fabs(v[k])), diff = fmax(diff, fabs(u[k] - v[k]));
             worst = fmax(worst, diff / top);
             ++*tensors;
         }
@@ -169,11 +174,15 @@ static void check_case(const train_case *c, const char *data, bool device) {
     CHECK(st == MNEMO_OK, "%s on cuda: %s", c->name, err);
     double wl = 0, wn = 0;
     for (int s = 0; s < STEPS; s++) {
-        double dl = fabs(dev.loss[s] - cpu.loss[s]) / fabs(cpu.loss[s]), dn = fabs(dev.norm[s] - cpu.norm[s]) / cpu.norm[s];
+        double dl = fabs(dev.loss[s] - cpu.loss[s]) / fabs(cpu.loss[s]);
+        double dn = fabs(dev.norm[s] - cpu.norm[s]) / cpu.norm[s];
         wl = fmax(wl, isnan(dl) ? INFINITY : dl), wn = fmax(wn, isnan(dn) ? INFINITY : dn);
         CHECK(dl <= TOL && dn <= TOL, "%s step %d: loss %.7f on cuda, %.7f on the CPU; grad norm %.6f vs %.6f", c->name,
               s + 1, dev.loss[s], cpu.loss[s], dev.norm[s], cpu.norm[s]);
     }
+    if (!c->smt && !c->fot)
+        CHECK(fabs(dev.eval - cpu.eval) <= TOL * cpu.eval, "%s: evaluation loss %.7f on cuda, %.7f on the CPU", c->name,
+              dev.eval, cpu.eval);
     double wp = 0, tol = c->sgd ? TOL : TOL_ADAMW;
     size_t tensors = 0;
     for (int i = 0; outputs(c->method, i); i++) {
@@ -183,8 +192,10 @@ static void check_case(const train_case *c, const char *data, bool device) {
               c->name, outputs(c->method, i), w);
         wp = fmax(wp, w < 0 ? INFINITY : w), tensors += n;
     }
-    printf("%-10s cuda vs cpu, %d steps: worst relative loss %.2e, grad norm %.2e, %zu trained tensors %.2e\n",
-           c->name, STEPS, wl, wn, tensors, wp);
+    char ev[32] = "not run";
+    if (!c->smt && !c->fot) snprintf(ev, sizeof ev, "%.2e", fabs(dev.eval - cpu.eval) / cpu.eval);
+    printf("%-10s cuda vs cpu, %d steps: worst relative loss %.2e, grad norm %.2e, %zu trained tensors %.2e, "
+           "evaluation %s\n", c->name, STEPS, wl, wn, tensors, wp, ev);
 }
 
 /* LoRA on the device: stopped after step 2 (its checkpoint written then), resumed to the end = never stopped. */
@@ -242,12 +253,17 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/mnemo_test_train_device_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
+    snprintf(eval_text, sizeof eval_text, "%s/eval.txt", tmp_root);
+    FILE *fe = fopen(eval_text, "w");
+    CHECK(fe && fputs("First Citizen:\nBefore we proceed any further, hear me speak.\n", fe) >= 0 && !fclose(fe),
+          "cannot write %s", eval_text);
     const train_case cases[] = {
         {"full_bf16", "models/bf16", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false, NULL},
         {"lora_all", "models/mha", MNEMO_TRAIN_LORA, "all", 1, true, false, false, NULL},
         {"lora_plus", "models/mha", MNEMO_TRAIN_LORA_PLUS, "q,v", 2, false, false, true, NULL},
         {"smt_lora", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, true, false, NULL},
-        {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false, "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
+        {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false,
+         "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], data, run_cuda);
     if (run_cuda) check_resume(data);
