@@ -106,11 +106,10 @@ int optimizer_step(optimizer *o, trainable *t, const kern_backend *be, kern_ctx 
     return KERN_OK;
 }
 
-/* Every tensor of the checkpoint in order: value, then the optimizer's one or two moments. */
-static size_t ckpt_tensors(const optimizer *o, const trainable *t, size_t i, float *bufs[3], const char *tag[3]) {
+/* Tensor i's part of the checkpoint, in order: its value, then the optimizer's moments (NULL: not kept). */
+static void ckpt_tensors(const optimizer *o, const trainable *t, size_t i, float *bufs[3], const char *tag[3]) {
     bufs[0] = t->items[i].p, bufs[1] = o->m[i], bufs[2] = o->v[i];
     tag[0] = "p", tag[1] = o->kind == MNEMO_OPTIM_ADAMW ? "m" : "mom", tag[2] = "v";
-    return 3;
 }
 
 train_ckpt_buffer *optimizer_ckpt_buffers(const optimizer *o, const trainable *t, bool download, size_t *n) {
@@ -119,7 +118,8 @@ train_ckpt_buffer *optimizer_ckpt_buffers(const optimizer *o, const trainable *t
     for (size_t i = 0; b && i < t->count; i++) {
         float *bufs[3];
         const char *tag[3];
-        for (size_t j = 0, nt = ckpt_tensors(o, t, i, bufs, tag); j < nt; j++) {
+        ckpt_tensors(o, t, i, bufs, tag);
+        for (size_t j = 0; j < 3; j++) {
             if (!bufs[j]) continue;
             size_t len = strlen(t->items[i].name) + 8;
             char *name = malloc(len);
@@ -145,7 +145,8 @@ int optimizer_ckpt_upload(const optimizer *o, const trainable *t, const train_ck
     for (size_t i = 0; o->be && i < t->count; i++) {
         float *bufs[3];
         const char *tag[3];
-        for (size_t j = 0, nt = ckpt_tensors(o, t, i, bufs, tag); j < nt; j++) {
+        ckpt_tensors(o, t, i, bufs, tag);
+        for (size_t j = 0; j < 3; j++) {
             if (!bufs[j]) continue;
             if (k >= n || b[k].n != t->items[i].n || train_mem_upload(o->be, bufs[j], b[k].data, b[k].n)) return -1;
             k++;
