@@ -13,6 +13,9 @@
  * q8_0 / q4_0 weights (EXACT contexts' prefill, or FAST ones without AVX512_BF16) take the same tiles: their
  * panels are dequantized straight into this layout (quant_panel.c; exact: the same values as kern_dequantize_row),
  * K blocks then a whole number of 32-weight blocks.
+ * The training backward runs on the same tiles (kern_cpu_gemm_f32_strided): its operands come k-major (dx = dy . W
+ * reads W as B^T, dW += dy^T . x reads dy as A^T and x as B^T), which only changes how A is tiled and B packed
+ * (a row copy instead of a gather), measured 2026-11-25 against OpenBLAS's Haswell sgemm that ran it before.
  * Compiled for AVX-512F by function attributes and chosen at run time (kern_cpu_f32gemm_available); the caller
  * falls back to OpenBLAS elsewhere.
  */
@@ -51,16 +54,24 @@ void kern_cpu_f32gemm_allow(int on) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define F32GEMM __attribute__((target("avx512f")))
 
-/* x[m,k] -> a[t][i][r] = x[t*MR + r, i] (rows past m are 0). */
-static void tile_rows(float *a, const float *x, int64_t m, int64_t k, int threads) {
+/* A [m, k] -> a[t][i][r] = A[t*MR + r, i] (rows past m are 0). A is x row-major (row stride lda), or with a_kmajor
+ * stored k-major: A[r, i] = x[i * lda + r] (the backward's dy^T). */
+static void tile_rows(float *a, const float *x, int64_t lda, int a_kmajor, int64_t m, int64_t k, int threads) {
     int64_t tiles = (m + MR - 1) / MR;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t t = 0; t < tiles; t++) {
         float *at = a + t * k * MR;
+        int rows = m - t * MR < MR ? (int)(m - t * MR) : MR;
+        if (a_kmajor) {
+            for (int64_t i = 0; i < k; i++) {
+                const float *xi = x + i * lda + t * MR;
+                for (int r = 0; r < MR; r++) at[i * MR + r] = r < rows ? xi[r] : 0.f;
+            }
+            continue;
+        }
         for (int r = 0; r < MR; r++) {
-            int64_t row = t * MR + r;
-            const float *xr = x + row * k;
-            if (row >= m)
+            const float *xr = x + (t * MR + r) * lda;
+            if (r >= rows)
                 for (int64_t i = 0; i < k; i++) at[i * MR + r] = 0.f;
             else
                 for (int64_t i = 0; i < k; i++) at[i * MR + r] = xr[i];
@@ -76,6 +87,23 @@ static void pack_panel(float *b, const float *w, int64_t n, int64_t k, int64_t j
     for (int64_t i = 0; i < kc; i++) {
         float *bp = b + i * NR;
         for (int c = 0; c < cols; c++) bp[c] = w0[(int64_t)c * k + i];
+        for (int c = cols; c < NR; c++) bp[c] = 0.f;
+    }
+}
+
+/* The same panel from a B stored k-major, w[i * ldb + j] in f32, bf16 or f16 (the backward's weights and
+ * activations): row copies, 16-bit ones widened on the way. */
+static void pack_panel_kmajor(float *b, const void *w, kern_dtype wdt, int64_t ldb, int64_t n, int64_t j0, int64_t i0,
+                              int64_t kc) {
+    int cols = n - j0 < NR ? (int)(n - j0) : NR;
+    const size_t es = kern_dtype_size(wdt);
+    for (int64_t i = 0; i < kc; i++) {
+        float *bp = b + i * NR;
+        const char *src = (const char *)w + ((size_t)(i0 + i) * (size_t)ldb + (size_t)j0) * es;
+        if (wdt == KERN_F32)
+            memcpy(bp, src, (size_t)cols * sizeof(float));
+        else
+            kern_cpu_widen(bp, src, wdt, cols);
         for (int c = cols; c < NR; c++) bp[c] = 0.f;
     }
 }
@@ -119,10 +147,9 @@ F32GEMM static void panel_rows(const float *a, int64_t k, const float *b, int64_
 #undef TAIL
 }
 
-int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
-                      int64_t k, float beta) {
-    if (!kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt))) return KERN_EUNSUPPORTED;
-    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt))) return KERN_ESHAPE;
+/* The one GEMM behind both entry points: y[m,n] (+)= A . B^T, A [m,k] and B [n,k] as the flags say. */
+static int gemm_f32(kern_ctx *kc, float *y, const float *x, int64_t lda, int a_kmajor, const void *w, kern_dtype wdt,
+                    int64_t ldb, int b_kmajor, int64_t m, int64_t n, int64_t k, float beta) {
     const int quant = kern_dtype_is_quant(wdt);
     int threads = kc->n_threads;
     int64_t n_panels = (n + NR - 1) / NR;
@@ -130,7 +157,7 @@ int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, ker
     size_t a_pad = (a_floats + 15) & ~(size_t)15; /* scratch: x tiled, then one packed panel per thread */
     float *s = kern_cpu_scratch(kc, a_pad + b_floats * (size_t)threads);
     if (!s) return KERN_ENOMEM;
-    tile_rows(s, x, m, k, threads);
+    tile_rows(s, x, lda, a_kmajor, m, k, threads);
 #pragma omp parallel num_threads(threads)
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
@@ -146,6 +173,8 @@ int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, ker
                 uint64_t mask = cols == 64 ? ~0ull : ((1ull << cols) - 1);
                 if (quant)
                     kq_panel_f32(b, NR, w, wdt, n, k, j0, i0, kcs);
+                else if (b_kmajor)
+                    pack_panel_kmajor(b, w, wdt, ldb, n, j0, i0, kcs);
                 else
                     pack_panel(b, (const float *)w, n, k, j0, i0, kcs);
                 panel_rows(s + i0 * MR, k, b, kcs, y + j0, n, m, add, mask);
@@ -154,9 +183,29 @@ int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, ker
     }
     return KERN_OK;
 }
+
+int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
+                      int64_t k, float beta) {
+    if (!kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt))) return KERN_EUNSUPPORTED;
+    if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt))) return KERN_ESHAPE;
+    return gemm_f32(kc, y, x, k, 0, w, wdt, k, 0, m, n, k, beta);
+}
+
+int kern_cpu_gemm_f32_strided(kern_ctx *kc, float *y, const float *a, int64_t lda, int a_kmajor, const void *b,
+                              kern_dtype bdt, int64_t ldb, int64_t m, int64_t n, int64_t k, float beta) {
+    if (!kern_cpu_f32gemm_available() || (bdt != KERN_F32 && bdt != KERN_BF16 && bdt != KERN_F16))
+        return KERN_EUNSUPPORTED;
+    if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
+    return gemm_f32(kc, y, a, lda, a_kmajor, b, bdt, ldb, 1, m, n, k, beta);
+}
 #else
 int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
                       int64_t k, float beta) {
+    return KERN_EUNSUPPORTED;
+}
+
+int kern_cpu_gemm_f32_strided(kern_ctx *kc, float *y, const float *a, int64_t lda, int a_kmajor, const void *b,
+                              kern_dtype bdt, int64_t ldb, int64_t m, int64_t n, int64_t k, float beta) {
     return KERN_EUNSUPPORTED;
 }
 #endif

@@ -12,9 +12,11 @@
  *     O(m*n*k) flops) so activations keep full fp32 precision.
  * Decode keeps exact widening: it is bandwidth-bound, so rounding the activations would buy nothing.
  *
- * Backward twins (training), both one OpenBLAS sgemm per call (training batches have many rows):
- *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened panel by panel as above
- *                      (each panel of rows j0.. of w multiplies the matching columns of dy, accumulating into dx).
+ * Backward twins (training), one GEMM per call (training batches have many rows): on an AVX-512 CPU mnemo's fp32
+ * tiles with the operands read k-major (kern_cpu_gemm_f32_strided), else OpenBLAS sgemm:
+ *   matmul_backward_x  dx[m,k] = dy[m,n] . w[n,k] + beta*dx; bf16/f16 weights widened as the tiles pack them (for
+ *                      sgemm, and q8_0/q4_0 always, panel by panel: each panel of rows j0.. of w multiplies the
+ *                      matching columns of dy, accumulating into dx).
  *   matmul_backward_w  dw[n,k] += dy[m,n]^T . x[m,k], fp32 (the master weights' or an adapter's gradient).
  */
 #include <cblas.h>
@@ -42,6 +44,11 @@ static inline __m512 load16_tail(const void *w, kern_dtype dt, int64_t i, __mmas
     return _mm512_cvtph_ps(h);
 }
 #define BF16_PAIR 32 /* bf16 weights per load in gemv_row_bf16 */
+/* gemv_row_bf16 prefetches its row this far ahead: its seven uops per 64-byte line leave the out-of-order window
+ * too few lines in flight to reach the read bandwidth on hardware prefetch alone (one thread on the Zen 5 here,
+ * 2026-11-25: 78-84% of the read-only bound without, 85-89% at 1-2 KiB, 95-100% at 4 KiB, 86% at 16 KiB). f32 rows
+ * (two uops a line) and the q8_0 tiles gained nothing from it. */
+#define GEMV_PREFETCH 4096
 #elif defined(__AVX2__) && defined(__FMA__)
 static inline __m256 load8(const void *w, kern_dtype dt, int64_t i) {
     if (dt == KERN_F32) return _mm256_loadu_ps((const float *)w + i);
@@ -119,6 +126,10 @@ static float gemv_row_bf16(const float *xp, const float *x, const uint16_t *r, i
         o[u] = _mm512_fmadd_ps(wo, _mm512_loadu_ps(xp + i + (off) + 16), o[u]);                               \
     } while (0)
     for (; i + 128 <= k; i += 128) {
+        _mm_prefetch((const char *)(r + i) + GEMV_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)(r + i) + GEMV_PREFETCH + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(r + i) + GEMV_PREFETCH + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(r + i) + GEMV_PREFETCH + 192, _MM_HINT_T0);
         BF16_STEP(0, 0);
         BF16_STEP(1, 32);
         BF16_STEP(2, 64);
@@ -286,6 +297,9 @@ int kern_cpu_matmul_backward_x(kern_ctx *kc, float *dx, const float *dy, const v
     if (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt)) return KERN_ESHAPE; /* dequantized panel by panel */
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE; /* BLAS takes int */
     if (m == 0) return KERN_OK;
+    /* dx[m,k] = dy[m,n] . W[n,k]: W is B^T, k-major; 16-bit weights widened as the tiles pack them */
+    int rc = kern_cpu_gemm_f32_strided(kc, dx, dy, n, 0, w, wdt, k, m, k, n, beta);
+    if (rc != KERN_EUNSUPPORTED) return rc;
     if (wdt == KERN_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0f, dy, (int)n, w, (int)k,
                     beta, dx, (int)k);
@@ -309,6 +323,9 @@ int kern_cpu_matmul_backward_w(kern_ctx *kc, float *dw, const float *dy, const f
     if (m < 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return KERN_ESHAPE;
     if (m == 0) return KERN_OK;
+    /* dW[n,k] += dy^T . x: A = dy^T (k-major: dy itself), B^T = x (k-major) */
+    int rc = kern_cpu_gemm_f32_strided(kc, dw, dy, n, 1, x, KERN_F32, k, n, k, m, 1.0f);
+    if (rc != KERN_EUNSUPPORTED) return rc;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)m, 1.0f, dy, (int)n, x, (int)k, 1.0f, dw,
                 (int)k);
     return KERN_OK;

@@ -9,7 +9,8 @@
  *   int8 dot peak     independent vpdpbusd chains (AVX-512 VNNI: 64 byte products summed into 16 int32, counted
  *                     as 128 ops per instruction, like FLOPs), the q8_0/q4_0 prefill GEMM's instruction; 0
  *                     without VNNI
- * All threads run the loop at once (as the kernels do); the figure is the best of 5 runs of a few ms.
+ * All threads run the loop at once (as the kernels do); the figure is the best of 6 runs of a few ms (8, 12 and 16
+ * chains, twice each).
  * Header-only: each benchmark is one executable.
  */
 #ifndef MNEMO_BENCH_PEAK_H
@@ -21,66 +22,65 @@
 #include "bench_util.h"
 #include "kernels_cpu_paths.h"
 
-#define PEAK_CHAINS 16 /* independent accumulators: more than latency x throughput on current cores */
-#define PEAK_ITERS 400000 /* 6.4M instructions a thread: ~2-4 ms */
+#define PEAK_ITERS 200000 /* per chain count: ~1-2 ms a thread */
 
 static volatile float peak_sink;
 
-/* FLOPs one thread did in one run of the f32 loop; isa names the instruction used. */
-static double peak_f32_loop(float seed, const char **isa) {
-#if defined(__AVX512F__)
-    __m512 acc[PEAK_CHAINS], a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(seed * 1e-3f);
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_set1_ps(seed + (float)i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    for (int i = 1; i < PEAK_CHAINS; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-    peak_sink = _mm512_reduce_add_ps(acc[0]);
-    *isa = "AVX-512 FMA";
-    return 2.0 * 16 * PEAK_CHAINS * PEAK_ITERS;
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc[PEAK_CHAINS], a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(seed * 1e-3f);
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm256_set1_ps(seed + (float)i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-    float out[8];
-    for (int i = 1; i < PEAK_CHAINS; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
-    _mm256_storeu_ps(out, acc[0]);
-    peak_sink = out[0];
-    *isa = "AVX2 FMA";
-    return 2.0 * 8 * PEAK_CHAINS * PEAK_ITERS;
-#else
-    float acc[PEAK_CHAINS];
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = seed + (float)i;
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = acc[i] * 0.999f + seed;
-    peak_sink = acc[0];
-    *isa = "scalar";
-    return 2.0 * PEAK_CHAINS * PEAK_ITERS;
-#endif
-}
+/* One loop per (instruction, number of independent accumulator chains), all in registers (unrolled). How many
+ * chains reach the peak depends on the core and on how the compiler schedules them, not only on latency x
+ * throughput: on the Zen 5 EPYC here (-O3 -march=native, one thread, 2026-11-25) vpdpbusd gave 1000 GOPS with 8
+ * chains, 1071 with 12 and 570 with 16; vdpbf16ps 361 / 497 / 540 GFLOP/s — and the 16-chain loop alone read the
+ * q8_0 GEMM as 109% of "the peak". So every loop runs at 8, 12 and 16 chains and the best counts. OP(acc) is one
+ * instruction on accumulator acc; FLOPS the operations it counts. */
+#define PEAK_LOOP(fn, flags, vec, init, OP, FLOPS, fold)                                                       \
+    __attribute__((target(flags), unused)) static double fn(float seed, int chains) {                              \
+        vec acc[16];                                                                                          \
+        for (int i = 0; i < 16; i++) acc[i] = init;                                                           \
+        if (chains == 8)                                                                                      \
+            for (int it = 0; it < PEAK_ITERS; it++) _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) OP;   \
+        else if (chains == 12)                                                                                \
+            for (int it = 0; it < PEAK_ITERS; it++) _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) OP; \
+        else                                                                                                  \
+            for (int it = 0; it < PEAK_ITERS; it++) _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) OP; \
+        _Pragma("GCC unroll 16") for (int i = 1; i < 16; i++) fold;                                          \
+        return (double)(FLOPS) * chains * PEAK_ITERS;                                                         \
+    }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static double peak_bf16_loop(float seed) {
-    __m512 acc[PEAK_CHAINS];
-    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f7f3f7f), b = (__m512bh)_mm512_set1_epi32(0x3a833a83);
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_set1_ps(seed + (float)i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    for (int i = 1; i < PEAK_CHAINS; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-    peak_sink = _mm512_reduce_add_ps(acc[0]);
-    return 64.0 * PEAK_CHAINS * PEAK_ITERS;
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double peak_vnni_loop(float seed) {
-    __m512i acc[PEAK_CHAINS], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8((char)-2);
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_set1_epi32((int)seed + i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-    for (int i = 1; i < PEAK_CHAINS; i++) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
-    peak_sink = (float)_mm512_reduce_add_epi32(acc[0]);
-    return 128.0 * PEAK_CHAINS * PEAK_ITERS;
-}
+PEAK_LOOP(peak_fma512, "avx512f", __m512, _mm512_set1_ps(seed + (float)i),
+          acc[i] = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(0.999f), _mm512_set1_ps(seed * 1e-3f)), 2 * 16,
+          (acc[0] = _mm512_add_ps(acc[0], acc[i]), peak_sink = _mm512_reduce_add_ps(acc[0])))
+PEAK_LOOP(peak_fma256, "avx2,fma", __m256, _mm256_set1_ps(seed + (float)i),
+          acc[i] = _mm256_fmadd_ps(acc[i], _mm256_set1_ps(0.999f), _mm256_set1_ps(seed * 1e-3f)), 2 * 8,
+          (acc[0] = _mm256_add_ps(acc[0], acc[i]), peak_sink = acc[0][0]))
+PEAK_LOOP(peak_bf16dot, "avx512f,avx512bw,avx512bf16", __m512, _mm512_set1_ps(seed + (float)i),
+          acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(0x3f7f3f7f),
+                                    (__m512bh)_mm512_set1_epi32(0x3a833a83)),
+          64, (acc[0] = _mm512_add_ps(acc[0], acc[i]), peak_sink = _mm512_reduce_add_ps(acc[0])))
+PEAK_LOOP(peak_vnni, "avx512f,avx512bw,avx512vnni", __m512i, _mm512_set1_epi32((int)seed + i),
+          acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_set1_epi8(3), _mm512_set1_epi8((char)-2)), 128,
+          (acc[0] = _mm512_add_epi32(acc[0], acc[i]), peak_sink = (float)_mm512_reduce_add_epi32(acc[0])))
 #endif
+
+/* FLOPs one thread did in one run of the f32 loop at `chains`; isa names the instruction used: zmm where the
+ * kernels were compiled for AVX-512, ymm for AVX2+FMA, scalar otherwise. */
+static double peak_f32_loop(float seed, int chains, const char **isa) {
+#if defined(__AVX512F__)
+    *isa = "AVX-512 FMA";
+    return peak_fma512(seed, chains);
+#elif defined(__AVX2__) && defined(__FMA__)
+    *isa = "AVX2 FMA";
+    return peak_fma256(seed, chains > 12 ? 12 : chains); /* 16 ymm registers */
+#else
+    float acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = seed + (float)i;
+    for (int it = 0; it < PEAK_ITERS; it++)
+        for (int i = 0; i < 8; i++) acc[i] = acc[i] * 0.999f + seed;
+    peak_sink = acc[0];
+    *isa = "scalar";
+    return 2.0 * 8 * PEAK_ITERS;
+#endif
+}
 
 /* FLOP/s of all threads running the loop at once, best of 5. bf16: 0 the f32 FMA loop, 1 the bf16 dot-product
  * loop, 2 the int8 dot-product loop (0 if unavailable). */
@@ -94,18 +94,19 @@ static double bench_peak(int threads, int bf16, const char **isa) {
     if (bf16) return 0;
 #endif
     double best = 0;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 6; r++) {
+        const int chains = r % 3 == 0 ? 8 : r % 3 == 1 ? 12 : 16; /* each count twice */
         double flops = 0, t = bench_now_s();
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
         {
             float seed = 1.f + (float)omp_get_thread_num();
             const char *nm = "?";
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-            if (bf16 == 2) flops += peak_vnni_loop(seed), nm = "AVX-512 VNNI vpdpbusd";
-            else if (bf16) flops += peak_bf16_loop(seed), nm = "AVX512_BF16 vdpbf16ps";
+            if (bf16 == 2) flops += peak_vnni(seed, chains), nm = "AVX-512 VNNI vpdpbusd";
+            else if (bf16) flops += peak_bf16dot(seed, chains), nm = "AVX512_BF16 vdpbf16ps";
             else
 #endif
-                flops += peak_f32_loop(seed, &nm);
+                flops += peak_f32_loop(seed, chains, &nm);
 #pragma omp master
             name = nm;
         }

@@ -12,7 +12,8 @@ The statement:
     out in the order written (K = least common denominator of the fractions). In a memory layer, row (g, j) sees,
     besides its own causal local context, the whole of: its P previous contexts (g, j-1) .. (g, j-P) (positives)
     and the N rows that come just before document g's first row in the batch, cyclically (negatives: contexts of
-    other documents).
+    other documents), and with a third number M ("F(P,N,M)") rows (h, j-1) .. (h, j-P) of the M documents
+    h = g-1 .. g-M, cyclically (the paper's §3.2 negatives: other documents' previous contexts).
   * Memory layers: queries and local keys RoPE-rotated at positions 0..T-1 (no RoPE at all when mem_positionals is
     false); keys of extra contexts are "encoded as if they were the first in the context" = RoPE position 0 =
     unrotated; local and extra scores go through ONE softmax; values of extra contexts are their rows' values.
@@ -29,19 +30,22 @@ import longllama_ref
 
 
 def parse_schedule(text):
-    """'1/4(0,0),1/4(1,1)' -> (K, [(P, N) for each row of a document])."""
+    """'1/4(0,0),1/4(1,1,2)' -> (K, [(P, N, M) for each row of a document]); M defaults to 0."""
     segs = []
     for part in text.replace(" ", "").split("),"):
         part = part.rstrip(")")
         frac, pn = part.split("(")
-        p, n = (int(x) for x in pn.split(","))
-        segs.append((Fraction(frac), p, n))
-    assert sum(f for f, _, _ in segs) == 1, text
-    K = math.lcm(*(f.denominator for f, _, _ in segs))
+        nums = [int(x) for x in pn.split(",")]
+        assert len(nums) in (2, 3), text
+        p, n, m = nums + [0] * (3 - len(nums))
+        assert m == 0 or p >= 1, text
+        segs.append((Fraction(frac), p, n, m))
+    assert sum(seg[0] for seg in segs) == 1, text
+    K = math.lcm(*(seg[0].denominator for seg in segs))
     rows = []
-    for f, p, n in segs:
-        rows += [(p, n)] * int(f * K)
-    for j, (p, _) in enumerate(rows):
+    for f, p, n, m in segs:
+        rows += [(p, n, m)] * int(f * K)
+    for j, (p, _, _) in enumerate(rows):
         assert p <= j, f"row {j} cannot have {p} previous contexts"
     return K, rows
 
@@ -51,7 +55,7 @@ def visibility(K, rows, D):
     R = D * K
     vis = torch.zeros(R, R, dtype=torch.bool)
     for g in range(D):
-        for j, (p, n) in enumerate(rows):
+        for j, (p, n, m) in enumerate(rows):
             r = g * K + j
             for i in range(1, p + 1):
                 vis[r, g * K + j - i] = True
@@ -59,6 +63,11 @@ def visibility(K, rows, D):
                 s = (g * K - i) % R
                 assert s // K != g, "a negative from the row's own document"
                 vis[r, s] = True
+            for o in range(1, m + 1):
+                h = (g - o) % D
+                assert h != g, "a mirrored negative from the row's own document"
+                for i in range(1, p + 1):
+                    vis[r, h * K + j - i] = True
     return vis
 
 

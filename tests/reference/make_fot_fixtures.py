@@ -48,6 +48,9 @@ CASES = [  # name, model, schedule, documents
     ("paper", "model", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)", 3),
     ("nopos", "model_nopos", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)", 3),
     ("lora", "model", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)", 3),
+    # mirrored negatives: rows 1-3 also see the documents before theirs at the same contexts; row 3's (3,2,1) lists
+    # row 2 of the previous document both as a tail negative and as a mirrored one: seen once
+    ("mirror", "model", "1/4(0,0),1/4(1,0,1),1/4(2,1,2),1/4(3,2,1)", 3),
 ]
 LORA_R, LORA_SCALE = 2, 2.0  # peft's r 2, lora_alpha 4
 

@@ -60,8 +60,23 @@ static void check_schedule_parse(void) {
     CHECK(fot_schedule_parse(&s, "1/2(0,0),1/4(1,0),1/4(1,1)", err, sizeof err) == 0 && s.K == 4 && s.pos[1] == 0 &&
           s.pos[2] == 1 && s.neg[3] == 1, "mixed fractions: %s", err);
     CHECK(fot_schedule_parse(&s, "1(0,0)", err, sizeof err) == 0 && s.K == 1, "1(0,0): %s", err);
+    /* mirrored negatives: row 3 of "(3,2,1)" sees rows 0-2 of its own document, the previous document's rows 3 and 2
+     * (tail) and its rows 0 and 1 (row 2 is listed once); 3 documents of 4 rows, row 7 = document 1, context 3 */
+    CHECK(fot_schedule_parse(&s, "1/4(0,0),1/4(1,0,1),1/4(2,1,2),1/4(3,2,1)", err, sizeof err) == 0 && s.mir[1] == 1 &&
+          s.mir[2] == 2 && s.mir[3] == 1 && s.mir[0] == 0, "mirrored: %s", err);
+    CHECK(fot_schedule_max_extra(&s) == 8, "mirrored max extra %d (row 3: 3 + 2 + 3)", fot_schedule_max_extra(&s));
+    n = fot_extra_rows(&s, 3, 7, ex);
+    CHECK(n == 7 && ex[0] == 4 && ex[1] == 5 && ex[2] == 6 && ex[3] == 3 && ex[4] == 2 && ex[5] == 0 && ex[6] == 1,
+          "row 7 sees %d rows (%d %d %d %d %d %d %d)", n, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], ex[6]);
+    n = fot_extra_rows(&s, 3, 2, ex); /* document 0 context 2: own rows 0, 1; tail row 11; documents 2, 1 at 0, 1 */
+    CHECK(n == 7 && ex[0] == 0 && ex[1] == 1 && ex[2] == 11 && ex[3] == 8 && ex[4] == 9 && ex[5] == 4 && ex[6] == 5,
+          "row 2 sees %d rows (%d %d %d %d %d %d %d)", n, ex[0], ex[1], ex[2], ex[3], ex[4], ex[5], ex[6]);
+    CHECK(fot_schedule_check_docs(&s, 2, err, sizeof err) == -1 && strstr(err, "--batch to 3") &&
+              fot_schedule_check_docs(&s, 3, err, sizeof err) == 0,
+          "two mirrored documents need 3 per micro-batch: %s", err);
     const char *bad[] = {"", "1/4(0,0)", "1/2(1,0),1/2(0,0)", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0),", "1/0(0,0)",
-                         "2/1(0,0)", "1/2(0,0),1/2(1,x)", "1/128(0,0)", "1(0,0) junk", "1(-1,0)", "1/3(0,0),2/3(1,1)x"};
+                         "2/1(0,0)", "1/2(0,0),1/2(1,x)", "1/128(0,0)", "1(0,0) junk", "1(-1,0)", "1/3(0,0),2/3(1,1)x", "1(0,0,1)", "1/2(0,0),1/2(1,0,1,2)",
+                         "1/2(0,0),1/2(1,0,)"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
         CHECK(fot_schedule_parse(&s, bad[i], err, sizeof err) == -1 && strstr(err, "FoT schedule"),
@@ -343,7 +358,7 @@ static void check_resume(void) {
 
 int main(void) {
     check_schedule_parse();
-    const char *cases[] = {"d0", "d1", "d2", "paper", "nopos"};
+    const char *cases[] = {"d0", "d1", "d2", "paper", "nopos", "mirror"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(cases[i]);
     check_lora_case();
     check_trainer_cut();

@@ -550,43 +550,52 @@ static double mm_loss(const void *pp) {
     return L;
 }
 
+static void check_matmul_backward(const kern_backend *be, kern_ctx *kc, int dt, int64_t m, int64_t n, int64_t k,
+                                  int beta, int f32_tiles) {
+    size_t mk = (size_t)(m * k), mn = (size_t)(m * n), nk = (size_t)(n * k);
+    float *x = rand_vec(mk, 1.f), *dy = rand_vec(mn, 1.f), *we = malloc(nk * sizeof(float));
+    void *w = make_weights((kern_dtype)dt, nk, we);
+    float *dx = guarded(mk), *dx0 = rand_vec(mk, 1.f), *dw = guarded(nk), *dw0 = rand_vec(nk, 1.f);
+    for (size_t i = 0; i < mk; i++) dx[i] = beta ? dx0[i] : NAN;
+    memcpy(dw, dw0, nk * sizeof(float));
+    int rc = be->matmul_backward_x(kc, dx, dy, w, (kern_dtype)dt, m, n, k, (float)beta);
+    int rc2 = be->matmul_backward_w(kc, dw, dy, x, m, n, k);
+    double *gx = beta ? delta(dx, dx0, mk) : to_double(dx, mk), *gw = delta(dw, dw0, nk);
+    double *rx = calloc(mk, sizeof(double)), *rw = calloc(nk, sizeof(double));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t q = 0; q < k; q++) {
+                rx[i * k + q] += (double)dy[i * n + j] * we[j * k + q];
+                rw[j * k + q] += (double)dy[i * n + j] * x[i * k + q];
+            }
+    double *xd = to_double(x, mk), *wd = to_double(we, nk), *dyd = to_double(dy, mn);
+    mm_prob p = {xd, wd, dyd, m, n, k};
+    double ex = beta ? acc_err_d(gx, rx, dx0, mk) : rel_err_d(gx, rx, mk), ew = acc_err_d(gw, rw, dw0, nk);
+    double fx = fd_err(mm_loss, &p, xd, mk, gx, 24), fw = fd_err(mm_loss, &p, wd, nk, gw, 24);
+    CHECK(rc == KERN_OK && rc2 == KERN_OK && ex < REF_TOL && ew < REF_TOL && fx < FD_TOL && fw < FD_TOL &&
+              guards_ok(dx, mk) && guards_ok(dw, nk),
+          "matmul_backward %s m=%ld n=%ld k=%ld beta=%d f32 tiles %d: rc %d/%d dx ref %.2e fd %.2e, dw ref %.2e fd "
+          "%.2e", kern_dtype_name((kern_dtype)dt), (long)m, (long)n, (long)k, beta, f32_tiles, rc, rc2, ex, fx, ew, fw);
+    free(x); free(dy); free(we); free(w); free(dx0); free(dw0); free(gx); free(gw); free(rx);
+    free(rw); free(xd); free(wd); free(dyd); guarded_free(dx); guarded_free(dw);
+}
+
+/* f32_tiles 1: mnemo's AVX-512 fp32 tiles with k-major operands (where the CPU has them); 0: OpenBLAS. The extra
+ * shapes give each GEMM an inner dimension past one K block (1024) and many 64-column panels. */
 static void test_matmul_backward(const kern_backend *be, kern_ctx *kc) {
     const int64_t ms[] = {1, 9, 33}, ns[] = {1, 5, 131}, ks[] = {7, 100};
-    for (int dt = 0; dt < 3; dt++)
-        for (size_t a = 0; a < 3; a++)
-            for (size_t b = 0; b < 3; b++)
-                for (size_t c = 0; c < 2; c++)
-                    for (int beta = 0; beta <= 1; beta++) {
-                        int64_t m = ms[a], n = ns[b], k = ks[c];
-                        size_t mk = (size_t)(m * k), mn = (size_t)(m * n), nk = (size_t)(n * k);
-                        float *x = rand_vec(mk, 1.f), *dy = rand_vec(mn, 1.f), *we = malloc(nk * sizeof(float));
-                        void *w = make_weights((kern_dtype)dt, nk, we);
-                        float *dx = guarded(mk), *dx0 = rand_vec(mk, 1.f), *dw = guarded(nk), *dw0 = rand_vec(nk, 1.f);
-                        for (size_t i = 0; i < mk; i++) dx[i] = beta ? dx0[i] : NAN;
-                        memcpy(dw, dw0, nk * sizeof(float));
-                        int rc = be->matmul_backward_x(kc, dx, dy, w, (kern_dtype)dt, m, n, k, (float)beta);
-                        int rc2 = be->matmul_backward_w(kc, dw, dy, x, m, n, k);
-                        double *gx = beta ? delta(dx, dx0, mk) : to_double(dx, mk), *gw = delta(dw, dw0, nk);
-                        double *rx = calloc(mk, sizeof(double)), *rw = calloc(nk, sizeof(double));
-                        for (int64_t i = 0; i < m; i++)
-                            for (int64_t j = 0; j < n; j++)
-                                for (int64_t q = 0; q < k; q++) {
-                                    rx[i * k + q] += (double)dy[i * n + j] * we[j * k + q];
-                                    rw[j * k + q] += (double)dy[i * n + j] * x[i * k + q];
-                                }
-                        double *xd = to_double(x, mk), *wd = to_double(we, nk), *dyd = to_double(dy, mn);
-                        mm_prob p = {xd, wd, dyd, m, n, k};
-                        double ex = beta ? acc_err_d(gx, rx, dx0, mk) : rel_err_d(gx, rx, mk),
-                               ew = acc_err_d(gw, rw, dw0, nk);
-                        double fx = fd_err(mm_loss, &p, xd, mk, gx, 24), fw = fd_err(mm_loss, &p, wd, nk, gw, 24);
-                        CHECK(rc == KERN_OK && rc2 == KERN_OK && ex < REF_TOL && ew < REF_TOL && fx < FD_TOL &&
-                                  fw < FD_TOL && guards_ok(dx, mk) && guards_ok(dw, nk),
-                              "matmul_backward %s m=%ld n=%ld k=%ld beta=%d: rc %d/%d dx ref %.2e fd %.2e, dw ref %.2e "
-                              "fd %.2e", kern_dtype_name((kern_dtype)dt), (long)m, (long)n, (long)k, beta, rc, rc2, ex,
-                              fx, ew, fw);
-                        free(x); free(dy); free(we); free(w); free(dx0); free(dw0); free(gx); free(gw); free(rx);
-                        free(rw); free(xd); free(wd); free(dyd); guarded_free(dx); guarded_free(dw);
-                    }
+    const int64_t big[][3] = {{1030, 5, 7}, {9, 1030, 70}, {40, 70, 1030}};
+    for (int f32_tiles = 1; f32_tiles >= 0; f32_tiles--) {
+        kern_cpu_f32gemm_allow(f32_tiles);
+        for (int dt = 0; dt < 3; dt++)
+            for (int beta = 0; beta <= 1; beta++) {
+                for (size_t a = 0; a < 3; a++)
+                    for (size_t b = 0; b < 3; b++)
+                        for (size_t c = 0; c < 2; c++) check_matmul_backward(be, kc, dt, ms[a], ns[b], ks[c], beta, f32_tiles);
+                for (size_t i = 0; i < 3; i++) check_matmul_backward(be, kc, dt, big[i][0], big[i][1], big[i][2], beta, f32_tiles);
+            }
+    }
+    kern_cpu_f32gemm_allow(1);
     float b[4];
     CHECK(be->matmul_backward_x(kc, b, b, b, KERN_F32, 1, 1, 1, 0.5f) == KERN_ESHAPE, "matmul_backward_x beta 0.5");
     CHECK(be->matmul_backward_w(kc, b, b, b, 1, 0, 1) == KERN_ESHAPE, "matmul_backward_w n 0");

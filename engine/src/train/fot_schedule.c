@@ -1,9 +1,10 @@
 /*
- * fot_schedule.c — see fot_schedule.h: parse "F(P,N),..." and map a batch row to the rows it sees.
+ * fot_schedule.c — see fot_schedule.h: parse "F(P,N[,M]),..." and map a batch row to the rows it sees.
  */
 #include "fot_schedule.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static int expect(const char **p, char c) {
 int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     enum { MAX_SEG = FOT_MAX_K };
-    int64_t num[MAX_SEG], den[MAX_SEG], P[MAX_SEG], N[MAX_SEG];
+    int64_t num[MAX_SEG], den[MAX_SEG], P[MAX_SEG], N[MAX_SEG], M[MAX_SEG];
     int n = 0;
     const char *p = text ? text : "";
     for (;;) {
@@ -64,8 +65,14 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
         if (read_int(&p, &num[n])) goto syntax;
         skip_ws(&p);
         if (*p == '/' && (p++, read_int(&p, &den[n]))) goto syntax;
-        if (expect(&p, '(') || read_int(&p, &P[n]) || expect(&p, ',') || read_int(&p, &N[n]) || expect(&p, ')'))
-            goto syntax;
+        if (expect(&p, '(') || read_int(&p, &P[n]) || expect(&p, ',') || read_int(&p, &N[n])) goto syntax;
+        M[n] = 0;
+        skip_ws(&p);
+        if (*p == ',' && (p++, read_int(&p, &M[n]))) goto syntax;
+        if (expect(&p, ')')) goto syntax;
+        if (M[n] > 0 && P[n] == 0)
+            return fail(err, errlen, "FoT schedule '%s': segment %d mirrors %lld other document(s)' copies of its "
+                        "positives, but has none (M needs P >= 1)", text, n + 1, (long long)M[n]);
         if (num[n] < 1 || den[n] < 1 || num[n] > den[n])
             return fail(err, errlen, "FoT schedule '%s': the fraction at '%.*s' must be in (0, 1]", text,
                         (int)(p - at), at);
@@ -89,7 +96,8 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
             return fail(err, errlen, "FoT schedule '%s': segment %d wants %lld previous context(s) of the same "
                         "document, but its first row is context %lld of %lld (list segments in the order of "
                         "their positives)", text, i + 1, (long long)P[i], (long long)row, (long long)K);
-        for (int64_t j = 0; j < rows; j++) s->pos[row + j] = (int32_t)P[i], s->neg[row + j] = (int32_t)N[i];
+        for (int64_t j = 0; j < rows; j++)
+            s->pos[row + j] = (int32_t)P[i], s->neg[row + j] = (int32_t)N[i], s->mir[row + j] = (int32_t)M[i];
         row += rows;
     }
     int64_t sum_num = 0;
@@ -102,20 +110,26 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
 syntax:
     return fail(err, errlen, "FoT schedule '%s': expected segments like 1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0) "
                 "(fraction of the batch, then previous contexts of the same document and contexts of other "
-                "documents)", text ? text : "");
+                "documents, optionally a third number: other documents whose same previous contexts it sees, as in "
+                "1/2(0,0),1/2(1,0,7))", text ? text : "");
 }
 
 int32_t fot_schedule_max_extra(const fot_schedule *s) {
     int32_t m = 0;
     for (int32_t j = 0; j < s->K; j++)
-        if (s->pos[j] + s->neg[j] > m) m = s->pos[j] + s->neg[j];
+        if (s->pos[j] * (1 + s->mir[j]) + s->neg[j] > m) m = s->pos[j] * (1 + s->mir[j]) + s->neg[j];
     return m;
 }
 
 int fot_schedule_check_docs(const fot_schedule *s, int32_t docs, char *err, size_t errlen) {
-    int32_t need = 0;
-    for (int32_t j = 0; j < s->K; j++)
+    int32_t need = 0, mirrored = 0;
+    for (int32_t j = 0; j < s->K; j++) {
         if (s->neg[j] > need) need = s->neg[j];
+        if (s->mir[j] > mirrored) mirrored = s->mir[j];
+    }
+    if (docs >= 1 && docs - 1 < mirrored)
+        return fail(err, errlen, "FoT: rows that see %d other documents' copies of their previous contexts need %d "
+                    "documents in each micro-batch: raise --batch to %d", mirrored, mirrored + 1, mirrored + 1);
     if (docs < 1 || (int64_t)(docs - 1) * s->K < need)
         return fail(err, errlen, "FoT: %d negative context(s) need at least %d other document(s) in each micro-batch "
                     "(%d rows each): raise --batch to %d", need, (need + s->K - 1) / s->K, s->K,
@@ -128,5 +142,15 @@ int32_t fot_extra_rows(const fot_schedule *s, int32_t docs, int32_t r, int32_t *
     int32_t n = 0;
     for (int32_t i = s->pos[j]; i >= 1; i--) out[n++] = g * K + j - i;
     for (int32_t i = 1; i <= s->neg[j]; i++) out[n++] = ((g * K - i) % rows + rows) % rows;
+    const int32_t tail = n;
+    for (int32_t m = 1; m <= s->mir[j]; m++) {
+        const int32_t h = ((g - m) % docs + docs) % docs; /* another document: m <= docs - 1 */
+        for (int32_t i = s->pos[j]; i >= 1; i--) {
+            const int32_t row = h * K + j - i;
+            bool listed = false; /* a tail negative may be this very row: one copy in the softmax */
+            for (int32_t t = s->pos[j]; t < tail && !listed; t++) listed = out[t] == row;
+            if (!listed) out[n++] = row;
+        }
+    }
     return n;
 }

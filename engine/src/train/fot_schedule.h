@@ -14,6 +14,13 @@
  *   positives: rows j-P .. j-1 of the same document (its previous local contexts), so P <= j is required;
  *   negatives: the N rows just before the document's first row, cyclically over the micro-batch (the last rows of
  *              document g-1, then g-2, ...), which are other documents' as long as N <= (D-1) K.
+ *   mirrored negatives (an optional third number M, "F(P,N,M)"): rows j-P .. j-1 of the M documents before g,
+ *              cyclically (g-1, ..., g-M): other documents' contexts at the same place as the row's positives, the
+ *              paper's own cross-batch (§3.2: "d-1 contexts from unrelated documents coming from Cprev"; its
+ *              dictionary-lookup model trains with "1/2(0,0),1/2(1,0,127)", d = 128). Unlike the tail negatives
+ *              they have the shape of the row's own history: in a document of definitions then queries, a query
+ *              row's mirrored negatives are definitions too. M needs P >= 1 and M <= D-1; a row the tail
+ *              negatives already list is seen once.
  * Extra contexts are seen whole (no causal mask) with keys unrotated (encoded at the local window's first position,
  * as the inference path stores memory), in one softmax with the row's causal local keys (fot_attention.h).
  */
@@ -29,6 +36,7 @@ typedef struct {
     int32_t K;                   /* rows (contexts) per document */
     int32_t pos[FOT_MAX_K];      /* per row of a document: positives */
     int32_t neg[FOT_MAX_K];      /* per row of a document: negatives */
+    int32_t mir[FOT_MAX_K];      /* per row of a document: documents whose copies of its positives it sees */
 } fot_schedule;
 
 /* 0, or -1 with a message naming the problem (syntax, fractions not summing to 1, a segment whose positives its
@@ -43,7 +51,7 @@ int32_t fot_schedule_max_extra(const fot_schedule *s);
 int fot_schedule_check_docs(const fot_schedule *s, int32_t docs, char *err, size_t errlen);
 
 /* The batch rows that row r (0 <= r < docs*K) attends to as extra contexts, positives first (oldest first), then
- * negatives (nearest first), into out (fot_schedule_max_extra entries at most). Returns their number. */
+ * negatives (nearest first), then mirrored negatives (document g-1 first), into out (fot_schedule_max_extra entries at most). Returns their number. */
 int32_t fot_extra_rows(const fot_schedule *s, int32_t docs, int32_t r, int32_t *out);
 
 #endif
