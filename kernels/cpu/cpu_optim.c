@@ -11,6 +11,8 @@
  *   denom = sqrt(v) / sqrt(1 - beta2^t) + eps  eps outside the square root
  *   p = p + (-lr / (1 - beta1^t)) * m / denom  param.addcdiv_(exp_avg, denom, value=-step_size)
  * (The compiler may contract a multiply-add into an FMA, so agreement with torch is to fp32 rounding, not bits.)
+ * Beside it the two vector ops a training step needs on any backend: axpby (LoRA's scale, clipping, SGD) and sumsq
+ * (the squared gradient norm).
  */
 #include <math.h>
 #include <omp.h>
@@ -37,5 +39,29 @@ int kern_cpu_adamw(kern_ctx *kc, float *p, float *m, float *v, const float *g, i
         m[i] = mi;
         v[i] = vi;
     }
+    return KERN_OK;
+}
+
+/* y = a x + b y. b == 0 writes a * x without reading y (y may hold anything, NaN included), so the product is
+ * the same fp32 multiply the callers' own loops did. */
+int kern_cpu_axpby(kern_ctx *kc, float *y, const float *x, int64_t n, float a, float b) {
+    if (n < 0) return KERN_ESHAPE;
+    if (b == 0.f) {
+#pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = a * x[i];
+    } else {
+#pragma omp parallel for num_threads(kc->n_threads) if (n > 65536) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b * y[i];
+    }
+    return KERN_OK;
+}
+
+/* out[0] += sum x^2: one double sum in index order (single-threaded: the order is the reference's). */
+int kern_cpu_sumsq(kern_ctx *kc, float *out, const float *x, int64_t n) {
+    (void)kc;
+    if (n < 0) return KERN_ESHAPE;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    out[0] += (float)s;
     return KERN_OK;
 }

@@ -137,7 +137,13 @@ typedef struct kern_ctx kern_ctx;
        double beta1, double beta2, double eps, double weight_decay, int64_t step),                              \
       "torch.optim.AdamW step t = step (>= 1) on fp32 p, m, v[n] with grads g * grad_scale (clipping; 1: "   \
       "none): p *= 1 - lr*wd; m += (1-b1)(g - m); v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / "               \
-      "(sqrt(v)/sqrt(1-b2^t) + eps)")
+      "(sqrt(v)/sqrt(1-b2^t) + eps)")                                                                         \
+    X(axpby, (kern_ctx * kc, float *y, const float *x, int64_t n, float a, float b),                            \
+      "y[n] = a * x + b * y (b 0: y = a * x, y never read); x may be y. Training's vector updates: LoRA's "    \
+      "scale, gradient clipping, SGD")                                                                         \
+    X(sumsq, (kern_ctx * kc, float *out, const float *x, int64_t n),                                            \
+      "out[0] += sum x^2, summed in double in a fixed order (deterministic) and rounded once: the squared "     \
+      "gradient norm without a download per tensor")
 
 /* Op ids (KERN_OP_embed, ...) and their count. */
 #define KERN_OP_ID(name, params, doc) KERN_OP_##name,

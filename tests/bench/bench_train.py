@@ -3,6 +3,7 @@
 
   python3 tests/bench/bench_train.py [--cases lora3b,fullsmall] [--batch 1,4] [--steps 6] [--pairs 3] \\
       [--threads 2] [--seq-len 512] [--mnemo build/mnemo] [--venv build/train-venv] [--jsonl FILE] [--only torch]
+      [--device cuda --only mnemo --peak-tflops P]
 
 Cases (random fp32 weights, a 8000-piece SentencePiece BPE tokenizer trained on the benchmark's corpus):
   lora3b     LongLLaMA-3B's layer shape (LlamaForCausalLM: hidden 3200, ffn 8640, 32 heads x head_dim 100) with 4
@@ -22,6 +23,10 @@ tests/bench/RESULTS.md. Step 1's loss is compared across the sides (same model, 
 the data or tokenizer differ). The corpus is deterministic pseudo-English (seeded; no file needed); checkpoints
 and corpus are cached in --workdir (outside git, never committed). Stdlib only; the venv is needed for the torch side
 and to make the checkpoints once.
+On a GPU: `--device cuda --only mnemo` (mnemo train --device cuda; torch here is CPU-only, so no pairs) with
+`--peak-tflops P`, the cuBLAS GEMM peak bench_cuda measures in the same session, adds MFU = model FLOP/s / P per run.
+A machine without the venv reuses the checkpoints of one that has it: copy --workdir. The cases' weights are fp32
+(fp32 GEMMs on the device); for the bf16 figure convert them first (scripts/safetensors_bf16.py).
 """
 import argparse
 import bisect
@@ -262,6 +267,12 @@ def fmt_range(xs, f="%.1f"):
     return (f + " (" + f + "–" + f + ")") % (statistics.median(xs), min(xs), max(xs))
 
 
+def mfu(gflop_s, peak_tflops):
+    """Model FLOP utilisation: model GFLOP/s (flops_per_token's count) over the peak the caller measured (TFLOP/s),
+    e.g. bench_cuda's cuBLAS bf16 GEMM peak in the same session; None without one."""
+    return gflop_s / (peak_tflops * 1e3) if gflop_s and peak_tflops else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -283,6 +294,11 @@ def main():
     ap.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
                     help="torch's AdamW implementation (default: what torch picks on the CPU)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before it is killed")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where mnemo trains (mnemo train --device); the torch side is CPU-only: with cuda give --only "
+                         "mnemo")
+    ap.add_argument("--peak-tflops", type=float,
+                    help="the device's GEMM peak in TFLOP/s measured in the same session (bench_cuda): prints MFU")
     ap.add_argument("--jsonl", help="append the raw rows (runs, pairs, summary) to this file")
     o = ap.parse_args()
 
@@ -295,6 +311,9 @@ def main():
         raise SystemExit("need 1 <= --warmup < --steps: tokens/s is timed from the end of step --warmup, so that "
                          "neither side's loading (inside mnemo's elapsed_s or not) is counted")
     sides = [s for s in ("mnemo", "torch") if o.only in (None, s)]
+    if o.device != "cpu" and "torch" in sides:
+        raise SystemExit("--device %s trains mnemo on the GPU while the torch worker runs on the CPU: the pair would "
+                         "compare two machines; give --only mnemo" % o.device)
     py = os.path.join(o.venv, "bin", "python")
     if not os.path.exists(py):
         if "torch" in sides:
@@ -323,6 +342,7 @@ def main():
     head = {"bench": "train", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit, "cpu": cpu,
             "cores": os.cpu_count(), "host": platform.node(), "threads": o.threads, "seq_len": o.seq_len,
             "steps": o.steps, "warmup": o.warmup, "pairs": o.pairs, "sides": sides, "attn": o.attn, "adamw": o.adamw,
+            "device": o.device, "peak_tflops": o.peak_tflops,
             "loadavg_start": load_start}
     save(head)
     log("train bench %s, commit %s, %s, %d cores; %d threads, seq_len %d, %d steps (%d warm-up), %d pairs; "
@@ -347,7 +367,7 @@ def main():
                     out_dir = os.path.join(o.workdir, "out", tag)
                     shutil.rmtree(out_dir, ignore_errors=True)
                     if side == "mnemo":
-                        cmd = [o.mnemo, "train", *common, "--out", out_dir]
+                        cmd = [o.mnemo, "train", *common, "--device", o.device, "--out", out_dir]
                     else:
                         cmd = [py, WORKER, "train", *common, "--attn", o.attn, "--adamw", o.adamw]
                     load0 = os.getloadavg()[0]
@@ -365,7 +385,8 @@ def main():
                             "below uses B*seq_len" % (side, bad[:3]))
                     tps = tok_per_s(steps, o.warmup, tokens_per_step)
                     row = {"case": case, "batch": b, "pair": pair, "side": side, "tok_s": tps,
-                           "model_gflop_s": tps * fpt / 1e9 if tps else None,
+                           "model_gflop_s": tps * fpt / 1e9 if tps else None, "device": o.device,
+                           "mfu": mfu(tps * fpt / 1e9 if tps else None, o.peak_tflops),
                            "peak_rss_kib": rss_kib, "wall_s": round(wall, 2), "loss1": steps[0]["loss"],
                            "losses": [s["loss"] for s in steps], "elapsed_s": [s["elapsed_s"] for s in steps],
                            "final": final, "load1_start": load0, "load1_end": os.getloadavg()[0], "cmd": cmd}
@@ -377,9 +398,10 @@ def main():
                         if o.steps * b > final["windows"]:
                             log("  note: %d steps x batch %d pass the corpus's %d windows: the data wraps" % (
                                 o.steps, b, final["windows"]))
-                    log("%-9s b%d pair %d %-5s: %8.1f tok/s (~%5.1f model GFLOP/s)  peak RSS %7.1f MiB  "
+                    log("%-9s b%d pair %d %-5s: %8.1f tok/s (~%5.1f model GFLOP/s%s)  peak RSS %7.1f MiB  "
                         "step-1 loss %.5f  wall %6.1f s  load %.2f -> %.2f" % (
-                            case, b, pair, side, tps or 0, (tps or 0) * fpt / 1e9, rss_kib / 1024, row["loss1"],
+                            case, b, pair, side, tps or 0, (tps or 0) * fpt / 1e9,
+                            ", MFU %.1f%%" % (100 * row["mfu"]) if row["mfu"] else "", rss_kib / 1024, row["loss1"],
                             wall, load0, row["load1_end"]))
                 if len(got) == 2:
                     m, t = got["mnemo"], got["torch"]

@@ -660,7 +660,9 @@ static void test_add(void) {
  *   matmul_backward_x, _w           1e-9   fp32 GEMMs (SPLIT for 16-bit weights), summation order differs
  *   rope_backward                   1e-10  as rope
  *   attention_backward              1e-9   fp32 throughout
- *   swiglu_backward, adamw          1e-12  the same expressions; expf / sqrtf ulps */
+ *   swiglu_backward, adamw          1e-12  the same expressions; expf / sqrtf ulps
+ *   axpby                           1e-13  one product and one add per element (the device may fuse them: FMA)
+ *   sumsq                           1e-13  double sums in another order, rounded once to fp32 */
 
 static void test_embed_backward(void) {
     struct { int64_t vocab, d, n; } cases[] = {{100, 64, 7}, {7, 100, 33}, {1000, 3200, 65}, {3, 1, 4}};
@@ -978,6 +980,58 @@ static void test_adamw(void) {
     same_error("adamw step 0", CPU->adamw(kc_cpu, b, b, b, b, 1, 1.f, 1e-3, 0.9, 0.999, 1e-8, 0, 0),
                GPU->adamw(kc_gpu, d, d, d, d, 1, 1.f, 1e-3, 0.9, 0.999, 1e-8, 0, 0));
     GPU->mem_free(d);
+}
+
+/* axpby: b 0 (y NaN beforehand: never read), b 1, b 0.9, x aliasing y; one rounding per product, FMA allowed */
+static void test_axpby(void) {
+    const int64_t ns[] = {1, 17, 1000003};
+    const float ab[][2] = {{0.25f, 0.f}, {-1e-3f, 1.f}, {1.f, 0.9f}, {0.5f, 0.f}};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (size_t j = 0; j < sizeof ab / sizeof *ab; j++) {
+            int64_t n = ns[c];
+            bool alias = j == 3, ignored = ab[j][1] == 0.f && !alias;
+            float *y = rand_floats((size_t)n, 2.f), *x = rand_floats((size_t)n, 1.f), *got = xmalloc((size_t)n * 4);
+            if (ignored) for (int64_t i = 0; i < n; i++) y[i] = NAN;
+            float *dx = up(x, (size_t)n * 4);
+            gbuf o = gout((size_t)n, alias ? x : y);
+            int rc_c = CPU->axpby(kc_cpu, alias ? x : y, x, n, ab[j][0], ab[j][1]);
+            int rc_g = GPU->axpby(kc_gpu, o.p, alias ? o.p : dx, n, ab[j][0], ab[j][1]);
+            if (unsupported("axpby", rc_g)) {
+                gfree(&o); GPU->mem_free(dx); free(y); free(x); free(got);
+                return;
+            }
+            bool guards;
+            int rc_f = gfetch(&o, got, &guards);
+            char desc[160];
+            snprintf(desc, sizeof desc, "axpby(n=%ld, a=%g, b=%g%s)", (long)n, ab[j][0], ab[j][1], alias ? ", x = y" : "");
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, alias ? x : y, got, (size_t)n, 1e-13);
+            gfree(&o); GPU->mem_free(dx);
+            free(y); free(x); free(got);
+        }
+}
+
+/* sumsq: accumulated onto a start value, sizes from one element to past a block per SM */
+static void test_sumsq(void) {
+    const int64_t ns[] = {1, 255, 1000003, 5000000};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        int64_t n = ns[c];
+        float *x = rand_floats((size_t)n, 1.f), ref = 3.5f, got = 0;
+        float *dx = up(x, (size_t)n * 4);
+        gbuf o = gout(1, &ref);
+        int rc_c = CPU->sumsq(kc_cpu, &ref, x, n);
+        int rc_g = GPU->sumsq(kc_gpu, o.p, dx, n);
+        if (unsupported("sumsq", rc_g)) {
+            gfree(&o); GPU->mem_free(dx); free(x);
+            return;
+        }
+        bool guards;
+        int rc_f = gfetch(&o, &got, &guards);
+        char desc[160];
+        snprintf(desc, sizeof desc, "sumsq(n=%ld)", (long)n);
+        verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards, &ref, &got, 1, 1e-13);
+        gfree(&o); GPU->mem_free(dx);
+        free(x);
+    }
 }
 
 /* ---------------------------------------------------------------- perf mode */

@@ -232,13 +232,16 @@ static mnemo_status check_params(mnemo_trainer *t, const mnemo_train_params *p) 
 
 static mnemo_status load_checkpoint(mnemo_trainer *t, const char *path) {
     size_t nb = 0;
-    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
+    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, false, &nb);
     if (!b) return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
     train_ckpt_meta meta;
     char err[MNEMO_ERRLEN];
     int rc = train_ckpt_load(path, t->fingerprint, &meta, t->settings, b, nb, err, sizeof err);
-    train_ckpt_buffers_free(b, nb);
+    bool uploaded = rc || optimizer_ckpt_upload(&t->opt, &t->tr, b, nb) == 0; /* device: the values go back */
+    optimizer_ckpt_buffers_free(&t->opt, b, nb);
     if (rc) return tfail(t, MNEMO_ERR_FORMAT, "cannot resume: %s", err);
+    if (!uploaded) return tfail(t, MNEMO_ERR_BACKEND, "cannot resume: uploading %s to %s failed", path,
+                                t->model->be->name);
     if (meta.step < 0 || meta.step > t->total)
         return tfail(t, MNEMO_ERR_FORMAT, "cannot resume: %s is at step %lld of %lld", path, (long long)meta.step,
                      (long long)t->total);
@@ -291,13 +294,14 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         return st;
     }
     mnemo_model_params mp = mparams ? *mparams : mnemo_model_default_params();
-    if (mp.device == MNEMO_DEVICE_CUDA) {
+    /* auto stays on the CPU: it is the path checked against torch; the device runs when asked for (cuda) */
+    if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU (--device cuda: the GPU)");
+    if (mp.device == MNEMO_DEVICE_CUDA && (t->p.method == MNEMO_TRAIN_UIO || t->p.s2_attn)) {
         free(sp);
-        return tfail(t, MNEMO_ERR_UNSUPPORTED, "training runs on the CPU so far (the CUDA backward kernels exist; the "
-                     "device training loop does not yet)");
+        return tfail(t, MNEMO_ERR_UNSUPPORTED, "%s trains on the CPU only so far (its host-side copies have no device "
+                     "path yet): use --device cpu", t->p.method == MNEMO_TRAIN_UIO ? "UIO" : "S2-Attn");
     }
-    if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU");
-    mp.device = MNEMO_DEVICE_CPU;
+    if (mp.device != MNEMO_DEVICE_CUDA) mp.device = MNEMO_DEVICE_CPU;
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
         tfail(t, st, "%s", mnemo_model_error(t->model));
         goto out;
@@ -349,8 +353,8 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
         (!(t->ws = model_train_ws_new(t->model, t->p.batch * K, t->p.seq_len, t->tr.lora.r, t->p.recompute, err,
                                       sizeof err)) ||
          (t->p.s2_attn && model_train_ws_set_s2(t->ws, t->model, t->p.seq_len / 4, err, sizeof err)) ||
-         (t->fot_text && (!(t->fot_ws = fot_ws_new(&t->model->cfg, &t->fot, t->p.batch, t->p.seq_len, t->p.recompute,
-                                                   err, sizeof err)) ||
+         (t->fot_text && (!(t->fot_ws = fot_ws_new_on(t->model->be, &t->model->cfg, &t->fot, t->p.batch, t->p.seq_len,
+                                                      t->p.recompute, err, sizeof err)) ||
                           model_train_ws_set_fot(t->ws, t->fot_ws, err, sizeof err))))) {
         st = tfail(t, t->ws && !t->fot_text ? MNEMO_ERR_INVALID_ARG : MNEMO_ERR_NOMEM, "%s", err); /* S2: a shape */
         goto out;
@@ -370,8 +374,9 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     describe_settings(t);
     if (t->p.resume && (st = load_checkpoint(t, sp)) != MNEMO_OK) goto out;
     t->failed = false;
-    mnemo_log(MNEMO_LOG_INFO, "training %s on %s: %lld examples, %lld steps of %lld rows x %d tokens, %zu tensors "
-              "trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
+    mnemo_log(MNEMO_LOG_INFO, "training %s on %s (%s): %lld examples, %lld steps of %lld rows x %d tokens, %zu "
+              "tensors trained (%.1f M values), activations %.1f MiB", method_name(t->p.method), t->data_path,
+              t->model->be->name,
               (long long)train_data_examples(t->data), (long long)t->total, (long long)rows * K, t->p.seq_len,
               t->tr.count, (double)trainable_floats(&t->tr) / 2e6,
               (double)(t->uio ? uio_run_ws_bytes(t->uio) : model_train_ws_bytes(t->ws) + fot_ws_bytes(t->fot_ws)) /
@@ -400,7 +405,9 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
     if (t->p.smt) /* text: every SMT row counts its whole target part, so micro-batches weigh the same */
         for (int32_t g = 0; g < G; g++) per[g] = 1;
     for (int32_t g = 0; g < G; g++) counted += per[g];
-    trainable_zero_grads(&t->tr);
+    if (trainable_zero_grads(&t->tr, t->kc) != KERN_OK)
+        return tfail(t, MNEMO_ERR_BACKEND, "step %lld: clearing the gradients on %s failed", (long long)t->step + 1,
+                     t->model->be->name);
     double loss = 0;
     char err[MNEMO_ERRLEN];
     if (t->uio && uio_run_rows(t->uio, t->model, t->rows, t->masks, rows, L, t->step, &loss, err, sizeof err))
@@ -418,13 +425,11 @@ mnemo_status mnemo_trainer_step(mnemo_trainer *t, mnemo_train_progress *prog) {
             return tfail(t, MNEMO_ERR_BACKEND, "step %lld: %s", (long long)t->step + 1, err);
         loss += (double)lg * share;
     }
-    grad_span *spans = malloc((t->tr.count ? t->tr.count : 1) * sizeof *spans);
-    if (!spans) return tfail(t, MNEMO_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < t->tr.count; i++) spans[i] = (grad_span){t->tr.items[i].g, t->tr.items[i].n};
-    double norm = clip_grad_norm(spans, t->tr.count, t->p.grad_clip);
-    free(spans);
+    int rc;
+    double norm = optimizer_clip_grad_norm(&t->opt, &t->tr, t->kc, t->p.grad_clip, &rc);
     double lr = lr_at(&t->sched, t->step);
-    int rc = optimizer_step(&t->opt, &t->tr, t->model->be, t->kc, lr, t->step + 1);
+    if (rc == KERN_OK) rc = optimizer_step(&t->opt, &t->tr, t->model->be, t->kc, lr, t->step + 1);
+    if (rc == KERN_OK) rc = t->model->be->sync(t->kc); /* device: the update is done before anything reads it */
     if (rc != KERN_OK) return tfail(t, MNEMO_ERR_BACKEND, "step %lld: optimizer kernel error %d", (long long)t->step + 1, rc);
     t->step++;
     t->tokens += (int64_t)rows * t->p.seq_len * (t->p.smt && t->smt.beta > 0 ? 2 : 1);
@@ -488,12 +493,12 @@ mnemo_status mnemo_trainer_save(mnemo_trainer *t) {
                    rope_config_write(t->model_dir, t->out_dir, t->p.rope_scale, (int32_t)window, err, sizeof err))))
         return tfail(t, MNEMO_ERR_IO, "%s", err);
     size_t nb = 0;
-    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, &nb);
+    train_ckpt_buffer *b = optimizer_ckpt_buffers(&t->opt, &t->tr, true, &nb);
     char *sp = state_path(t);
     train_ckpt_meta meta = {.step = t->step, .data_seed = t->p.seed};
     int rc = b && sp ? train_ckpt_save(sp, t->fingerprint, &meta, t->settings, b, nb, err, sizeof err) : -1;
-    if (!b || !sp) snprintf(err, sizeof err, "out of memory");
-    train_ckpt_buffers_free(b, nb);
+    if (!b || !sp) snprintf(err, sizeof err, "out of memory (or reading the state back from the device failed)");
+    optimizer_ckpt_buffers_free(&t->opt, b, nb);
     free(sp);
     return rc ? tfail(t, MNEMO_ERR_IO, "%s", err) : MNEMO_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * fot_attention.c — see fot_attention.h. Per row: gather [extras' raw keys | own rotated keys] and the matching
  * values into scratch, one attention call; the backward gathers the same, runs attention_backward into scratch
- * gradients and scatters them back (own part to dk/dv, extras' keys to dk_raw, extras' values to dv).
+ * gradients and scatters them back (own part to dk/dv, extras' keys to dk_raw, extras' values to dv). Gathers are
+ * backend copies and the scatter is the add op, so the same code runs on a device backend (buffers in its memory).
  */
 #include "fot_attention.h"
 
@@ -9,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_mem.h"
+
 struct fot_ws {
+    const kern_backend *be; /* device backend holding the float buffers; NULL: host memory */
     fot_schedule s;
     const model_config *cfg;
     int32_t docs, T, rows, max_extra;
@@ -25,7 +29,7 @@ struct fot_ws {
 
 static float *alloc_floats(fot_ws *f, size_t n) {
     f->bytes += n * sizeof(float);
-    return malloc(n * sizeof(float));
+    return f->be ? f->be->mem_alloc(n * sizeof(float)) : malloc(n * sizeof(float));
 }
 
 bool fot_is_mem_layer(const fot_ws *f, int64_t l) {
@@ -36,6 +40,11 @@ bool fot_is_mem_layer(const fot_ws *f, int64_t l) {
 
 fot_ws *fot_ws_new(const model_config *c, const fot_schedule *s, int32_t docs, int32_t T, bool recompute, char *err,
                    size_t errlen) {
+    return fot_ws_new_on(NULL, c, s, docs, T, recompute, err, errlen);
+}
+
+fot_ws *fot_ws_new_on(const kern_backend *be, const model_config *c, const fot_schedule *s, int32_t docs, int32_t T,
+                      bool recompute, char *err, size_t errlen) {
     if (!c->n_mem_layers) {
         snprintf(err, errlen, "FoT training needs a LongLLaMA-layout model: its config.json has no mem_layers");
         return NULL;
@@ -43,6 +52,7 @@ fot_ws *fot_ws_new(const model_config *c, const fot_schedule *s, int32_t docs, i
     if (fot_schedule_check_docs(s, docs, err, errlen)) return NULL;
     fot_ws *f = calloc(1, sizeof *f);
     if (!f) goto oom;
+    f->be = train_mem_backend(be);
     f->s = *s, f->cfg = c, f->docs = docs, f->T = T, f->rows = docs * s->K, f->recompute = recompute;
     f->max_extra = fot_schedule_max_extra(s);
     f->kvd = (int64_t)c->num_key_value_heads * c->head_dim;
@@ -68,29 +78,32 @@ oom:
 
 void fot_ws_free(fot_ws *f) {
     if (!f) return;
-    for (int64_t l = 0; f->k_raw && !f->recompute && l < f->cfg->num_hidden_layers; l++) free(f->k_raw[l]);
-    free(f->k_raw), free(f->k_raw_one), free(f->dk_raw);
-    free(f->kc), free(f->vc), free(f->dkc), free(f->dvc), free(f->extra), free(f->n_extra);
+    for (int64_t l = 0; f->k_raw && !f->recompute && l < f->cfg->num_hidden_layers; l++) train_mem_free(f->be, f->k_raw[l]);
+    float *bufs[] = {f->k_raw_one, f->dk_raw, f->kc, f->vc, f->dkc, f->dvc};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) train_mem_free(f->be, bufs[i]);
+    free(f->k_raw), free(f->extra), free(f->n_extra);
     free(f);
 }
 
 size_t fot_ws_bytes(const fot_ws *f) { return f ? f->bytes : 0; }
 int32_t fot_ws_rows(const fot_ws *f) { return f->rows; }
+const kern_backend *fot_ws_backend(const fot_ws *f) { return f->be; }
 bool fot_mem_rotates(const fot_ws *f) { return f->cfg->mem_positionals; }
 float *fot_k_raw(fot_ws *f, int64_t l) { return f->k_raw[l]; }
 float *fot_dk_raw(fot_ws *f) { return f->dk_raw; }
 
-/* Fills f->kc, f->vc with row r's keys [extras raw | own rotated] and values; returns the number of extras. */
-static int32_t gather(fot_ws *f, int64_t l, int32_t r, const float *k, const float *v) {
+/* Fills f->kc, f->vc with row r's keys [extras raw | own rotated] and values. A kernel status. */
+static int gather(const kern_backend *be, kern_ctx *kc, fot_ws *f, int64_t l, int32_t r, const float *k,
+                  const float *v) {
     const size_t ctx = (size_t)f->T * (size_t)f->kvd, bytes = ctx * sizeof(float);
     const int32_t E = f->n_extra[r], *ex = f->extra + (size_t)r * f->max_extra;
-    for (int32_t e = 0; e < E; e++) {
-        memcpy(f->kc + (size_t)e * ctx, f->k_raw[l] + (size_t)ex[e] * ctx, bytes);
-        memcpy(f->vc + (size_t)e * ctx, v + (size_t)ex[e] * ctx, bytes);
+    int rc = KERN_OK;
+    for (int32_t e = 0; e < E && rc == KERN_OK; e++) {
+        rc = be->mem_copy(kc, f->kc + (size_t)e * ctx, f->k_raw[l] + (size_t)ex[e] * ctx, bytes, KERN_D2D);
+        if (rc == KERN_OK) rc = be->mem_copy(kc, f->vc + (size_t)e * ctx, v + (size_t)ex[e] * ctx, bytes, KERN_D2D);
     }
-    memcpy(f->kc + (size_t)E * ctx, k + (size_t)r * ctx, bytes);
-    memcpy(f->vc + (size_t)E * ctx, v + (size_t)r * ctx, bytes);
-    return E;
+    if (rc == KERN_OK) rc = be->mem_copy(kc, f->kc + (size_t)E * ctx, k + (size_t)r * ctx, bytes, KERN_D2D);
+    return rc == KERN_OK ? be->mem_copy(kc, f->vc + (size_t)E * ctx, v + (size_t)r * ctx, bytes, KERN_D2D) : rc;
 }
 
 int fot_attention_forward(const kern_backend *be, kern_ctx *kc, fot_ws *f, int64_t l, float *att, float *lse,
@@ -98,8 +111,10 @@ int fot_attention_forward(const kern_backend *be, kern_ctx *kc, fot_ws *f, int64
                           float scale) {
     const int64_t T = f->T, qd = hq * hd;
     for (int32_t r = 0; r < f->rows; r++) {
-        const int64_t E = gather(f, l, r, k, v), row0 = (int64_t)r * T;
-        int rc = be->attention(kc, att + row0 * qd, lse + row0 * hq, q + row0 * qd, f->kc, f->vc, T, (E + 1) * T,
+        const int64_t E = f->n_extra[r], row0 = (int64_t)r * T;
+        int rc = gather(be, kc, f, l, r, k, v);
+        if (rc != KERN_OK) return rc;
+        rc = be->attention(kc, att + row0 * qd, lse + row0 * hq, q + row0 * qd, f->kc, f->vc, T, (E + 1) * T,
                                E * T, hq, hkv, hd, scale);
         if (rc != KERN_OK) return rc;
     }
@@ -111,22 +126,22 @@ int fot_attention_backward(const kern_backend *be, kern_ctx *kc, fot_ws *f, int6
                            const float *att, const float *lse, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     const int64_t T = f->T, qd = hq * hd;
     const size_t ctx = (size_t)T * (size_t)f->kvd;
-    memset(f->dk_raw, 0, (size_t)f->rows * ctx * sizeof(float));
-    for (int32_t r = 0; r < f->rows; r++) {
-        const int64_t E = gather(f, l, r, k, v), row0 = (int64_t)r * T;
-        memset(f->dkc, 0, (size_t)(E + 1) * ctx * sizeof(float));
-        memset(f->dvc, 0, (size_t)(E + 1) * ctx * sizeof(float));
-        int rc = be->attention_backward(kc, dq + row0 * qd, f->dkc, f->dvc, datt + row0 * qd, q + row0 * qd, f->kc,
+    int rc = be->mem_set(kc, f->dk_raw, 0, (size_t)f->rows * ctx * sizeof(float));
+    for (int32_t r = 0; r < f->rows && rc == KERN_OK; r++) {
+        const int64_t E = f->n_extra[r], row0 = (int64_t)r * T;
+        rc = gather(be, kc, f, l, r, k, v);
+        if (rc == KERN_OK) rc = be->mem_set(kc, f->dkc, 0, (size_t)(E + 1) * ctx * sizeof(float));
+        if (rc == KERN_OK) rc = be->mem_set(kc, f->dvc, 0, (size_t)(E + 1) * ctx * sizeof(float));
+        if (rc == KERN_OK) rc = be->attention_backward(kc, dq + row0 * qd, f->dkc, f->dvc, datt + row0 * qd, q + row0 * qd, f->kc,
                                         f->vc, att + row0 * qd, lse + row0 * hq, T, (E + 1) * T, E * T, hq, hkv, hd,
                                         scale);
-        if (rc != KERN_OK) return rc;
         const int32_t *ex = f->extra + (size_t)r * f->max_extra;
-        for (int64_t e = 0; e <= E; e++) { /* scatter: extras' keys unrotated, the own part as the layer rotated it */
+        for (int64_t e = 0; e <= E && rc == KERN_OK; e++) { /* scatter: extras' keys unrotated, own part rotated */
             float *dkt = e < E ? f->dk_raw + (size_t)ex[e] * ctx : dk + (size_t)r * ctx;
             float *dvt = dv + (size_t)(e < E ? ex[e] : r) * ctx;
-            const float *sk = f->dkc + (size_t)e * ctx, *sv = f->dvc + (size_t)e * ctx;
-            for (size_t i = 0; i < ctx; i++) dkt[i] += sk[i], dvt[i] += sv[i];
+            rc = be->add(kc, dkt, f->dkc + (size_t)e * ctx, (int64_t)ctx);
+            if (rc == KERN_OK) rc = be->add(kc, dvt, f->dvc + (size_t)e * ctx, (int64_t)ctx);
         }
     }
-    return KERN_OK;
+    return rc;
 }

@@ -29,7 +29,13 @@ typedef struct fot_ws fot_ws;
  * buffer of raw keys for the layer being worked on instead of one per memory layer. NULL with a message. */
 fot_ws *fot_ws_new(const model_config *c, const fot_schedule *s, int32_t docs, int32_t T, bool recompute, char *err,
                    size_t errlen);
+/* The same with its buffers in be's memory (a device backend; a host backend or NULL: host memory), for a model
+ * on be. */
+fot_ws *fot_ws_new_on(const kern_backend *be, const model_config *c, const fot_schedule *s, int32_t docs, int32_t T,
+                      bool recompute, char *err, size_t errlen);
 void fot_ws_free(fot_ws *f);
+/* The device backend whose memory holds f's buffers; NULL: host memory. */
+const kern_backend *fot_ws_backend(const fot_ws *f);
 size_t fot_ws_bytes(const fot_ws *f);
 int32_t fot_ws_rows(const fot_ws *f);
 

@@ -14,6 +14,7 @@
 #include "s2_attn.h"
 #include "fot_attention.h"
 #include "kernels_cpu_paths.h"
+#include "train_mem.h"
 
 enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_PER_LAYER };
 static const char *const LAYER_NAMES[P_PER_LAYER] = {
@@ -48,7 +49,6 @@ int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t err
 int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     const model_config *c = &m->cfg;
-    if (!m->be->host_memory) return fail(err, errlen, "training runs on the CPU backend so far (got %s)", m->be->name);
     size_t d = (size_t)c->hidden_size, ff = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
     size_t qd = (size_t)c->num_attention_heads * (size_t)c->head_dim, kvd = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
     size_t sizes[P_PER_LAYER] = {d, qd * d, kvd * d, kvd * d, d * qd, d, ff * d, ff * d, d * ff};
@@ -70,8 +70,9 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
         snprintf(g->p[k].name, sizeof g->p[k].name, "lm_head.weight");
         g->p[k++].n = V * d;
     }
+    g->be = train_mem_backend(m->be);
     for (size_t i = 0; i < g->count; i++)
-        if (in_groups(m, i, train) && !(g->p[i].g = calloc(g->p[i].n, sizeof(float)))) {
+        if (in_groups(m, i, train) && !(g->p[i].g = train_mem_zeros(g->be, g->p[i].n))) {
             model_grads_free(g);
             return fail(err, errlen, "out of memory for the gradients");
         }
@@ -79,14 +80,15 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
 }
 
 void model_grads_free(model_grads *g) {
-    for (size_t i = 0; g->p && i < g->count; i++) free(g->p[i].g);
+    for (size_t i = 0; g->p && i < g->count; i++) train_mem_free(g->be, g->p[i].g);
     free(g->p);
     memset(g, 0, sizeof *g);
 }
 
 void model_grads_zero(model_grads *g) {
     for (size_t i = 0; i < g->count; i++)
-        if (g->p[i].g) memset(g->p[i].g, 0, g->p[i].n * sizeof(float));
+        if (g->p[i].g && !g->be) memset(g->p[i].g, 0, g->p[i].n * sizeof(float));
+        else if (g->p[i].g) g->be->mem_set(NULL, g->p[i].g, 0, g->p[i].n * sizeof(float));
 }
 
 param_grad *model_grads_find(model_grads *g, const char *name) {
@@ -97,6 +99,19 @@ param_grad *model_grads_find(model_grads *g, const char *name) {
 
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen) {
     return model_params_bind_fp32_for(p, m, TRAIN_ALL, err, errlen);
+}
+
+/* dst (n fp32, device) = src (n in dt, device) widened: through the host, once per run, with the CPU's widening. */
+static int widen_on_device(const kern_backend *be, float *dst, const void *src, kern_dtype dt, size_t n) {
+    size_t bytes = kern_dtype_bytes(dt, (int64_t)n);
+    void *raw = malloc(bytes ? bytes : 1);
+    float *f = malloc(n * sizeof *f);
+    int rc = raw && f && bytes ? 0 : -1;
+    if (rc == 0 && be->mem_copy(NULL, raw, src, bytes, KERN_D2H) != KERN_OK) rc = -1;
+    if (rc == 0) kern_cpu_widen(f, raw, dt, (int64_t)n);
+    if (rc == 0 && be->mem_copy(NULL, dst, f, n * sizeof *f, KERN_H2D) != KERN_OK) rc = -1;
+    free(raw), free(f);
+    return rc;
 }
 
 int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, char *err, size_t errlen) {
@@ -124,14 +139,25 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
         model_grads_free(p);
         return fail(err, errlen, "internal: %zu weights for %zu parameters", k, p->count);
     }
-    for (size_t i = 0; i < k; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < k && rc == 0; i++) {
         if (!p->p[i].g) continue; /* not trained: stays as loaded */
-        kern_cpu_widen(p->p[i].g, refs[i]->data, refs[i]->dt, (int64_t)p->p[i].n);
+        rc = p->be ? widen_on_device(p->be, p->p[i].g, refs[i]->data, refs[i]->dt, p->p[i].n)
+                   : (kern_cpu_widen(p->p[i].g, refs[i]->data, refs[i]->dt, (int64_t)p->p[i].n), 0);
         refs[i]->data = p->p[i].g;
         refs[i]->dt = KERN_F32;
     }
     if (is_tied) w->lm_head = w->tok_embd; /* one tensor, as before */
     free(refs);
+    bool all = rc == 0;
+    for (size_t i = 0; i < k; i++) all = all && p->p[i].g;
+    if (all && m->dev_weights) { /* every weight now reads its fp32 copy: the uploaded ones are dead weight */
+        m->be->mem_free(m->dev_weights);
+        m->dev_weights = NULL;
+    }
+    if (rc) { /* the model's weights may point at p's buffers now: leave them bound; the caller frees both */
+        return fail(err, errlen, "out of memory (or a %s copy failed) making fp32 copies of the weights", m->be->name);
+    }
     return 0;
 }
 
@@ -141,7 +167,7 @@ enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN };
 static int lora_fwd(const kern_backend *be, kern_ctx *kc, const lora_train *lt, int64_t l, int t_, float *y,
                     const float *x, int64_t n, int64_t out, int64_t in, float *t, float *ts) {
     int rc = be->matmul(kc, t, x, lt->a[l][t_], KERN_F32, n, lt->r, in, 0.f);
-    for (int64_t i = 0; rc == KERN_OK && i < n * lt->r; i++) ts[i] = lt->scale * t[i];
+    if (rc == KERN_OK) rc = be->axpby(kc, ts, t, n * lt->r, lt->scale, 0.f); /* ts = scale t */
     return rc != KERN_OK ? rc : be->matmul(kc, y, ts, lt->b[l][t_], KERN_F32, n, out, lt->r, 1.f);
 }
 
@@ -151,7 +177,8 @@ static int lora_bwd(const kern_backend *be, kern_ctx *kc, lora_train *lt, int64_
                     const float *x, const float *t, float *dx, int64_t n, int64_t out, int64_t in, float *u, float *us) {
     const int64_t r = lt->r;
     int rc = be->matmul_backward_x(kc, u, dy, lt->b[l][t_], KERN_F32, n, out, r, 0.f); /* dy B [n, r] */
-    for (int64_t i = 0; rc == KERN_OK && i < n * r; i++) u[i] *= lt->scale, us[i] = lt->scale * t[i];
+    if (rc == KERN_OK) rc = be->axpby(kc, u, u, n * r, lt->scale, 0.f);   /* u = scale dy B */
+    if (rc == KERN_OK) rc = be->axpby(kc, us, t, n * r, lt->scale, 0.f);  /* us = scale t */
     if (rc == KERN_OK) rc = be->matmul_backward_w(kc, lt->ga[l][t_], u, x, n, r, in);  /* dA += (s dy B)^T x */
     if (rc == KERN_OK) rc = be->matmul_backward_w(kc, lt->gb[l][t_], dy, us, n, out, r); /* dB += dy^T (s t) */
     return rc != KERN_OK ? rc : be->matmul_backward_x(kc, dx, u, lt->a[l][t_], KERN_F32, n, r, in, 1.f);
@@ -174,7 +201,12 @@ struct model_train_ws {
     bool recompute;
     layer_acts *a;       /* [L]: every field kept, or (recompute) x_in only, the rest in `one` */
     layer_acts one;      /* recompute: the activations of the layer being worked on */
-    int32_t *ids, *tgt, *pos;
+    const kern_backend *be;
+    kern_ctx *kc;        /* device backends: one context for every step (a CUDA stream + cuBLAS handle) */
+    int32_t *ids, *tgt, *pos;        /* [n] each, in the backend's memory (one allocation: idx) */
+    int32_t *h_ids, *h_tgt, *h_pos;  /* [n] each, host staging filled per step (one allocation: h_idx) */
+    int32_t *idx, *h_idx;
+    float *loss_dev;     /* device backends: where cross_entropy writes the loss (in block) */
     float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *u, *us, *x_spare;
     float *block;        /* every float buffer above points into this one allocation */
     size_t floats;
@@ -186,6 +218,9 @@ struct model_train_ws {
 int model_train_ws_set_fot(model_train_ws *w, fot_ws *f, char *err, size_t errlen) {
     if (f && fot_ws_rows(f) != w->B)
         return fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
+    if (f && fot_ws_backend(f) != train_mem_backend(w->be))
+        return fail(err, errlen, "FoT buffers in %s memory for a workspace on %s (fot_ws_new_on)",
+                    fot_ws_backend(f) ? fot_ws_backend(f)->name : "host", w->be->name);
     if (f && (w->s2 || w->pos_in)) /* FoT rows are whole contexts at 0..T-1 with full local attention */
         return fail(err, errlen, "FoT cross-batch training does not combine with %s",
                     w->s2 ? "S2-Attn" : "given positions (sparse memory training)");
@@ -236,6 +271,7 @@ static void carve_all(carve *c, model_train_ws *w, const model_config *cfg) {
     w->dq = take(c, n * qd), w->dk = take(c, n * kvd), w->dv = take(c, n * kvd), w->datt = take(c, n * qd);
     w->u = w->r ? take(c, n * (size_t)w->r) : NULL, w->us = take(c, n * (size_t)(w->r ? w->r : 1));
     w->x_spare = w->recompute ? take(c, n * d) : NULL;
+    w->loss_dev = w->be->host_memory ? NULL : take(c, 1);
 }
 
 model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, int32_t lora_r, bool recompute,
@@ -246,18 +282,24 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
         return NULL;
     }
     model_train_ws *w = calloc(1, sizeof *w);
+    const kern_backend *be = m->be;
     size_t n = (size_t)B * (size_t)T;
-    if (w) *w = (model_train_ws){.B = B, .T = T, .r = lora_r, .recompute = recompute};
-    if (!w || !(w->a = calloc((size_t)c->num_hidden_layers, sizeof *w->a)) || !(w->ids = malloc(n * sizeof *w->ids)) ||
-        !(w->tgt = malloc(n * sizeof *w->tgt)) || !(w->pos = malloc(n * sizeof *w->pos))) {
+    if (w) *w = (model_train_ws){.B = B, .T = T, .r = lora_r, .recompute = recompute, .be = be};
+    if (!w || !(w->a = calloc((size_t)c->num_hidden_layers, sizeof *w->a)) ||
+        !(w->h_idx = malloc(3 * n * sizeof *w->h_idx)) ||
+        !(w->idx = be->host_memory ? w->h_idx : be->mem_alloc(3 * n * sizeof *w->idx)) ||
+        (!be->host_memory && !(w->kc = be->ctx_new(m->n_threads)))) {
+        fail(err, errlen, "out of %s memory", w && w->h_idx && !be->host_memory ? be->name : "host");
         model_train_ws_free(w);
-        fail(err, errlen, "out of memory");
         return NULL;
     }
+    w->h_ids = w->h_idx, w->h_tgt = w->h_idx + n, w->h_pos = w->h_idx + 2 * n;
+    w->ids = w->idx, w->tgt = w->idx + n, w->pos = w->idx + 2 * n;
     carve count = {0};
     carve_all(&count, w, c);
     w->floats = count.at;
-    if (!(w->block = aligned_alloc(64, w->floats * sizeof(float)))) {
+    if (!(w->block = be->host_memory ? aligned_alloc(64, w->floats * sizeof(float))
+                                     : be->mem_alloc(w->floats * sizeof(float)))) {
         fail(err, errlen, "out of memory for the activations of %d x %d tokens (%.1f GiB%s)", B, T,
              (double)w->floats * 4 / (1 << 30), recompute ? "" : "; --recompute keeps one layer's");
         model_train_ws_free(w);
@@ -270,7 +312,13 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
 
 void model_train_ws_free(model_train_ws *w) {
     if (!w) return;
-    free(w->a), free(w->ids), free(w->tgt), free(w->pos), free(w->block), free(w->pos_in);
+    if (w->be && !w->be->host_memory) {
+        if (w->kc) w->be->ctx_free(w->kc);
+        w->be->mem_free(w->idx), w->be->mem_free(w->block);
+    } else {
+        free(w->block);
+    }
+    free(w->a), free(w->h_idx), free(w->pos_in);
     s2_attn_free(w->s2);
     free(w);
 }
@@ -284,6 +332,8 @@ int32_t model_train_ws_len(const model_train_ws *w) { return w->T; }
 
 int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen) {
     if (group > 0 && w->fot) return fail(err, errlen, "S2-Attn does not combine with FoT cross-batch training");
+    if (group > 0 && !w->be->host_memory) /* its head regrouping is host copies (s2_attn.c) */
+        return fail(err, errlen, "S2-Attn trains on the CPU only so far (the model is on %s)", w->be->name);
     s2_attn_free(w->s2);
     w->s2 = NULL;
     const model_config *c = &m->cfg;
@@ -333,7 +383,8 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], w->us));
     if (ADAPTED(T_V)) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], w->us));
     const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
-    if (fot) memcpy(fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float)); /* extra contexts: unrotated */
+    if (fot) /* extra contexts: unrotated */
+        TRY(be->mem_copy(kc, fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float), KERN_D2D));
     if (rot) TRY(be->rope(kc, A->q, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (rot) TRY(be->rope(kc, A->k, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (fot) TRY(fot_attention_forward(be, kc, w->fot, l, A->att, A->lse, A->q, A->k, A->v, hq, hkv, hd, scale));
@@ -346,7 +397,7 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
             TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T,
                               T, 0, hq, hkv, hd, scale));
     }
-    memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
+    TRY(be->mem_copy(kc, A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float), KERN_D2D));
     TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
     if (ADAPTED(T_O)) TRY(lora_fwd(be, kc, lt, l, T_O, A->x_mid, A->att, n, d, qd, A->lt[T_O], w->us));
     TRY(be->rmsnorm(kc, A->xn2, A->rstd2, A->x_mid, W->ffn_norm.data, W->ffn_norm.dt, n, d, eps));
@@ -355,7 +406,7 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     if (ADAPTED(T_GATE)) TRY(lora_fwd(be, kc, lt, l, T_GATE, A->gate, A->xn2, n, ff, d, A->lt[T_GATE], w->us));
     if (ADAPTED(T_UP)) TRY(lora_fwd(be, kc, lt, l, T_UP, A->up, A->xn2, n, ff, d, A->lt[T_UP], w->us));
     TRY(be->swiglu(kc, A->h, A->gate, A->up, n * ff));
-    memcpy(x_out, A->x_mid, (size_t)(n * d) * sizeof(float));
+    TRY(be->mem_copy(kc, x_out, A->x_mid, (size_t)(n * d) * sizeof(float), KERN_D2D));
     TRY(be->matmul(kc, x_out, A->h, W->w_down.data, W->w_down.dt, n, d, ff, 1.f));
     if (ADAPTED(T_DOWN)) TRY(lora_fwd(be, kc, lt, l, T_DOWN, x_out, A->h, n, d, ff, A->lt[T_DOWN], w->us));
     return 0;
@@ -390,8 +441,8 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_O].g, dres, A->att, n, d, qd));
     TRY(be->matmul_backward_x(kc, datt, dres, W->wo.data, W->wo.dt, n, d, qd, 0.f));
     if (ADAPTED(T_O)) TRY(lora_bwd(be, kc, lt, l, T_O, dres, A->att, A->lt[T_O], datt, n, d, qd, u, us));
-    memset(dk, 0, (size_t)(n * kvd) * sizeof(float)); /* attention_backward accumulates dk, dv */
-    memset(dv, 0, (size_t)(n * kvd) * sizeof(float));
+    TRY(be->mem_set(kc, dk, 0, (size_t)(n * kvd) * sizeof(float))); /* attention_backward accumulates dk, dv */
+    TRY(be->mem_set(kc, dv, 0, (size_t)(n * kvd) * sizeof(float)));
     const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
     if (fot)
         TRY(fot_attention_backward(be, kc, w->fot, l, dq, dk, dv, datt, A->q, A->k, A->v, A->att, A->lse, hq, hkv, hd,
@@ -409,10 +460,7 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
     }
     if (rot) TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (rot) TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
-    if (fot) { /* keys used unrotated by other rows: their share joins after RoPE's backward */
-        const float *dkr = fot_dk_raw(w->fot);
-        for (int64_t i = 0; i < n * kvd; i++) dk[i] += dkr[i];
-    }
+    if (fot) TRY(be->add(kc, dk, fot_dk_raw(w->fot), n * kvd)); /* other rows' share of the unrotated keys */
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_Q].g, dq, A->xn1, n, qd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_K].g, dk, A->xn1, n, kvd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_V].g, dv, A->xn1, n, kvd, d));
@@ -454,23 +502,25 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     const int32_t B = w->B, T = w->T;
     const int64_t d = c->hidden_size, V = c->vocab_size, n = (int64_t)B * T, L = c->num_hidden_layers;
     const float eps = c->rms_norm_eps;
-    if (!be->host_memory || (train && (!g || g->count != n_params(m))))
-        return fail(err, errlen, "gradients not made for this model (model_grads_init) or not on the CPU");
+    if (train && (!g || g->count != n_params(m) || g->be != (be->host_memory ? NULL : be)))
+        return fail(err, errlen, "gradients not made for this model (model_grads_init) or not on its backend");
+    if (be != w->be) return fail(err, errlen, "a workspace made for the %s backend used on %s", w->be->name, be->name);
     if (lt && (lt->r != w->r || L > LORA_TRAIN_MAX_LAYERS))
         return fail(err, errlen, "an adapter of rank %d on %lld layers (workspace for rank %d)", lt->r, (long long)L,
                     w->r);
     for (size_t i = 0; train && i < g->count; i++)
         if (in_groups(m, i, train) && !g->p[i].g) return fail(err, errlen, "no gradient buffer for %s", g->p[i].name);
-    kern_ctx *kc = be->ctx_new(m->n_threads);
+    kern_ctx *kc = w->kc ? w->kc : be->ctx_new(m->n_threads); /* host: a context per call, as before */
     if (!kc) return fail(err, errlen, "out of memory");
     if (be == kern_cpu_backend()) kern_cpu_set_gemm(kc, KERN_CPU_GEMM_EXACT); /* fp32 forward for fp32 gradients */
     int rc = -1;
+    float *loss_out = w->loss_dev ? w->loss_dev : loss; /* device: cross_entropy writes device memory */
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++) {
             int64_t i = (int64_t)b * T + t;
-            w->ids[i] = tokens[(size_t)b * (T + 1) + t];
-            w->tgt[i] = !mask || mask[i] ? tokens[(size_t)b * (T + 1) + t + 1] : -1;
-            w->pos[i] = w->pos_in ? w->pos_in[i] : t;
+            w->h_ids[i] = tokens[(size_t)b * (T + 1) + t];
+            w->h_tgt[i] = !mask || mask[i] ? tokens[(size_t)b * (T + 1) + t + 1] : -1;
+            w->h_pos[i] = w->pos_in ? w->pos_in[i] : t;
         }
     /* ---- forward: with recompute only each layer's input is kept; `one` holds the layer being computed */
 #define CALL(x)                                                                                                 \
@@ -485,6 +535,8 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
             goto out;                                                                                           \
         }                                                                                                       \
     } while (0)
+    if (!be->host_memory) /* ids, targets, positions: one upload */
+        KCALL(be->mem_copy(kc, w->idx, w->h_idx, 3 * (size_t)n * sizeof *w->idx, KERN_H2D));
     KCALL(be->embed(kc, w->a[0].x_in, wt->tok_embd.data, wt->tok_embd.dt, V, d, w->ids, n));
     for (int64_t l = 0; l < L; l++) {
         layer_acts *A = &w->a[l];
@@ -494,7 +546,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     }
     KCALL(be->rmsnorm(kc, w->xnf, w->rstdf, w->x_last, wt->out_norm.data, wt->out_norm.dt, n, d, eps));
     KCALL(be->matmul(kc, w->logits, w->xnf, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
-    KCALL(be->cross_entropy(kc, loss, w->logits, w->logits, w->tgt, n, V, dloss)); /* logits become dlogits */
+    KCALL(be->cross_entropy(kc, loss_out, w->logits, w->logits, w->tgt, n, V, dloss)); /* logits become dlogits */
     if (dloss == 0.0f) { /* the loss alone (evaluation): no backward */
         rc = 0;
         goto out;
@@ -521,6 +573,12 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     if (g_embd) KCALL(be->embed_backward(kc, g_embd, w->dres, V, d, w->ids, n));
     rc = 0;
 out:
-    be->ctx_free(kc);
+    if (rc == 0 && w->loss_dev) { /* the one read-back: waits for the step and reports deferred errors */
+        int rc_ = be->mem_copy(kc, loss, w->loss_dev, sizeof *loss, KERN_D2H);
+        if (rc_ != KERN_OK) rc = fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc_, be->name);
+    } else if (rc != 0 && w->kc) {
+        be->sync(kc); /* nothing queued may outlive a failed step */
+    }
+    if (kc != w->kc) be->ctx_free(kc);
     return rc;
 }

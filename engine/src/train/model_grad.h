@@ -8,9 +8,12 @@
  * A batch is B independent sequences of T+1 ids: rows tokens[b][0..T-1] are read, tokens[b][1..T] predicted; loss
  * = mean cross-entropy over the predicted tokens whose mask is 1 (mask NULL: all). Gradients are fp32, one buffer
  * per parameter named as in the Hugging Face checkpoint (model.layers.0.self_attn.q_proj.weight, ...; tied
- * embeddings: one model.embed_tokens.weight), and accumulate (+=) so micro-batches add up. Host backends (the CPU)
- * for now; the model's weights may be f32, f16 or bf16 (widened by the kernels). LongLLaMA layouts too: memory
- * layers attend locally (their keys unrotated when mem_positionals is false), or cross-batch with a FoT workspace.
+ * embeddings: one model.embed_tokens.weight), and accumulate (+=) so micro-batches add up. Any backend: on a device
+ * backend (CUDA) every buffer here - gradients, fp32 master copies, the workspace, the adapter - lives in device
+ * memory (the backend's mem_alloc), a step uploads its ids, targets and positions in one copy and reads back only
+ * the loss. The model's weights may be f32, f16 or bf16 (widened by the kernels). LongLLaMA layouts too: memory
+ * layers attend locally (their keys unrotated when mem_positionals is false), or cross-batch with a FoT workspace
+ * (fot_ws_new_on the same backend). S2-Attn runs on host backends only.
  */
 #ifndef MNEMO_MODEL_GRAD_H
 #define MNEMO_MODEL_GRAD_H
@@ -27,12 +30,14 @@ typedef struct {
     size_t n;
 } param_grad;
 
+struct kern_backend;
 typedef struct model_grads {
     param_grad *p;
     size_t count;
+    const struct kern_backend *be; /* device backend whose memory holds every g; NULL: host memory (calloc) */
 } model_grads;
 
-/* Zeroed gradient buffers for every parameter of m. 0, or -1 (out of memory, or a model this cannot train yet). */
+/* Zeroed gradient buffers for every parameter of m, in the memory of m's backend. 0, or -1 (out of memory). */
 int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen);
 /* The same list of names and sizes, with buffers only for the parameter groups in train (TRAIN_*; the others'
  * g is NULL), so LoRA+ does not hold a gradient the size of the model. */
@@ -43,7 +48,9 @@ param_grad *model_grads_find(model_grads *g, const char *name);
 
 /* Full fine-tuning: p receives an fp32 copy of every parameter (names and sizes as model_grads_init; bf16/f16
  * widened once) and the model's forward is pointed at those copies, so updating p updates the model. The model
- * must not be decoding in another thread meanwhile; p must outlive every use of the model. 0, or -1. */
+ * must not be decoding in another thread meanwhile; p must outlive every use of the model. On a device backend the
+ * copies are made from the uploaded weights, which are freed once every weight has its copy (full fine-tuning). 0,
+ * or -1. */
 int model_params_bind_fp32(model_grads *p, mnemo_model *m, char *err, size_t errlen);
 /* The same for the groups in train only; the other weights stay as loaded (p's entries NULL). */
 int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, char *err, size_t errlen);
@@ -58,7 +65,7 @@ int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint
 enum { TRAIN_EMBED = 1, TRAIN_NORMS = 2, TRAIN_LINEAR = 4, TRAIN_HEAD = 8, TRAIN_ALL = 15 };
 
 #define LORA_TRAIN_MAX_LAYERS 64
-/* A LoRA adapter being trained (host fp32, peft's layout): each targeted projection y = x W^T + scale (x A^T) B^T.
+/* A LoRA adapter being trained (fp32 in the model backend's memory, peft's layout): each targeted projection y = x W^T + scale (x A^T) B^T.
  * a/b: [layer][target] parameters (NULL where not targeted), ga/gb: their gradients (accumulated). Targets in the
  * order q, k, v, o, gate, up, down (lora.h's lora_target). */
 typedef struct {

@@ -17,6 +17,7 @@
 #include "rng.h"
 #include "safetensors_write.h"
 #include "tensor_index.h"
+#include "train_mem.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -93,17 +94,25 @@ static int init_lora(trainable *t, const mnemo_model *m, const mnemo_train_param
             float **slots[4] = {&t->lora.a[l][tg], &t->lora.ga[l][tg], &t->lora.b[l][tg], &t->lora.gb[l][tg]};
             size_t sizes[4] = {(size_t)(r * in), (size_t)(r * in), (size_t)(out * r), (size_t)(out * r)};
             for (int k = 0; k < 4; k++)
-                if (!(*slots[k] = calloc(sizes[k], sizeof(float)))) rc = fail(err, errlen, "out of memory");
+                if (!(*slots[k] = train_mem_zeros(t->be, sizes[k]))) rc = fail(err, errlen, "out of memory");
             if (rc) break;
             const lora_pair *src = from.pairs ? lora_pair_at(&from, l, (lora_target)tg) : NULL;
+            float *a = t->be ? malloc(sizes[0] * sizeof *a) : t->lora.a[l][tg]; /* A is made on the host */
+            if (!a) {
+                rc = fail(err, errlen, "out of memory");
+                break;
+            }
             if (src) {
-                memcpy(t->lora.a[l][tg], src->a, sizes[0] * sizeof(float));
-                memcpy(t->lora.b[l][tg], src->b, sizes[2] * sizeof(float));
+                memcpy(a, src->a, sizes[0] * sizeof(float));
+                if (train_mem_upload(t->be, t->lora.b[l][tg], src->b, sizes[2]))
+                    rc = fail(err, errlen, "uploading the adapter failed");
             } else { /* peft: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0 */
                 double bound = 1.0 / sqrt((double)in);
-                for (size_t i = 0; i < sizes[0]; i++)
-                    t->lora.a[l][tg][i] = (float)((2.0 * mnemo_rng_uniform(&rng) - 1.0) * bound);
+                for (size_t i = 0; i < sizes[0]; i++) a[i] = (float)((2.0 * mnemo_rng_uniform(&rng) - 1.0) * bound);
             }
+            if (!rc && train_mem_upload(t->be, t->lora.a[l][tg], a, sizes[0]))
+                rc = fail(err, errlen, "uploading the adapter failed");
+            if (t->be) free(a);
         }
     lora_free(&from);
     return rc;
@@ -112,6 +121,7 @@ static int init_lora(trainable *t, const mnemo_model *m, const mnemo_train_param
 int trainable_init(trainable *t, mnemo_model *m, const mnemo_train_params *p, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     t->method = p->method;
+    t->be = train_mem_backend(m->be);
     const model_config *c = &m->cfg;
     if (p->method != MNEMO_TRAIN_FULL && c->num_hidden_layers > LORA_TRAIN_MAX_LAYERS)
         return fail(err, errlen, "LoRA training supports up to %d layers (the model has %d)", LORA_TRAIN_MAX_LAYERS,
@@ -149,15 +159,22 @@ oom:
 
 void trainable_free(trainable *t) {
     for (int l = 0; l < LORA_TRAIN_MAX_LAYERS; l++)
-        for (int k = 0; k < 7; k++) free(t->lora.a[l][k]), free(t->lora.b[l][k]), free(t->lora.ga[l][k]), free(t->lora.gb[l][k]);
+        for (int k = 0; k < 7; k++) {
+            float *bufs[4] = {t->lora.a[l][k], t->lora.b[l][k], t->lora.ga[l][k], t->lora.gb[l][k]};
+            for (int j = 0; j < 4; j++) train_mem_free(t->be, bufs[j]);
+        }
     model_grads_free(&t->grads);
     model_grads_free(&t->params); /* the model's weights may point here: free the model first */
     free(t->items);
     memset(t, 0, sizeof *t);
 }
 
-void trainable_zero_grads(trainable *t) {
-    for (size_t i = 0; i < t->count; i++) memset(t->items[i].g, 0, t->items[i].n * sizeof(float));
+int trainable_zero_grads(trainable *t, kern_ctx *kc) {
+    int rc = KERN_OK;
+    for (size_t i = 0; i < t->count && rc == KERN_OK; i++)
+        if (t->be) rc = t->be->mem_set(kc, t->items[i].g, 0, t->items[i].n * sizeof(float));
+        else memset(t->items[i].g, 0, t->items[i].n * sizeof(float));
+    return rc == KERN_OK && t->be ? t->be->sync(kc) : rc; /* the step's kernels run on another context's stream */
 }
 
 size_t trainable_floats(const trainable *t) {
@@ -172,22 +189,28 @@ static int write_base(const trainable *t, const mnemo_model *m, const char *path
                       size_t errlen) {
     size_t n = weight_store_count(m->ws), k = 0, found = 0;
     st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
-    if (!ts) return fail(err, errlen, "out of memory");
-    for (size_t i = 0; i < n; i++) {
+    float **views = calloc(n ? n : 1, sizeof *views); /* device: downloaded copies of the trained tensors */
+    int rc = ts && views ? 0 : fail(err, errlen, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         const tensor_entry *e = weight_store_at(m->ws, i);
         const param_grad *pg = NULL;
         for (size_t j = 0; j < t->params.count && !pg; j++)
             if (t->params.p[j].g && !strcmp(t->params.p[j].name, e->name)) pg = &t->params.p[j];
         if (pg) found++;
         if (only_trained && !pg) continue;
-        ts[k++] = pg ? (st_tensor){e->name, TENSOR_F32, e->ndim, e->shape, pg->g}
+        if (pg && !(views[i] = train_mem_host_view(t->be, pg->g, pg->n)))
+            rc = fail(err, errlen, "out of memory (or a device copy failed) reading %s back", e->name);
+        ts[k++] = pg ? (st_tensor){e->name, TENSOR_F32, e->ndim, e->shape, views[i]}
                      : (st_tensor){e->name, e->dtype, e->ndim, e->shape, e->data};
     }
     size_t want = 0;
     for (size_t j = 0; j < t->params.count; j++) want += t->params.p[j].g != NULL;
-    int rc = found != want ? fail(err, errlen, "%zu of %zu trained tensors found among the checkpoint's", found, want)
+    if (rc == 0)
+        rc = found != want ? fail(err, errlen, "%zu of %zu trained tensors found among the checkpoint's", found, want)
                            : safetensors_write(path, ts, k, (const char *const[]){"format", "pt"}, 1, err, errlen);
-    free(ts);
+    for (size_t i = 0; views && i < n; i++)
+        if (views[i]) train_mem_host_release(t->be, views[i]);
+    free(ts), free(views);
     return rc;
 }
 
@@ -212,12 +235,24 @@ int trainable_write(const trainable *t, const mnemo_model *m, const char *model_
         lora_host_pair *pairs = calloc((size_t)m->cfg.num_hidden_layers * LORA_N_TARGETS, sizeof *pairs);
         size_t np = 0;
         if (!pairs) return fail(err, errlen, "out of memory");
+        int rc = 0;
         for (int32_t l = 0; l < m->cfg.num_hidden_layers; l++)
-            for (int tg = 0; tg < LORA_N_TARGETS; tg++)
-                if (t->targets >> tg & 1)
-                    pairs[np++] = (lora_host_pair){l, (lora_target)tg, t->lora.a[l][tg], t->lora.b[l][tg]};
-        int rc = lora_write_peft(out_dir, &m->cfg, t->lora.r, t->alpha, t->rslora, t->targets, pairs, np, model_dir,
+            for (int tg = 0; tg < LORA_N_TARGETS; tg++) {
+                if (!(t->targets >> tg & 1)) continue;
+                int64_t out, in;
+                lora_target_shape(&m->cfg, (lora_target)tg, &out, &in);
+                float *a = train_mem_host_view(t->be, t->lora.a[l][tg], (size_t)(t->lora.r * in));
+                float *b = train_mem_host_view(t->be, t->lora.b[l][tg], (size_t)(out * t->lora.r));
+                pairs[np++] = (lora_host_pair){l, (lora_target)tg, a, b};
+                if (!a || !b) rc = fail(err, errlen, "out of memory (or a device copy failed) reading the adapter back");
+            }
+        if (rc == 0)
+            rc = lora_write_peft(out_dir, &m->cfg, t->lora.r, t->alpha, t->rslora, t->targets, pairs, np, model_dir,
                                  err, errlen);
+        for (size_t i = 0; i < np; i++) {
+            if (pairs[i].a) train_mem_host_release(t->be, (float *)pairs[i].a);
+            if (pairs[i].b) train_mem_host_release(t->be, (float *)pairs[i].b);
+        }
         free(pairs);
         if (rc) return -1;
     }

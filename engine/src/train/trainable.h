@@ -6,6 +6,8 @@
  *   full   every parameter of the model (fp32 copies; bf16/f16 weights widened once).
  * It also writes what the run produces: a peft adapter directory (and trainable_params.safetensors for LoRA+), or a
  * checkpoint directory for full fine-tuning.
+ * On a device backend (train_mem.h) every value and gradient lives in device memory: p and g below are device
+ * pointers, set up by one upload and downloaded only to write files.
  */
 #ifndef MNEMO_TRAINABLE_H
 #define MNEMO_TRAINABLE_H
@@ -15,15 +17,17 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "kernels.h"
 #include "model_grad.h"
 
 typedef struct {
     char name[160]; /* as written: peft's name for adapter matrices, the checkpoint's for base parameters */
-    float *p, *g;   /* value and gradient, n floats each */
+    float *p, *g;   /* value and gradient, n floats each, in the memory of trainable.be */
     size_t n;
 } train_param;
 
 typedef struct {
+    const kern_backend *be;   /* device backend holding every buffer; NULL: host memory */
     mnemo_train_method method;
     unsigned base;            /* TRAIN_* groups of the base model trained */
     model_grads params;       /* base: fp32 copies the model runs on (entries outside `base` NULL) */
@@ -40,7 +44,8 @@ typedef struct {
  * else). LoRA: from p->init_adapter, or A drawn uniformly in +-1/sqrt(in) from p->seed and B = 0. 0, or -1. */
 int trainable_init(trainable *t, mnemo_model *m, const mnemo_train_params *p, char *err, size_t errlen);
 void trainable_free(trainable *t);
-void trainable_zero_grads(trainable *t);
+/* Every gradient to 0, on kc (device: queued, then waited for). KERN_OK or a code. */
+int trainable_zero_grads(trainable *t, kern_ctx *kc);
 /* Floats held: values (when owned), gradients. */
 size_t trainable_floats(const trainable *t);
 
