@@ -151,7 +151,9 @@ F32GEMM static void panel_rows(const float *a, int64_t k, const float *b, int64_
 static int gemm_f32(kern_ctx *kc, float *y, const float *x, int64_t lda, int a_kmajor, const void *w, kern_dtype wdt,
                     int64_t ldb, int b_kmajor, int64_t m, int64_t n, int64_t k, float beta) {
     const int quant = kern_dtype_is_quant(wdt);
-    int threads = kc->n_threads;
+    /* a GEMM of a few hundred microseconds or less stays on one thread: a parallel region costs more there, and
+     * far more when a thread waits for a core (small test models on a busy machine); results are the same bits */
+    int threads = (double)m * (double)n * (double)k < 4e6 ? 1 : kc->n_threads;
     int64_t n_panels = (n + NR - 1) / NR;
     size_t a_floats = (size_t)((m + MR - 1) / MR * MR) * (size_t)k, b_floats = (size_t)KC * NR;
     size_t a_pad = (a_floats + 15) & ~(size_t)15; /* scratch: x tiled, then one packed panel per thread */
