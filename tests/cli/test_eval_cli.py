@@ -158,7 +158,7 @@ with tempfile.TemporaryDirectory() as td:
         work = os.path.join(td, "proof")
         env = dict(os.environ, BUILD=os.path.dirname(BIN), DOCS="40", SAMPLES="1", LENGTHS="65,256",
                    STEPS_C65="2", STEPS_D1="2", STEPS_NEG="2", STEPS_257="2", STEPS_513="2", STEPS_LAST="2",
-                   STEPS_513B="2", STEPS_1025="2", STEPS_2049="2", STEPS_4097="2")
+                   STEPS_513B="2", STEPS_1025="2", STEPS_2049="2")
         script = os.path.join(SRC, "tests", "bench", "proof_dict_lookup.sh")
         p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
         table = [l for l in p.stdout.decode().splitlines() if l.startswith("small_")]
