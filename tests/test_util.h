@@ -6,6 +6,7 @@
 #define MNEMO_TEST_UTIL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,6 +32,20 @@ static inline int test_summary(void) {
 static inline const char *test_fixtures(void) {
     const char *d = getenv("MNEMO_FIXTURES");
     return d ? d : "tests/fixtures";
+}
+
+/* A whole file in memory (one spare byte past the end), its size in *len; NULL when it cannot be read. */
+static inline uint8_t *test_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) free(b), b = NULL;
+    fclose(f);
+    *len = n >= 0 ? (size_t)n : 0;
+    return b;
 }
 
 #endif

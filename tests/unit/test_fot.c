@@ -27,18 +27,6 @@
 
 #define TOL 1e-4
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len);
-    *len = b ? fread(b, 1, *len, f) : 0;
-    fclose(f);
-    return b;
-}
-
 static void check_schedule_parse(void) {
     char err[512] = "";
     fot_schedule s;
@@ -142,7 +130,7 @@ static void check_case(const char *name) {
     }
     snprintf(path, sizeof path, "%s/fot/%s/grads.safetensors", test_fixtures(), name);
     size_t len = 0;
-    img = slurp(path, &len);
+    img = test_slurp(path, &len);
     CHECK(img && safetensors_parse(img, len, path, &tl, err, sizeof err) == 0, "%s: %s", path, err);
     CHECK(tl.count == g[0].count, "%s: %zu gradients, torch has %zu", name, g[0].count, tl.count);
     double worst = 0;
@@ -192,9 +180,9 @@ static void check_lora_case(void) {
     memset(lt, 0, sizeof lt);
     size_t alen = 0, glen = 0;
     snprintf(path, sizeof path, "%s/fot/lora/adapter.safetensors", test_fixtures());
-    uint8_t *aimg = slurp(path, &alen);
+    uint8_t *aimg = test_slurp(path, &alen);
     snprintf(path, sizeof path, "%s/fot/lora/grads.safetensors", test_fixtures());
-    uint8_t *gimg = slurp(path, &glen);
+    uint8_t *gimg = test_slurp(path, &glen);
     tensor_list at = {0}, gt = {0};
     int32_t *tokens = malloc((size_t)rows * (T + 1) * sizeof *tokens);
     if (!c || D != 3 || !aimg || !gimg || !tokens || safetensors_parse(aimg, alen, "adapter", &at, err, sizeof err) ||

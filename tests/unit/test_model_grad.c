@@ -25,18 +25,6 @@
 
 #define GRAD_TOL 1e-4
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len);
-    *len = b ? fread(b, 1, *len, f) : 0;
-    fclose(f);
-    return b;
-}
-
 static const char *const TARGET_MODULES[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
 static void check_model(const char *name, const int32_t *tokens, int B, int T) {
@@ -60,7 +48,7 @@ static void check_model(const char *name, const int32_t *tokens, int B, int T) {
     char gpath[4700];
     snprintf(gpath, sizeof gpath, "%s/train/full/%s/grads.safetensors", test_fixtures(), name);
     size_t len = 0;
-    uint8_t *img = slurp(gpath, &len);
+    uint8_t *img = test_slurp(gpath, &len);
     tensor_list tl = {0};
     CHECK(img && safetensors_parse(img, len, gpath, &tl, err, sizeof err) == 0, "%s: %s", gpath, err);
     CHECK(tl.count == g.count, "%s: %zu gradients, torch has %zu", name, g.count, tl.count);
@@ -162,7 +150,7 @@ static int lora_from_dir(lora_train *lt, const char *adir, uint8_t **img_out, te
     json_t *cfg = json_load_file(path, 0, NULL);
     size_t len = 0;
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
-    *img_out = slurp(path, &len);
+    *img_out = test_slurp(path, &len);
     if (!cfg || !*img_out || safetensors_parse(*img_out, len, path, tl, err, sizeof err)) {
         json_decref(cfg);
         return -1;
@@ -207,7 +195,7 @@ static void check_lora(const char *sub, const char *model, bool plus, const int3
     size_t glen = 0;
     uint8_t *aimg = NULL;
     snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-    uint8_t *gimg = slurp(path, &glen);
+    uint8_t *gimg = test_slurp(path, &glen);
     tensor_list at = {0}, gt = {0};
     if (!res || !gimg || mnemo_model_load(mdir, &mp, &m) != MNEMO_OK || lora_from_dir(&lt, adir, &aimg, &at) ||
         safetensors_parse(gimg, glen, "grads", &gt, err, sizeof err) || (plus && model_grads_init_for(&g, m, TRAIN_EMBED | TRAIN_NORMS, err, sizeof err))) {

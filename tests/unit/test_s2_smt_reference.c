@@ -25,24 +25,12 @@
 
 #define TOL 1e-4
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len);
-    *len = b ? fread(b, 1, *len, f) : 0;
-    fclose(f);
-    return b;
-}
-
 /* The worst relative error of g against dir/grads.safetensors (-1: a tensor missing or of another size). */
 static double grads_error(const char *dir, model_grads *g, char *worst_name /* [96] */) {
     char path[4700], err[512];
     snprintf(path, sizeof path, "%s/grads.safetensors", dir);
     size_t len = 0;
-    uint8_t *img = slurp(path, &len);
+    uint8_t *img = test_slurp(path, &len);
     tensor_list tl = {0};
     double worst = -1;
     if (!img || safetensors_parse(img, len, path, &tl, err, sizeof err)) {

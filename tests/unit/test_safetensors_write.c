@@ -13,18 +13,6 @@
 #include "tensor_index.h"
 #include "test_util.h"
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 static bool exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -51,7 +39,7 @@ int main(void) {
     CHECK(safetensors_write(path, ts, 4, meta, 2, err, sizeof err) == 0, "write: %s", err);
     CHECK(!exists(tmp), "no .tmp left after a good write");
     size_t len = 0;
-    uint8_t *img = slurp(path, &len);
+    uint8_t *img = test_slurp(path, &len);
     CHECK(img && len >= 8, "read back");
     uint64_t hl = 0;
     for (int i = 0; img && i < 8; i++) hl |= (uint64_t)img[i] << (8 * i);
@@ -97,7 +85,7 @@ int main(void) {
               "bad case %zu refused with '%s' (got '%s')", i, bad[i].want, err);
         CHECK(!exists(tmp), "bad case %zu: nothing half-written", i);
     }
-    img = slurp(path, &len);
+    img = test_slurp(path, &len);
     CHECK(img && safetensors_parse(img, len, path, &l, err, sizeof err) == 0 && l.count == 4,
           "the good file is untouched by refused writes");
     tensor_list_free(&l);

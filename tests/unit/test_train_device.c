@@ -95,19 +95,6 @@ static mnemo_status train(const char *model, const mnemo_train_params *p, mnemo_
     return st;
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) free(b), b = NULL;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* Every fp32 tensor of file in dir a against dir b's: the largest |a - b| relative to max |b|, over all tensors
  * (-1 when a file is missing, a tensor is absent or its size differs). exact: byte equality instead (0 or -1). */
 static double compare_file(const char *dir_a, const char *dir_b, const char *file, bool exact, size_t *tensors) {
@@ -115,7 +102,7 @@ static double compare_file(const char *dir_a, const char *dir_b, const char *fil
     snprintf(pa, sizeof pa, "%s/%s", dir_a, file);
     snprintf(pb, sizeof pb, "%s/%s", dir_b, file);
     size_t la = 0, lb = 0;
-    uint8_t *a = slurp(pa, &la), *b = slurp(pb, &lb);
+    uint8_t *a = test_slurp(pa, &la), *b = test_slurp(pb, &lb);
     tensor_list ta = {0}, tb = {0};
     double worst = -1;
     *tensors = 0;

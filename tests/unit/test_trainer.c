@@ -21,19 +21,6 @@
 #include "tensor_index.h"
 #include "test_util.h"
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) free(b), b = NULL;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static char tmp_root[256];
 
 static const char *out_dir(const char *name) {
@@ -105,7 +92,7 @@ static void check_against_torch(const char *runname, mnemo_train_method method, 
         snprintf(mine, sizeof mine, "%s/adapter_model.safetensors", p.out_dir);
         snprintf(theirs, sizeof theirs, "%s/train/adamw/%s/adapter_final/adapter_model.safetensors", test_fixtures(), runname);
         size_t la = 0, lb = 0;
-        uint8_t *a = slurp(mine, &la), *b = slurp(theirs, &lb);
+        uint8_t *a = test_slurp(mine, &la), *b = test_slurp(theirs, &lb);
         tensor_list ta = {0}, tb = {0};
         CHECK(a && b && !safetensors_parse(a, la, mine, &ta, err, sizeof err) &&
                   !safetensors_parse(b, lb, theirs, &tb, err, sizeof err) && ta.count == tb.count && tb.count > 0,
@@ -159,7 +146,7 @@ static void check_sgd_against_torch(void) {
 
 static bool same_file(const char *a, const char *b) {
     size_t la = 0, lb = 0;
-    uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+    uint8_t *x = test_slurp(a, &la), *y = test_slurp(b, &lb);
     bool same = x && y && la == lb && !memcmp(x, y, la);
     free(x), free(y);
     return same;
@@ -244,7 +231,7 @@ static void check_refusals(void) {
     snprintf(state, sizeof state, "%s/train_state.mnemo", p.out_dir);
     snprintf(copy, sizeof copy, "%s/state_copy", tmp_root);
     size_t len = 0;
-    uint8_t *orig = slurp(state, &len);
+    uint8_t *orig = test_slurp(state, &len);
     FILE *f = fopen(copy, "wb");
     if (f && orig) fwrite(orig, 1, len, f);
     if (f) fclose(f);

@@ -25,18 +25,6 @@
 #define GRAD_TOL 1e-4
 #define LOSS_TOL 1e-5
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len);
-    *len = b ? fread(b, 1, *len, f) : 0;
-    fclose(f);
-    return b;
-}
-
 static const tensor_entry *find(const tensor_list *tl, const char *name) {
     for (size_t i = 0; i < tl->count; i++)
         if (!strcmp(tl->items[i].name, name)) return &tl->items[i];
@@ -133,7 +121,7 @@ static void check_case(const char *cs, const char *base) {
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
     snprintf(path, sizeof path, "%s/uio_train/%s/grads.safetensors", test_fixtures(), cs);
     size_t len = 0;
-    img = slurp(path, &len);
+    img = test_slurp(path, &len);
     CHECK(img && safetensors_parse(img, len, path, &tl, err, sizeof err) == 0, "%s: %s", path, err);
     const char *mode;
     json_t *jm;
@@ -187,7 +175,7 @@ out:
 static uint8_t *file_bytes(const char *dir, const char *name, size_t *len) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return slurp(path, len);
+    return test_slurp(path, len);
 }
 
 static void rm_run(const char *dir) {

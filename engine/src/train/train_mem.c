@@ -2,6 +2,7 @@
 #include "train_mem.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 float *train_mem_zeros(const kern_backend *be, size_t n) {
     if (!be) return calloc(n ? n : 1, sizeof(float));
@@ -20,7 +21,7 @@ void train_mem_free(const kern_backend *be, float *p) {
 
 int train_mem_upload(const kern_backend *be, float *dst, const float *src, size_t n) {
     if (!be) {
-        for (size_t i = 0; i < n && dst != src; i++) dst[i] = src[i];
+        if (dst != src) memmove(dst, src, n * sizeof *dst);
         return 0;
     }
     return be->mem_copy(NULL, dst, src, n * sizeof(float), KERN_H2D) == KERN_OK ? 0 : -1;
