@@ -3,7 +3,8 @@
 # server end to end: a ctest fixture creates build/server-venv with pytest + openai from PyPI).
 # Then the CUDA backend's own source is built a second time on the CPU emulator (tests/cuda/emu) and test_ops,
 # the whole-model fixtures and device training (test_train_device) run it against the CPU: CUDA kernels are tested
-# on machines without a GPU (a few minutes; MNEMO_SKIP_EMU=1 skips it). On a GPU machine the first build already runs them on the device.
+# on machines without a GPU (a few minutes; MNEMO_SKIP_EMU=1 skips it). On a GPU machine the first build already
+# runs them on the device.
 # This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
