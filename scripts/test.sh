@@ -14,8 +14,8 @@ cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 if [ "${MNEMO_SKIP_EMU:-0}" != 1 ]; then
   cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DMNEMO_CUDA_EMU=ON
-  cmake --build build-emu -j"$(nproc)" --target test_ops test_reference_models test_train_device
+  cmake --build build-emu -j"$(nproc)" --target test_ops test_reference_models test_train_device test_s2_attn
   MNEMO_TEST_DEVICE=cuda ctest --test-dir build-emu --output-on-failure -j"$(nproc)" \
-    -R '^(test_ops|test_reference_models|test_train_device)$'
+    -R '^(test_ops|test_reference_models|test_train_device|test_s2_attn)$'
   MNEMO_CUDA_ATTN=tc build-emu/tests/test_ops --quiet attention # the opt-in tensor-core prefill kernel
 fi

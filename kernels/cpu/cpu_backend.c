@@ -49,6 +49,15 @@ static int cpu_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes, 
     return KERN_OK;
 }
 
+static int cpu_mem_copy2d(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                          size_t rows, kern_copy_dir dir) {
+    (void)kc;
+    (void)dir;
+    if (width > dpitch || width > spitch) return KERN_ESHAPE;
+    for (size_t r = 0; r < rows && width; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return KERN_OK;
+}
+
 static int cpu_sync(kern_ctx *kc) {
     (void)kc;
     return KERN_OK;
@@ -65,6 +74,7 @@ static const kern_backend cpu_backend = {
     .mem_free = cpu_mem_free,
     .mem_set = cpu_mem_set,
     .mem_copy = cpu_mem_copy,
+    .mem_copy2d = cpu_mem_copy2d,
     .sync = cpu_sync,
 };
 #undef KERN_CPU_ENTRY

@@ -28,6 +28,8 @@ static void *cuda_mem_alloc(size_t bytes);
 static void cuda_mem_free(void *p);
 static int cuda_mem_set(kern_ctx *kc, void *p, int byte, size_t bytes);
 static int cuda_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes, kern_copy_dir dir);
+static int cuda_mem_copy2d(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows, kern_copy_dir dir);
 static int cuda_sync(kern_ctx *kc);
 
 /* C++ has no designated initialisers in C++17: the ops go in table order (the X-macro order is the field
@@ -42,6 +44,7 @@ static const kern_backend cuda_backend = {
     cuda_mem_free,
     cuda_mem_set,
     cuda_mem_copy,
+    cuda_mem_copy2d,
     cuda_sync,
 };
 #undef KERN_CUDA_ENTRY
@@ -203,11 +206,13 @@ static int cuda_mem_set(kern_ctx *kc, void *p, int byte, size_t bytes) {
     return KERN_OK;
 }
 
+static cudaMemcpyKind copy_kind(kern_copy_dir dir) {
+    return dir == KERN_H2D ? cudaMemcpyHostToDevice : dir == KERN_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+
 static int cuda_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes, kern_copy_dir dir) {
     if (!bytes) return KERN_OK;
-    cudaMemcpyKind kind = dir == KERN_H2D ? cudaMemcpyHostToDevice
-                          : dir == KERN_D2H ? cudaMemcpyDeviceToHost
-                                            : cudaMemcpyDeviceToDevice;
+    cudaMemcpyKind kind = copy_kind(dir);
     cudaError_t e;
     if (kc_ok(kc)) {
         e = cudaMemcpyAsync(dst, src, bytes, kind, kc->stream);
@@ -218,6 +223,27 @@ static int cuda_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes,
     }
     if (e != cudaSuccess) {
         fprintf(stderr, "mnemo cuda: copy of %zu bytes failed: %s\n", bytes, cudaGetErrorString(e));
+        return KERN_EBACKEND;
+    }
+    return dir == KERN_D2H && kc_ok(kc) ? take_deferred(kc) : KERN_OK;
+}
+
+/* cuda_mem_copy's rules for a strided slice: one cudaMemcpy2D instead of a copy per row. */
+static int cuda_mem_copy2d(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows, kern_copy_dir dir) {
+    if (width > dpitch || width > spitch) return KERN_ESHAPE;
+    if (!width || !rows) return KERN_OK;
+    cudaError_t e;
+    if (kc_ok(kc)) {
+        e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, copy_kind(dir), kc->stream);
+        if (e == cudaSuccess && dir == KERN_D2H) e = cudaStreamSynchronize(kc->stream);
+    } else {
+        e = cudaMemcpy2D(dst, dpitch, src, spitch, width, rows, copy_kind(dir));
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "mnemo cuda: 2-D copy of %zu rows x %zu bytes failed: %s\n", rows, width,
+                cudaGetErrorString(e));
         return KERN_EBACKEND;
     }
     return dir == KERN_D2H && kc_ok(kc) ? take_deferred(kc) : KERN_OK;

@@ -165,6 +165,9 @@ typedef enum { KERN_H2D = 0, KERN_D2H = 1, KERN_D2D = 2 } kern_copy_dir;
  *   mem_copy(kc, d, s, n, dir)  n bytes; regions must not overlap. H2D/D2D are ordered on kc's stream (kc may be
  *                         NULL: then the copy completes before the call returns); D2H always completes before
  *                         the call returns, so the host may read dst at once, and it reports deferred errors.
+ *   mem_copy2d(kc, d, dpitch, s, spitch, width, rows, dir)  `rows` rows of `width` bytes, row r from s + r * spitch
+ *                         to d + r * dpitch (pitches >= width); ordered and completed as mem_copy. One call moves a
+ *                         strided slice (some heads of every row) where a loop of mem_copy would launch per row.
  *   sync(kc)              waits for everything queued on kc and reports deferred errors (KERN_ERANGE) or a
  *                         device failure (KERN_EBACKEND).
  * All return KERN_OK or a KERN_E* code. On the CPU backend they are malloc/memset/memcpy and sync is a no-op, so
@@ -180,6 +183,8 @@ typedef struct kern_backend {
     void (*mem_free)(void *p);
     int (*mem_set)(kern_ctx *kc, void *p, int byte, size_t bytes);
     int (*mem_copy)(kern_ctx *kc, void *dst, const void *src, size_t bytes, kern_copy_dir dir);
+    int (*mem_copy2d)(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                      size_t rows, kern_copy_dir dir);
     int (*sync)(kern_ctx *kc);
 } kern_backend;
 #undef KERN_OP_FIELD

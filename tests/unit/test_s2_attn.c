@@ -8,9 +8,12 @@
  *     check can tell the two apart;
  *   - group = seq_len is full causal attention, bit for bit (values and gradients), op level and whole model
  *     (loss and every gradient of a training step through model_grad);
- *   - shapes S²-Attn cannot split are refused with a message.
+ *   - shapes S²-Attn cannot split are refused with a message;
+ *   - the mask checks again on the CUDA backend (its memory, its attention ops, its 2-D copies) when it is usable
+ *     or MNEMO_TEST_DEVICE=cuda asks for it (CI: the emulator).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,40 +102,59 @@ static double maxdiff(const float *a, const float *b, size_t n) {
     return d;
 }
 
-/* S²-Attn through s2_attn.c on random inputs. */
-static result run_s2(const float *q, const float *k, const float *v, const float *dout, int64_t T, int64_t g,
-                     int64_t hq, int64_t hkv, int64_t hd, float scale) {
-    const kern_backend *be = kern_cpu_backend();
-    kern_ctx *kc = kern_cpu_ctx_new(2);
+/* A copy of x[n] in be's memory (NULL when out of memory). */
+static float *upload(const kern_backend *be, const float *x, size_t n) {
+    float *d = be->mem_alloc(n * sizeof *d);
+    if (d && be->mem_copy(NULL, d, x, n * sizeof *d, KERN_H2D) != KERN_OK) be->mem_free(d), d = NULL;
+    return d;
+}
+
+/* S²-Attn through s2_attn.c on random inputs, on backend be (inputs and outputs through its memory). */
+static result run_s2(const kern_backend *be, const float *q, const float *k, const float *v, const float *dout,
+                     int64_t T, int64_t g, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    kern_ctx *kc = be->ctx_new(2);
     char err[256];
-    result r = {calloc((size_t)(T * hq * hd), 4), calloc((size_t)(T * hq), 4), calloc((size_t)(T * hq * hd), 4),
-                calloc((size_t)(T * hkv * hd), 4), calloc((size_t)(T * hkv * hd), 4)};
-    s2_attn *s = s2_attn_new(T, g, hq, hkv, hd, err, sizeof err);
-    CHECK(s, "s2_attn_new: %s", err);
+    const size_t nq = (size_t)(T * hq * hd), nk = (size_t)(T * hkv * hd), nl = (size_t)(T * hq);
+    result r = {calloc(nq, 4), calloc(nl, 4), calloc(nq, 4), calloc(nk, 4), calloc(nk, 4)};
+    /* device copies: inputs, then out lse dq dk dv (dk, dv start at zero: the backward adds to them) */
+    float *d[9] = {upload(be, q, nq), upload(be, k, nk), upload(be, v, nk), upload(be, dout, nq), upload(be, r.out, nq),
+                   upload(be, r.lse, nl), upload(be, r.dq, nq), upload(be, r.dk, nk), upload(be, r.dv, nk)};
+    int ok = kc != NULL;
+    for (int i = 0; i < 9; i++) ok &= d[i] != NULL;
+    s2_attn *s = ok ? s2_attn_new(be, T, g, hq, hkv, hd, err, sizeof err) : NULL;
+    CHECK(s, "%s: s2_attn_new: %s", be->name, ok ? err : "no memory");
     if (s) {
-        CHECK(s2_attention(s, be, kc, r.out, r.lse, q, k, v, scale) == KERN_OK, "s2_attention");
-        CHECK(s2_attention_backward(s, be, kc, r.dq, r.dk, r.dv, dout, q, k, v, r.out, r.lse, scale) == KERN_OK,
-              "s2_attention_backward");
+        CHECK(s2_attention(s, kc, d[4], d[5], d[0], d[1], d[2], scale) == KERN_OK, "%s: s2_attention", be->name);
+        CHECK(s2_attention_backward(s, kc, d[6], d[7], d[8], d[3], d[0], d[1], d[2], d[4], d[5], scale) == KERN_OK,
+              "%s: s2_attention_backward", be->name);
+        float *host[5] = {r.out, r.lse, r.dq, r.dk, r.dv};
+        const size_t n[5] = {nq, nl, nq, nk, nk};
+        for (int i = 0; i < 5; i++)
+            CHECK(be->mem_copy(kc, host[i], d[4 + i], n[i] * sizeof(float), KERN_D2H) == KERN_OK, "%s: download",
+                  be->name);
     }
     s2_attn_free(s);
-    be->ctx_free(kc);
+    for (int i = 0; i < 9; i++) be->mem_free(d[i]);
+    if (kc) be->ctx_free(kc);
     return r;
 }
 
-static void check_against_mask(int64_t T, int64_t g, int64_t hq, int64_t hkv, int64_t hd) {
+/* tol: 2e-6 on the CPU; the device's attention kernels sum in another order (CUDA: 1e-5). */
+static void check_against_mask(const kern_backend *be, int64_t T, int64_t g, int64_t hq, int64_t hkv, int64_t hd) {
     const size_t nq = (size_t)(T * hq * hd), nk = (size_t)(T * hkv * hd);
     float *q = randv(nq), *k = randv(nk), *v = randv(nk), *dout = randv(nq);
     const float scale = 1.0f / sqrtf((float)hd);
-    result s = run_s2(q, k, v, dout, T, g, hq, hkv, hd, scale);
+    result s = run_s2(be, q, k, v, dout, T, g, hq, hkv, hd, scale);
+    const double tol = be->host_memory ? 2e-6 : 1e-5;
     result b = brute(q, k, v, dout, T, g, hq, hkv, hd, scale, 0);
     double e[5] = {maxdiff(s.out, b.out, nq), maxdiff(s.lse, b.lse, (size_t)(T * hq)), maxdiff(s.dq, b.dq, nq),
                    maxdiff(s.dk, b.dk, nk), maxdiff(s.dv, b.dv, nk)};
     const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
     for (int i = 0; i < 5; i++)
-        CHECK(e[i] <= 2e-6, "T %lld g %lld heads %lld/%lld: %s differs from the brute-force mask by %.2e",
-              (long long)T, (long long)g, (long long)hq, (long long)hkv, names[i], e[i]);
-    printf("T %3lld g %3lld heads %lld/%lld: max |S2 - mask| out %.1e lse %.1e dq %.1e dk %.1e dv %.1e\n",
-           (long long)T, (long long)g, (long long)hq, (long long)hkv, e[0], e[1], e[2], e[3], e[4]);
+        CHECK(e[i] <= tol, "%s, T %lld g %lld heads %lld/%lld: %s differs from the brute-force mask by %.2e",
+              be->name, (long long)T, (long long)g, (long long)hq, (long long)hkv, names[i], e[i]);
+    printf("%s, T %3lld g %3lld heads %lld/%lld: max |S2 - mask| out %.1e lse %.1e dq %.1e dk %.1e dv %.1e\n",
+           be->name, (long long)T, (long long)g, (long long)hq, (long long)hkv, e[0], e[1], e[2], e[3], e[4]);
     if (g < T) { /* the leaky roll-based pattern gives other values: the check above can tell */
         result l = brute(q, k, v, dout, T, g, hq, hkv, hd, scale, 1);
         CHECK(maxdiff(s.out, l.out, nq) > 1e-3, "S2 equals the wrap-around pattern (T %lld g %lld)", (long long)T,
@@ -148,8 +170,8 @@ static void check_full_equals_op(int64_t T, int64_t hq, int64_t hkv, int64_t hd)
     const size_t nq = (size_t)(T * hq * hd), nk = (size_t)(T * hkv * hd);
     float *q = randv(nq), *k = randv(nk), *v = randv(nk), *dout = randv(nq);
     const float scale = 1.0f / sqrtf((float)hd);
-    result s = run_s2(q, k, v, dout, T, T, hq, hkv, hd, scale);
     const kern_backend *be = kern_cpu_backend();
+    result s = run_s2(be, q, k, v, dout, T, T, hq, hkv, hd, scale);
     kern_ctx *kc = kern_cpu_ctx_new(2);
     result f = {calloc(nq, 4), calloc((size_t)(T * hq), 4), calloc(nq, 4), calloc(nk, 4), calloc(nk, 4)};
     be->attention(kc, f.out, f.lse, q, k, v, T, T, 0, hq, hkv, hd, scale);
@@ -206,17 +228,28 @@ out:
 }
 
 int main(void) {
-    check_against_mask(32, 8, 4, 4, 8);  /* MHA */
-    check_against_mask(32, 8, 4, 2, 8);  /* GQA, each half its own KV head */
-    check_against_mask(48, 12, 6, 3, 4); /* GQA, 3 KV heads: the middle one serves both halves */
-    check_against_mask(16, 4, 2, 1, 8);  /* MQA */
-    check_against_mask(24, 24, 4, 2, 8); /* one group: full attention */
+    const kern_backend *cpu = kern_cpu_backend(), *cuda = NULL;
+    char info[256] = "";
+    const char *want = getenv("MNEMO_TEST_DEVICE"); /* as test_train_device: cuda = required, cpu = CPU only */
+    bool cuda_ok = kern_cuda_available(info, sizeof info);
+    CHECK(!want || strcmp(want, "cuda") || cuda_ok, "MNEMO_TEST_DEVICE=cuda asks for CUDA, which is not usable: %s",
+          info);
+    if (cuda_ok && (!want || strcmp(want, "cpu"))) cuda = kern_cuda_backend();
+    printf("device pass: %s (%s)\n", cuda ? "cuda" : "not run", info);
+    for (int pass = 0; pass < (cuda ? 2 : 1); pass++) {
+        const kern_backend *be = pass ? cuda : cpu;
+        check_against_mask(be, 32, 8, 4, 4, 8);  /* MHA */
+        check_against_mask(be, 32, 8, 4, 2, 8);  /* GQA, each half its own KV head */
+        check_against_mask(be, 48, 12, 6, 3, 4); /* GQA, 3 KV heads: the middle one serves both halves */
+        check_against_mask(be, 16, 4, 2, 1, 8);  /* MQA */
+        check_against_mask(be, 24, 24, 4, 2, 8); /* one group: full attention */
+    }
     check_full_equals_op(32, 4, 2, 8);
     check_full_equals_op(20, 6, 3, 4);
     char err[256] = "";
-    CHECK(!s2_attn_new(30, 8, 4, 4, 8, err, sizeof err) && strstr(err, "multiple"), "T 30 g 8: %s", err);
-    CHECK(!s2_attn_new(30, 5, 4, 4, 8, err, sizeof err) && strstr(err, "even"), "g 5: %s", err);
-    CHECK(!s2_attn_new(32, 8, 3, 3, 8, err, sizeof err) && strstr(err, "odd"), "3 heads: %s", err);
+    CHECK(!s2_attn_new(cpu, 30, 8, 4, 4, 8, err, sizeof err) && strstr(err, "multiple"), "T 30 g 8: %s", err);
+    CHECK(!s2_attn_new(cpu, 30, 5, 4, 4, 8, err, sizeof err) && strstr(err, "even"), "g 5: %s", err);
+    CHECK(!s2_attn_new(cpu, 32, 8, 3, 3, 8, err, sizeof err) && strstr(err, "odd"), "3 heads: %s", err);
     check_model_step();
     return test_summary();
 }

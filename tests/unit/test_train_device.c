@@ -8,6 +8,7 @@
  *   SMT                LoRA r 4 on q,v with sparse memory training (sampled memory tokens at their own positions)
  *   FoT                full fine-tuning of the FoT fixture LongLLaMA (tests/fixtures/fot/model), cross-batch: each
  *                      memory-layer row also attends to other rows' contexts (4 contexts per document, 2 documents)
+ *   S2-Attn            LoRA+ on the GQA fixture (8 query heads over 2 KV heads) with LongLoRA's shifted groups of 2
  * and passes when every step's loss and pre-clip gradient norm, and the loss mnemo_trainer_evaluate gives after the
  * run (not for SMT and FoT), agree within 1e-5 relative (~4e-7 seen), and every tensor the run writes
  * (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the CPU's, relative to the
@@ -50,6 +51,7 @@ typedef struct {
     int grad_accum;
     bool sgd, smt, recompute_device; /* recompute_device: gradient checkpointing on the device side only */
     const char *fot;                  /* FoT cross-batch schedule (NULL: none) */
+    bool s2_attn;                     /* LongLoRA's S2-Attn (groups of seq_len / 4) */
 } train_case;
 
 typedef struct {
@@ -66,6 +68,7 @@ static mnemo_train_params case_params(const train_case *c, const char *data, con
     if (c->sgd) p.optimizer = MNEMO_OPTIM_SGD, p.momentum = 0.9, p.lr = 0.05;
     p.smt = c->smt; /* memory 4 x seq_len, 4 of it sampled per row, as the defaults say */
     p.fot_schedule = c->fot;
+    p.s2_attn = c->s2_attn;
     return p;
 }
 
@@ -251,6 +254,7 @@ int main(void) {
         {"smt_lora", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, true, false, NULL},
         {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false,
          "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
+        {"s2_lora_plus", "models/gqa", MNEMO_TRAIN_LORA_PLUS, "q,v", 1, false, false, false, NULL, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], data, run_cuda);
     if (run_cuda) check_resume(data);

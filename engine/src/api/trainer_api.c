@@ -296,10 +296,10 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     mnemo_model_params mp = mparams ? *mparams : mnemo_model_default_params();
     /* auto stays on the CPU: it is the path checked against torch; the device runs when asked for (cuda) */
     if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU (--device cuda: the GPU)");
-    if (mp.device == MNEMO_DEVICE_CUDA && (t->p.method == MNEMO_TRAIN_UIO || t->p.s2_attn)) {
+    if (mp.device == MNEMO_DEVICE_CUDA && t->p.method == MNEMO_TRAIN_UIO) {
         free(sp);
-        return tfail(t, MNEMO_ERR_UNSUPPORTED, "%s trains on the CPU only so far (its host-side copies have no device "
-                     "path yet): use --device cpu", t->p.method == MNEMO_TRAIN_UIO ? "UIO" : "S2-Attn");
+        return tfail(t, MNEMO_ERR_UNSUPPORTED, "UIO trains on the CPU only so far (its host-side copies have no device "
+                     "path yet): use --device cpu");
     }
     if (mp.device != MNEMO_DEVICE_CUDA) mp.device = MNEMO_DEVICE_CPU;
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {

@@ -332,13 +332,11 @@ int32_t model_train_ws_len(const model_train_ws *w) { return w->T; }
 
 int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen) {
     if (group > 0 && w->fot) return fail(err, errlen, "S2-Attn does not combine with FoT cross-batch training");
-    if (group > 0 && !w->be->host_memory) /* its head regrouping is host copies (s2_attn.c) */
-        return fail(err, errlen, "S2-Attn trains on the CPU only so far (the model is on %s)", w->be->name);
     s2_attn_free(w->s2);
     w->s2 = NULL;
     const model_config *c = &m->cfg;
-    if (group > 0 && !(w->s2 = s2_attn_new(w->T, group, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                                           err, errlen)))
+    if (group > 0 && !(w->s2 = s2_attn_new(w->be, w->T, group, c->num_attention_heads, c->num_key_value_heads,
+                                           c->head_dim, err, errlen)))
         return -1;
     return 0;
 }
@@ -391,7 +389,7 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
         if (w->s2)
-            TRY(s2_attention(w->s2, be, kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd,
+            TRY(s2_attention(w->s2, kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd,
                              A->v + r * kvd, scale));
         else
             TRY(be->attention(kc, A->att + r * qd, A->lse + r * hq, A->q + r * qd, A->k + r * kvd, A->v + r * kvd, T,
@@ -450,7 +448,7 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
     for (int32_t b = 0; !fot && b < w->B; b++) {
         int64_t r = (int64_t)b * T;
         if (w->s2)
-            TRY(s2_attention_backward(w->s2, be, kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd,
+            TRY(s2_attention_backward(w->s2, kc, dq + r * qd, dk + r * kvd, dv + r * kvd, datt + r * qd,
                                       A->q + r * qd, A->k + r * kvd, A->v + r * kvd, A->att + r * qd, A->lse + r * hq,
                                       scale));
         else

@@ -424,6 +424,24 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     return cudaMemcpy(dst, src, bytes, kind);
 }
 
+/* Row by row through cudaMemcpy, so each row's ends are checked against the device regions as a 1-D copy's are;
+ * CUDA refuses a width past either pitch. */
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+    if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue, "%s", "cudaMemcpy2D: width > pitch");
+    for (size_t r = 0; r < height; r++) {
+        cudaError_t e = cudaMemcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind);
+        if (e != cudaSuccess) return e;
+    }
+    return g_sticky;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t s) {
+    (void)s;
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
 cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     if (!bytes) return cudaSuccess;
     if (!is_dev(p, bytes)) return fail(cudaErrorInvalidValue, "%s", "cudaMemset outside device memory");

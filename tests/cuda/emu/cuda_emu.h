@@ -116,6 +116,10 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaMemset(void *p, int v, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s);
 cudaError_t cudaGetLastError(void);
