@@ -76,6 +76,8 @@ static const opt_def OPTS[] = {
      "and /v1/fine_tuning endpoints answer 501); uploads are bounded by --max-body"},
     {"--train-threads", OPT_INT, OFF(train_threads), 0, 1024,
      "threads of each fine-tuning worker process (default 1; 0 = one per core)"},
+    {"--train-device", OPT_STR, OFF(train_device), 0, 0,
+     "cpu | cuda: where fine-tuning workers train (default cpu; cuda shares the GPU with serving)"},
     {"--max-jobs", OPT_INT, OFF(max_jobs), 1, 64, "fine-tuning jobs running at once; the rest wait queued (1)"},
     {"--max-files", OPT_INT, OFF(max_files), 1, 1000000, "uploaded files kept in --jobs-dir (1000)"},
     {"--max-pending-jobs", OPT_INT, OFF(max_pending_jobs), 1, 1000000,
@@ -102,6 +104,7 @@ void server_opts_defaults(server_opts *o) {
     o->conn_timeout_s = 10;
     o->max_sessions = 16;
     o->train_threads = 1;
+    o->train_device = "cpu";
     o->max_jobs = 1;
     o->max_files = 1000;
     o->max_pending_jobs = 100;

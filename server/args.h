@@ -43,6 +43,7 @@ typedef struct {
     int uio_encode_batch;      /* --uio-encode-batch: segments per encoder forward (option (c)); 1 = one by one */
     const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
     int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
+    const char *train_device;  /* --train-device: cpu (default) or cuda, where fine-tuning workers train */
     int max_jobs;              /* --max-jobs: fine-tuning jobs running at once (the rest queue) */
     int max_files;             /* --max-files: uploaded files kept */
     int max_pending_jobs;      /* --max-pending-jobs: jobs validating, queued or running before 429 */

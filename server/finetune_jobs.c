@@ -577,7 +577,8 @@ static void spawn(ft_jobs *J, ft_job *j) {
         int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (lf >= 0) dup2(lf, STDERR_FILENO);
         for (int fd = 3; fd < 1024; fd++) close(fd);
-        char *argv[] = {J->self_exe, "--finetune-worker", dir, "--threads", threads, NULL};
+        char *argv[] = {J->self_exe, "--finetune-worker", dir, "--threads", threads, "--device",
+                        (char *)J->cfg.train_device, NULL};
         execv(J->self_exe, argv);
         _exit(71);
     }

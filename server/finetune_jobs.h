@@ -33,6 +33,7 @@ typedef struct {
     const char *base_name;   /* the served model's name (alias) */
     const char *self_exe;    /* this executable, re-run as the worker */
     int max_jobs, max_pending, train_threads;
+    const char *train_device; /* "cpu" or "cuda": where each worker trains */
     mnemo_model *model;      /* the served model: tokenizer for validation, base for adapters */
     ft_files *files;
 } ft_jobs_config;
@@ -68,7 +69,8 @@ typedef struct {
 } ft_jobs_stats;
 void ft_jobs_get_stats(ft_jobs *j, ft_jobs_stats *out);
 
-/* The worker's entry (main.c, `--finetune-worker DIR`): trains the job in DIR. Exit status for main. */
-int ft_worker_main(const char *job_dir, int threads);
+/* The worker's entry (main.c, `--finetune-worker DIR --threads N --device cpu|cuda`): trains the job in DIR, on
+ * the GPU when cuda. Exit status for main. */
+int ft_worker_main(const char *job_dir, int threads, bool cuda);
 
 #endif

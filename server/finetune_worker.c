@@ -35,7 +35,7 @@ static int fail(const char *code, const char *msg) {
     return 1;
 }
 
-int ft_worker_main(const char *dir, int threads) {
+int ft_worker_main(const char *dir, int threads, bool cuda) {
     char path[4200], data[4200], out[4200], state[4300];
     snprintf(path, sizeof path, "%s/worker.lock", dir);
     int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -78,13 +78,17 @@ int ft_worker_main(const char *dir, int threads) {
     tp.checkpoint_every = json_integer_value(json_object_get(s, "checkpoint_every"));
     tp.resume = access(state, F_OK) == 0;
     mnemo_model_params mp = mnemo_model_default_params();
-    mp.device = MNEMO_DEVICE_CPU;
+    mp.device = cuda ? MNEMO_DEVICE_CUDA : MNEMO_DEVICE_CPU; /* cuda with no usable GPU: the job fails, saying so */
     mp.n_threads = threads;
     mnemo_trainer *t = NULL;
     mnemo_status st = mnemo_trainer_new(model_dir, &mp, &tp, &t);
     json_decref(s); /* tp's strings are copied by the trainer */
     if (st != MNEMO_OK) {
-        int rc = fail(st == MNEMO_ERR_NOMEM ? "out_of_memory" : "invalid_training_file", mnemo_trainer_error(t));
+        /* the server's own set-up (no usable GPU for --train-device cuda, a backend failure) is not the file's fault */
+        const char *code = st == MNEMO_ERR_NOMEM                                    ? "out_of_memory"
+                           : st == MNEMO_ERR_UNSUPPORTED || st == MNEMO_ERR_BACKEND ? "server_error"
+                                                                                    : "invalid_training_file";
+        int rc = fail(code, mnemo_trainer_error(t));
         mnemo_trainer_free(t);
         return rc;
     }

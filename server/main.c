@@ -202,13 +202,14 @@ static int start_jobs(server_app *app, char *err, size_t errlen) {
     const server_opts *o = &app->opts;
     ft_jobs_config jc = {.jobs_dir = o->jobs_dir, .model_dir = o->model_dir, .base_name = app->alias, .self_exe = self,
                          .max_jobs = o->max_jobs, .max_pending = o->max_pending_jobs,
-                         .train_threads = o->train_threads, .model = app->model, .files = app->files};
+                         .train_threads = o->train_threads, .train_device = o->train_device, .model = app->model,
+                         .files = app->files};
     app->jobs = ft_jobs_start(&jc, err, errlen);
     if (!app->jobs) return -1;
     ft_jobs_stats st;
     ft_jobs_get_stats(app->jobs, &st);
-    log_line("fine-tuning: jobs in %s/jobs, %d at a time with %d threads each; %d queued or resuming", o->jobs_dir,
-             o->max_jobs, o->train_threads, st.by_status[0] + st.by_status[1]);
+    log_line("fine-tuning: jobs in %s/jobs, %d at a time on %s (%d threads each); %d queued or resuming",
+             o->jobs_dir, o->max_jobs, o->train_device, o->train_threads, st.by_status[0] + st.by_status[1]);
     return 0;
 }
 
@@ -242,7 +243,8 @@ int main(int argc, char **argv) {
     mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep: the server shares its machine */
     if (argc >= 3 && !strcmp(argv[1], "--finetune-worker")) { /* a fine-tuning job's process (finetune_jobs.c) */
         int threads = argc >= 5 && !strcmp(argv[3], "--threads") ? atoi(argv[4]) : 1;
-        return ft_worker_main(argv[2], threads < 0 ? 1 : threads);
+        bool cuda = argc >= 7 && !strcmp(argv[5], "--device") && !strcmp(argv[6], "cuda");
+        return ft_worker_main(argv[2], threads < 0 ? 1 : threads, cuda);
     }
     static server_app app;
     server_opts_defaults(&app.opts);
@@ -284,6 +286,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {
         fprintf(stderr, "mnemo-server: --device must be auto, cpu or cuda (got '%s')\n", o->device);
+        return 2;
+    }
+    if (strcmp(o->train_device, "cpu") && strcmp(o->train_device, "cuda")) {
+        fprintf(stderr, "mnemo-server: --train-device must be cpu or cuda (got '%s')\n", o->train_device);
         return 2;
     }
 

@@ -1,7 +1,7 @@
 """Fine-tuning over HTTP (issue 20) against the real server: the official openai client uploads a file, creates a
 job, follows it and uses the fine-tuned model; cancel, list and pagination; malformed requests; the worker and the
 server killed with SIGKILL mid-job, restarted, and the job finishing from its last checkpoint with the same adapter,
-bit for bit, as a run never interrupted; inference served while a job trains.
+bit for bit, as a run never interrupted; inference served while a job trains; --train-device.
 """
 import json
 import os
@@ -14,7 +14,7 @@ import time
 import pytest
 from openai import OpenAI
 
-from conftest import MODEL, Server
+from conftest import BIN, MODEL, Server
 
 CLI = os.environ.get("MNEMO_CLI_BIN")
 # Tiny data the model can learn in a few steps: a fixed answer to a fixed question.
@@ -326,6 +326,27 @@ def test_inference_while_training(reference):
     print(f"\nlatency of an 8-token completion, ms: idle p50 {p(idle, .5):.1f} p99 {p(idle, .99):.1f}; "
           f"with a job training p50 {p(busy, .5):.1f} p99 {p(busy, .99):.1f}")
     assert len(busy) == 20
+
+
+def test_train_device(reference):
+    """--train-device cuda: the job trains on the GPU, or, on a machine with none (CI), fails saying so while the
+    server goes on serving; a bad value stops the server at start."""
+    tmp = tempfile.mkdtemp()
+    s = start(tmp, "--train-device", "cuda")
+    try:
+        c = client_of(s)
+        f = upload(c, tmp)
+        j = wait_status(c, create(c, f.id, suffix="dev").id, {"succeeded", "failed", "cancelled"})
+        if j.status == "failed":
+            assert j.error.code == "server_error" and "cuda" in j.error.message.lower(), j.error
+        else:
+            assert j.status == "succeeded", j.error
+        assert c.completions.create(model="mha", prompt="x", max_tokens=2).usage.completion_tokens == 2
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+    bad = subprocess.run([BIN, "--model", MODEL, "--train-device", "gpu"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--train-device must be cpu or cuda" in bad.stderr, bad.stderr
 
 
 def test_without_jobs_dir():
