@@ -12,8 +12,13 @@
 #          ~3 h 20 min on one thread
 #   full   the paper's shape: 513-token documents, FoT local context 256 against the plain model trained at 512,
 #          through a curriculum of 129- and 257-token documents (many hours on a CPU)
+#   paper  the paper's model too (Appendix E's 37M: 12 layers, hidden 512, 8 heads of 64) and its negatives (d = 1,
+#          then d = 128 contexts: 127 other documents' mirrored ones, `F(0,0,127)`), 513-token documents, local 256,
+#          batches of 64-128 documents: GPU-sized (training on DEVICE=cuda by default at this scale); P_LAYERS,
+#          P_HIDDEN, P_FF, P_MEM, P_BATCH, P_NEG and P_DOCS shrink it for a smoke run on a CPU
 # Stages are skipped when their output exists and training continues through --resume, so the script can be
-# stopped and run again. STEPS_* (see train calls below), LR, THREADS, LENGTHS and SAMPLES override the defaults.
+# stopped and run again. STEPS_* (see train calls below), LR, THREADS, LENGTHS, SAMPLES and DEVICE (where training
+# runs: cpu or cuda; the evaluation takes the GPU by itself when there is one) override the defaults.
 # Results: WORK_DIR/results/<scale>_*.jsonl (one per model and memory mode) and WORK_DIR/results/<scale>.png.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,10 +29,12 @@ SCALE=${SCALE:-small}
 THREADS=${THREADS:-1}
 SAMPLES=${SAMPLES:-20}
 LR=${LR:-2e-3}
+DEVICE=${DEVICE:-cpu}
 case $SCALE in
 small) LENGTHS=${LENGTHS:-65,256,1K,4K,16K} ;;
 full) LENGTHS=${LENGTHS:-1K,4K,16K,64K} ;;
-*) echo "proof_dict_lookup.sh: SCALE is small or full, not '$SCALE'" >&2; exit 2 ;;
+paper) LENGTHS=${LENGTHS:-1K,4K,16K,64K} DEVICE=${DEVICE_PAPER:-cuda} ;;
+*) echo "proof_dict_lookup.sh: SCALE is small, full or paper, not '$SCALE'" >&2; exit 2 ;;
 esac
 mkdir -p "$W/results"
 
@@ -46,6 +53,16 @@ cat > "$W/base_config.json" <<'JSON'
  "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8, "max_position_embeddings": 512,
  "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 JSON
+if [ "$SCALE" = paper ]; then # Appendix E's 37M model (SwiGLU's 2/3 x 2048 keeps its feed-forward size)
+    shape='"vocab_size": 512, "hidden_size": '${P_HIDDEN:-512}', "intermediate_size": '${P_FF:-1376}',
+ "num_hidden_layers": '${P_LAYERS:-12}', "num_attention_heads": 8, "rms_norm_eps": 1e-5, "bos_token_id": 1,
+ "eos_token_id": 2, "pad_token_id": 0'
+    # memory layers: three around the paper's one (its 8th of 12), as three learned faster than one at small scale
+    echo '{"architectures": ["LongLlamaForCausalLM"], "model_type": "longllama", '"$shape"', "max_position_embeddings":
+ 256, "mem_layers": '"${P_MEM:-[6, 7, 8]}"', "last_context_length": 256, "mem_dtype": "float32"}' > "$W/fot_config.json"
+    echo '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", '"$shape"', "max_position_embeddings": 512}' \
+        > "$W/base_config.json"
+fi
 
 # Training data: the task's documents with the loss on the queried values and on each query's keys after the first
 # (--loss-on-keys; the evaluation scores the values alone). From random weights on 513-token documents neither model
@@ -55,8 +72,10 @@ JSON
 # The small scale then goes on to 1025- and 2049-token documents (fewer of them: ~5-8M tokens a file).
 sizes="65 129 257 513"
 [ "$SCALE" = small ] && sizes="65 257 513 1025 2049"
+[ "$SCALE" = paper ] && sizes="65 513"
 for n in $sizes; do
     case $n in 1025) docs=5000 ;; 2049) docs=4000 ;; *) docs=10000 ;; esac
+    [ "$SCALE" = paper ] && docs=${P_DOCS:-100000} # batches of 128 documents: 10000 would repeat every 78 steps
     [ -s "$W/dict_$n.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_$n.jsonl" --lengths "$n" \
         --query-tokens $(((n - 1) / 2)) --samples "${DOCS:-$docs}" --seed "$n" --loss-on-keys
 done
@@ -70,6 +89,7 @@ train() { # OUT DATA SEQ_LEN STEPS BATCH FROM extra args... (FROM: a checkpoint 
     [ -f "$W/$out/train_state.mnemo" ] && resume=(--resume)
     "$MNEMO" train "${src[@]}" --seed 1 --data "$W/$data" --out "$W/$out" --full --seq-len "$seq" --steps "$steps" \
         --batch "$batch" --lr "$LR" --schedule cosine --warmup 50 --checkpoint-every 50 --threads "$THREADS" --json \
+        --device "$DEVICE" \
         "${resume[@]}" "$@" | tee -a "$W/$out.log"
 }
 as_longllama() { # OUT FROM: FROM's weights in LongLLaMA layout (the same tensors; config.json names the memory layer)
@@ -91,48 +111,64 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 }
 
-# The plain curriculum's first stage is the small scale's baseline and every FoT model's starting point.
-train c65 dict_65.jsonl 64 "${STEPS_C65:-1000}" 32 random
-# FoT, local context 32: row 0 of a document holds the definitions, row 1 the queries, which see row 0 only through
-# the memory layers: first with that positive context alone (d = 1, as the paper starts), then with 7 other
-# documents' rows beside it in memory (negatives: the key match must be exact, not "a value in memory")
-as_longllama fot32_init c65
-train fot32_d1 dict_65.jsonl 32 "${STEPS_D1:-1500}" 32 "$W/fot32_init" --fot "1/2(0,0),1/2(1,0)"
-if [ "$SCALE" = small ]; then
-    train fot32_neg dict_65.jsonl 32 "${STEPS_NEG:-1500}" 32 "$W/fot32_d1" --fot "1/2(0,7),1/2(1,7)"
-    # ... but negatives from other documents did not teach the match among a document's own definitions (accuracy
-    # fell with their number: 75% with 3, 30% with 9, 15% with 22, no better than the baseline); documents of 257
-    # and then 513 tokens in rows of 32 do: each row sees every earlier row of its document in memory, so the
-    # queries (the second half) look among 12, then 25 definitions of their own document
-    train fot32_257 dict_257.jsonl 32 "${STEPS_257:-1000}" 4 "$W/fot32_neg" \
-        --fot "$(seq -s, -f '1/8(%g,0)' 0 7)"
-    train fot32_513 dict_513.jsonl 32 "${STEPS_513:-2500}" 2 "$W/fot32_257" --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
-    LR=${LR_LAST:-1e-3} train fot32 dict_513.jsonl 32 "${STEPS_LAST:-3000}" 2 "$W/fot32_513" \
-        --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
-    # Accuracy at 16K kept rising with the number of a document's own definitions a query looks among in training
-    # (session 16, one thread each; 65 / 256 / 1K / 4K / 16K tokens): 75.4 / 60.0 / 48.8 / 34.2 / 16.7% after a
-    # second 513 stage, 75.0 / 62.1 / 49.2 / 38.3 / 23.8 after 1025-token documents (51 definitions), 75.0 / 61.7 /
-    # 47.1 / 39.2 / 28.3 after 2049 (102): the same rows of 32, each seeing every earlier row of its document
-    LR=1e-3 train fot32_513b dict_513.jsonl 32 "${STEPS_513B:-3000}" 2 "$W/fot32" \
-        --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
-    LR=1e-3 train fot32_1025 dict_1025.jsonl 32 "${STEPS_1025:-3000}" 1 "$W/fot32_513b" \
-        --fot "$(seq -s, -f '1/32(%g,0)' 0 31)"
-    LR=1e-3 train fot32_2049 dict_2049.jsonl 32 "${STEPS_2049:-4000}" 1 "$W/fot32_1025" \
-        --fot "$(seq -s, -f '1/64(%g,0)' 0 63)"
-    # (4097-token documents, 204 definitions, 850 steps from there: 74.2 / 60.0 / 46.7 / 39.2 / 26.2, no gain)
-    with_window fot32_eval fot32_2049 32
-    with_window base64 c65 64
-    FOT=fot32_eval BASE=base64 LOCAL=32 WINDOW=64
+if [ "$SCALE" = paper ]; then
+    # The paper's run: from the lookup learned in a short context (a plain model on 65-token documents, as the
+    # small scale starts), FoT at local 256 on 513-token documents, the queries (row 1) reaching the definitions
+    # (row 0) through memory alone: d = 1 until it answers, then d = 128 (127 other documents' row 0 beside its own,
+    # the paper's Appendix E.1 schedule); the baseline: the same start trained at 512 on the same documents.
+    B=${P_BATCH:-128} NEG=${P_NEG:-127}
+    LR=${LR_PAPER:-1e-3} train p65 dict_65.jsonl 64 "${STEPS_P65:-1000}" $((2 * B)) random
+    as_longllama p_init p65
+    LR=${LR_PAPER:-1e-3} train p_d1 dict_513.jsonl 256 "${STEPS_PD1:-1500}" $((B / 2)) "$W/p_init" \
+        --fot "1/2(0,0),1/2(1,0)"
+    LR=${LR_PAPER:-1e-3} train p_d128 dict_513.jsonl 256 "${STEPS_PD128:-3000}" "$B" "$W/p_d1" \
+        --fot "1/2(0,0),1/2(1,0,$NEG)" --recompute
+    LR=${LR_PAPER:-1e-3} train p_base dict_513.jsonl 512 "${STEPS_PBASE:-3000}" $((B / 2)) "$W/p65"
+    FOT=p_d128 BASE=p_base LOCAL=256 WINDOW=512
 else
-    # the baseline: the plain curriculum up to 512 tokens of context
-    train c129 dict_129.jsonl 128 "${STEPS_C129:-1000}" 16 "$W/c65"
-    train c257 dict_257.jsonl 256 "${STEPS_C257:-3000}" 8 "$W/c129"
-    train base dict_513.jsonl 512 "${STEPS_BASE:-3000}" 8 "$W/c257"
-    # FoT grows its local context with the documents, 64 -> 128 -> 256, the answer always through memory
-    train fot64 dict_129.jsonl 64 "${STEPS_F64:-1500}" 16 "$W/fot32_d1" --fot "1/2(0,0),1/2(1,0)"
-    train fot128 dict_257.jsonl 128 "${STEPS_F128:-1500}" 8 "$W/fot64" --fot "1/2(0,3),1/2(1,3)"
-    train fot dict_513.jsonl 256 "${STEPS_F256:-3000}" 8 "$W/fot128" --fot "1/2(0,3),1/2(1,3)"
-    FOT=fot BASE=base LOCAL=256 WINDOW=512
+    # The plain curriculum's first stage is the small scale's baseline and every FoT model's starting point.
+    train c65 dict_65.jsonl 64 "${STEPS_C65:-1000}" 32 random
+    # FoT, local context 32: row 0 of a document holds the definitions, row 1 the queries, which see row 0 only through
+    # the memory layers: first with that positive context alone (d = 1, as the paper starts), then with 7 other
+    # documents' rows beside it in memory (negatives: the key match must be exact, not "a value in memory")
+    as_longllama fot32_init c65
+    train fot32_d1 dict_65.jsonl 32 "${STEPS_D1:-1500}" 32 "$W/fot32_init" --fot "1/2(0,0),1/2(1,0)"
+    if [ "$SCALE" = small ]; then
+        train fot32_neg dict_65.jsonl 32 "${STEPS_NEG:-1500}" 32 "$W/fot32_d1" --fot "1/2(0,7),1/2(1,7)"
+        # ... but negatives from other documents did not teach the match among a document's own definitions (accuracy
+        # fell with their number: 75% with 3, 30% with 9, 15% with 22, no better than the baseline); documents of 257
+        # and then 513 tokens in rows of 32 do: each row sees every earlier row of its document in memory, so the
+        # queries (the second half) look among 12, then 25 definitions of their own document
+        train fot32_257 dict_257.jsonl 32 "${STEPS_257:-1000}" 4 "$W/fot32_neg" \
+            --fot "$(seq -s, -f '1/8(%g,0)' 0 7)"
+        train fot32_513 dict_513.jsonl 32 "${STEPS_513:-2500}" 2 "$W/fot32_257" --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
+        LR=${LR_LAST:-1e-3} train fot32 dict_513.jsonl 32 "${STEPS_LAST:-3000}" 2 "$W/fot32_513" \
+            --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
+        # Accuracy at 16K kept rising with the number of a document's own definitions a query looks among in training
+        # (session 16, one thread each; 65 / 256 / 1K / 4K / 16K tokens): 75.4 / 60.0 / 48.8 / 34.2 / 16.7% after a
+        # second 513 stage, 75.0 / 62.1 / 49.2 / 38.3 / 23.8 after 1025-token documents (51 definitions), 75.0 / 61.7 /
+        # 47.1 / 39.2 / 28.3 after 2049 (102): the same rows of 32, each seeing every earlier row of its document
+        LR=1e-3 train fot32_513b dict_513.jsonl 32 "${STEPS_513B:-3000}" 2 "$W/fot32" \
+            --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
+        LR=1e-3 train fot32_1025 dict_1025.jsonl 32 "${STEPS_1025:-3000}" 1 "$W/fot32_513b" \
+            --fot "$(seq -s, -f '1/32(%g,0)' 0 31)"
+        LR=1e-3 train fot32_2049 dict_2049.jsonl 32 "${STEPS_2049:-4000}" 1 "$W/fot32_1025" \
+            --fot "$(seq -s, -f '1/64(%g,0)' 0 63)"
+        # (4097-token documents, 204 definitions, 850 steps from there: 74.2 / 60.0 / 46.7 / 39.2 / 26.2, no gain)
+        with_window fot32_eval fot32_2049 32
+        with_window base64 c65 64
+        FOT=fot32_eval BASE=base64 LOCAL=32 WINDOW=64
+    else
+        # the baseline: the plain curriculum up to 512 tokens of context
+        train c129 dict_129.jsonl 128 "${STEPS_C129:-1000}" 16 "$W/c65"
+        train c257 dict_257.jsonl 256 "${STEPS_C257:-3000}" 8 "$W/c129"
+        train base dict_513.jsonl 512 "${STEPS_BASE:-3000}" 8 "$W/c257"
+        # FoT grows its local context with the documents, 64 -> 128 -> 256, the answer always through memory
+        train fot64 dict_129.jsonl 64 "${STEPS_F64:-1500}" 16 "$W/fot32_d1" --fot "1/2(0,0),1/2(1,0)"
+        train fot128 dict_257.jsonl 128 "${STEPS_F128:-1500}" 8 "$W/fot64" --fot "1/2(0,3),1/2(1,3)"
+        train fot dict_513.jsonl 256 "${STEPS_F256:-3000}" 8 "$W/fot128" --fot "1/2(0,3),1/2(1,3)"
+        FOT=fot BASE=base LOCAL=256 WINDOW=512
+    fi
 fi
 
 ev() { # NAME MODEL extra args...
