@@ -444,16 +444,18 @@ template <int HDP> static fa_fn prefill_kernel(const kern_ctx *kc, size_t *smem)
     return state == 1 ? flash_prefill_kernel<HDP> : NULL;
 }
 
-/* Prefill runs the fp32 SIMT kernel below unless MNEMO_CUDA_ATTN=tc selects the tensor-core one
- * (cuda_attention_tc.cu): correct, but measured slower on an H100 so far (2026-11-22, 32 heads x 100, 16K keys:
- * SIMT 18.3 TFLOP/s, TF32 wmma 12.3 in SPLIT / 16.6 in FAST). Tests run both. */
-static bool use_tensor_cores(void) {
+/* Prefill runs the fp32 SIMT kernel below unless MNEMO_CUDA_ATTN selects a tensor-core one: tc
+ * (cuda_attention_tc.cu, TF32 wmma: correct, but measured slower on an H100, 2026-11-22, 32 heads x 100, 16K keys:
+ * SIMT 18.3 TFLOP/s, TF32 wmma 12.3 in SPLIT / 16.6 in FAST) or mma (cuda_attention_mma.cu, bf16 mma.sync with
+ * FlashAttention-2's register layout; checked on the emulator, not yet measured on a GPU). Tests run all three. */
+enum prefill_kernel_kind { PREFILL_SIMT, PREFILL_TC, PREFILL_MMA };
+static enum prefill_kernel_kind prefill_kind(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("MNEMO_CUDA_ATTN");
-        v = e && !strcmp(e, "tc");
+        v = !e ? PREFILL_SIMT : !strcmp(e, "tc") ? PREFILL_TC : !strcmp(e, "mma") ? PREFILL_MMA : PREFILL_SIMT;
     }
-    return v == 1;
+    return (enum prefill_kernel_kind)v;
 }
 
 int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
@@ -463,9 +465,13 @@ int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, co
     if (hd > MAX_HD || nkv > INT32_MAX || hq > 65535) return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
     if (nq > DEC_MAX_Q) {
-        if (!lse && use_tensor_cores() &&
+        const enum prefill_kernel_kind kind = prefill_kind();
+        if (!lse && kind == PREFILL_TC &&
             cuda_attention_prefill_tc(kc, out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd,
                                       scale) == KERN_OK)
+            return KERN_OK;
+        if (kind == PREFILL_MMA && cuda_attention_prefill_mma(kc, out, lse, q, k, v, (int)nq, (int)nkv, (int)q_pos0,
+                                                              (int)hq, (int)hkv, (int)hd, scale) == KERN_OK)
             return KERN_OK;
         size_t smem = 0;
         fa_fn f = hd <= 64 ? prefill_kernel<64>(kc, &smem) : hd <= 128 ? prefill_kernel<128>(kc, &smem)

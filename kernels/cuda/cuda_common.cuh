@@ -63,9 +63,12 @@ KERN_OPS(KERN_CUDA_DECL)
 int cuda_split_combine(kern_ctx *kc, float *out, float *lse, const float *part, int64_t nq, int64_t hq, int64_t hd,
                        int nsplit, const char *what);
 
-/* Tensor-core flash prefill (cuda_attention_tc.cu): KERN_OK after a launch, KERN_ESHAPE when it does not apply. */
+/* Tensor-core flash prefill (cuda_attention_tc.cu: TF32 wmma, no lse; cuda_attention_mma.cu: bf16 mma.sync, lse
+ * when not NULL): KERN_OK after a launch, KERN_ESHAPE when it does not apply. */
 int cuda_attention_prefill_tc(kern_ctx *kc, float *out, const float *q, const float *k, const float *v, int nq,
                               int nkv, int q_pos0, int hq, int hkv, int hd, float scale);
+int cuda_attention_prefill_mma(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                               int nq, int nkv, int q_pos0, int hq, int hkv, int hd, float scale);
 
 /* ---- host-side helpers (cuda_backend.cu) */
 

@@ -276,6 +276,47 @@ static inline float __fdividef(float a, float b) { return a / b; }
 template <class T> static inline T __ldg(const T *p) { return *p; }
 
 
+/* ---- mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, PTX's fragment layout (g = lane / 4, t = lane % 4):
+ *   a (A 16x16): {A[g][2t,2t+1], A[g+8][2t,2t+1], A[g][2t+8,2t+9], A[g+8][2t+8,2t+9]}
+ *   b (B 16x8):  {B[2t,2t+1][g], B[2t+8,2t+9][g]}
+ *   c, d (16x8): {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}
+ * a bf16x2 register holds the lower index in its low half. Every lane publishes its fragments to its warp's
+ * scratch, a warp barrier, then each computes its four outputs (bf16 products are exact in fp32; accumulation in k
+ * order), and a barrier before the scratch is used again. Kernels call it where the device code has the asm. */
+namespace mnemu {
+static inline void mma_m16n8k16_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    struct frag {
+        uint32_t a[4], b[2];
+    };
+    static frag warp_frags[32][32]; /* [warp][lane]: one block runs at a time, at most 1024 threads */
+    const unsigned lin = g_tid->x + g_block_dim.x * (g_tid->y + g_block_dim.y * g_tid->z);
+    const unsigned w = lin / 32, lane = lin % 32, g = lane / 4, t = lane % 4;
+    frag *f = warp_frags[w];
+    for (int i = 0; i < 4; i++) f[lane].a[i] = a[i];
+    f[lane].b[0] = b0, f[lane].b[1] = b1;
+    syncwarp();
+    auto bf = [](uint32_t reg, int half) {
+        uint32_t u = (half ? reg >> 16 : reg & 0xffffu) << 16;
+        float x;
+        memcpy(&x, &u, 4);
+        return x;
+    };
+    float d[4];
+    for (int e = 0; e < 4; e++) {
+        const int row = (int)g + (e >= 2 ? 8 : 0), col = 2 * (int)t + (e & 1);
+        float acc = c[e];
+        for (int k = 0; k < 16; k++) {
+            float av = bf(f[4 * (row % 8) + (k % 8) / 2].a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+            float bv = bf(f[4 * col + (k % 8) / 2].b[k >= 8 ? 1 : 0], k % 2);
+            acc = fmaf(av, bv, acc);
+        }
+        d[e] = acc;
+    }
+    syncwarp();
+    for (int e = 0; e < 4; e++) c[e] = d[e];
+}
+} // namespace mnemu
+
 /* ---- nvcuda::wmma, the TF32 subset (m16n16k8) kernels/cuda uses. A fragment's layout across a warp's lanes is
  * opaque in CUDA, so kernels may only touch its elements uniformly (convert, scale); here every thread holds the
  * whole tile (row-major), loads and stores it whole and computes the whole product, which equals what the warp
