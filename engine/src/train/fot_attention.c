@@ -1,8 +1,10 @@
 /*
  * fot_attention.c — see fot_attention.h. Per row: gather [extras' raw keys | own rotated keys] and the matching
  * values into scratch, one attention call; the backward gathers the same, runs attention_backward into scratch
- * gradients and scatters them back (own part to dk/dv, extras' keys to dk_raw, extras' values to dv). Gathers are
- * backend copies and the scatter is the add op, so the same code runs on a device backend (buffers in its memory).
+ * gradients and scatters them back (own part to dk/dv, extras' keys to dk_raw, extras' values to dv). The extras
+ * move as whole contexts through the embed op (a row gather by index) and its backward (a scatter-add in index
+ * order), one call for all of a row's extras: with the paper's d = 128 a copy per context was ~130 launches per row
+ * and layer on a GPU. The own part is a backend copy and the add op, so the same code runs on a device backend.
  */
 #include "fot_attention.h"
 
@@ -23,6 +25,7 @@ struct fot_ws {
     float *k_raw_one, *dk_raw;
     float *kc, *vc, *dkc, *dvc; /* [(max_extra + 1) * T, kvd] gathered keys, values and their gradients */
     int32_t *extra;            /* [rows][max_extra] */
+    int32_t *extra_ids;        /* the same in the backend's memory (the gather's ids); == extra on the host */
     int32_t *n_extra;          /* [rows] */
     size_t bytes;
 };
@@ -68,6 +71,13 @@ fot_ws *fot_ws_new_on(const kern_backend *be, const model_config *c, const fot_s
     f->n_extra = malloc((size_t)f->rows * sizeof *f->n_extra);
     if (!f->extra || !f->n_extra) goto oom;
     for (int32_t r = 0; r < f->rows; r++) f->n_extra[r] = fot_extra_rows(s, docs, r, f->extra + (size_t)r * f->max_extra);
+    f->extra_ids = f->extra;
+    if (f->be) { /* uploaded once: the schedule fixes every row's extras for the whole run */
+        const size_t ib = (size_t)f->rows * (size_t)(f->max_extra ? f->max_extra : 1) * sizeof *f->extra;
+        if (!(f->extra_ids = f->be->mem_alloc(ib))) goto oom;
+        f->bytes += ib;
+        if (f->be->mem_copy(NULL, f->extra_ids, f->extra, ib, KERN_H2D) != KERN_OK) goto oom;
+    }
     return f;
 oom:
     snprintf(err, errlen, "out of memory for FoT cross-batch buffers (%d rows x %d tokens, up to %d extra contexts)",
@@ -81,6 +91,7 @@ void fot_ws_free(fot_ws *f) {
     for (int64_t l = 0; f->k_raw && !f->recompute && l < f->cfg->num_hidden_layers; l++) train_mem_free(f->be, f->k_raw[l]);
     float *bufs[] = {f->k_raw_one, f->dk_raw, f->kc, f->vc, f->dkc, f->dvc};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) train_mem_free(f->be, bufs[i]);
+    if (f->be && f->extra_ids != f->extra) f->be->mem_free(f->extra_ids);
     free(f->k_raw), free(f->extra), free(f->n_extra);
     free(f);
 }
@@ -96,12 +107,10 @@ float *fot_dk_raw(fot_ws *f) { return f->dk_raw; }
 static int gather(const kern_backend *be, kern_ctx *kc, fot_ws *f, int64_t l, int32_t r, const float *k,
                   const float *v) {
     const size_t ctx = (size_t)f->T * (size_t)f->kvd, bytes = ctx * sizeof(float);
-    const int32_t E = f->n_extra[r], *ex = f->extra + (size_t)r * f->max_extra;
-    int rc = KERN_OK;
-    for (int32_t e = 0; e < E && rc == KERN_OK; e++) {
-        rc = be->mem_copy(kc, f->kc + (size_t)e * ctx, f->k_raw[l] + (size_t)ex[e] * ctx, bytes, KERN_D2D);
-        if (rc == KERN_OK) rc = be->mem_copy(kc, f->vc + (size_t)e * ctx, v + (size_t)ex[e] * ctx, bytes, KERN_D2D);
-    }
+    const int32_t E = f->n_extra[r], *ids = f->extra_ids + (size_t)r * f->max_extra;
+    int rc = KERN_OK; /* the extras: whole contexts of rows*T x kvd tables, gathered by context index */
+    if (E) rc = be->embed(kc, f->kc, f->k_raw[l], KERN_F32, f->rows, (int64_t)ctx, ids, E);
+    if (E && rc == KERN_OK) rc = be->embed(kc, f->vc, v, KERN_F32, f->rows, (int64_t)ctx, ids, E);
     if (rc == KERN_OK) rc = be->mem_copy(kc, f->kc + (size_t)E * ctx, k + (size_t)r * ctx, bytes, KERN_D2D);
     return rc == KERN_OK ? be->mem_copy(kc, f->vc + (size_t)E * ctx, v + (size_t)r * ctx, bytes, KERN_D2D) : rc;
 }
@@ -135,13 +144,13 @@ int fot_attention_backward(const kern_backend *be, kern_ctx *kc, fot_ws *f, int6
         if (rc == KERN_OK) rc = be->attention_backward(kc, dq + row0 * qd, f->dkc, f->dvc, datt + row0 * qd, q + row0 * qd, f->kc,
                                         f->vc, att + row0 * qd, lse + row0 * hq, T, (E + 1) * T, E * T, hq, hkv, hd,
                                         scale);
-        const int32_t *ex = f->extra + (size_t)r * f->max_extra;
-        for (int64_t e = 0; e <= E && rc == KERN_OK; e++) { /* scatter: extras' keys unrotated, own part rotated */
-            float *dkt = e < E ? f->dk_raw + (size_t)ex[e] * ctx : dk + (size_t)r * ctx;
-            float *dvt = dv + (size_t)(e < E ? ex[e] : r) * ctx;
-            rc = be->add(kc, dkt, f->dkc + (size_t)e * ctx, (int64_t)ctx);
-            if (rc == KERN_OK) rc = be->add(kc, dvt, f->dvc + (size_t)e * ctx, (int64_t)ctx);
-        }
+        /* scatter: extras' keys unrotated (a row's extras are distinct contexts, added in index order), then the
+         * own part, rotated */
+        const int32_t *ids = f->extra_ids + (size_t)r * f->max_extra;
+        if (E && rc == KERN_OK) rc = be->embed_backward(kc, f->dk_raw, f->dkc, f->rows, (int64_t)ctx, ids, E);
+        if (E && rc == KERN_OK) rc = be->embed_backward(kc, dv, f->dvc, f->rows, (int64_t)ctx, ids, E);
+        if (rc == KERN_OK) rc = be->add(kc, dk + (size_t)r * ctx, f->dkc + (size_t)E * ctx, (int64_t)ctx);
+        if (rc == KERN_OK) rc = be->add(kc, dv + (size_t)r * ctx, f->dvc + (size_t)E * ctx, (int64_t)ctx);
     }
     return rc;
 }
