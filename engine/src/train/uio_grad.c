@@ -220,7 +220,7 @@ static int mlp_fwd(const mnemo_model *m, kern_ctx *kc, const layer_weights *W, a
     TRY(be->matmul(kc, A->gate, A->xn2, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
     TRY(be->matmul(kc, A->up, A->xn2, W->w_up.data, W->w_up.dt, n, ff, d, 0.f));
     TRY(be->swiglu(kc, A->h, A->gate, A->up, n * ff));
-    TRY(be->mem_copy(kc, x_out, A->x_mid, (size_t)(n * d) * sizeof(float), KERN_D2D));
+    TRY(copy_f(be, kc, x_out, A->x_mid, n * d));
     TRY(be->matmul(kc, x_out, A->h, W->w_down.data, W->w_down.dt, n, d, ff, 1.f));
     return 0;
 }
