@@ -516,9 +516,10 @@ MNEMO_API mnemo_status mnemo_train_data_check(const mnemo_model *model, const ch
 
 /* Loads model_dir (params: threads; device: the CPU unless CUDA is asked for), checks the settings, reads and checks
  * the whole data file (any problem named with file and line), sets up the trained tensors, and with resume loads the
- * checkpoint. Nothing is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be overwritten), resume
- * with none, a checkpoint of another model, data or settings. *out always receives a handle (NULL only when even
- * that allocation failed); on an error it holds the message (mnemo_trainer_error) and must still be freed. */
+ * checkpoint. Nothing is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be
+ * overwritten), resume with none, a checkpoint of another model, data or settings. *out always receives a handle
+ * (NULL only when even that allocation failed); on an error it holds the message (mnemo_trainer_error) and must
+ * still be freed. */
 typedef struct mnemo_trainer mnemo_trainer;
 MNEMO_API mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *model_params,
                                          const mnemo_train_params *params, mnemo_trainer **out);
