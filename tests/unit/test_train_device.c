@@ -12,6 +12,8 @@
  *   UIO                the UIO-LLM tensors over the GQA fixture from tests/fixtures/uio/gqa_c12_m3 (non-zero LoRA A
  *                      and B): documents of 48 tokens = 4 segments of 12 compressed into 3 <mem> entries, 1
  *                      reservoir slot (so graphs are evicted and backpropagated mid-document) with the factor
+ *   UIO fresh          a fresh UIO init over the MHA fixture (<mem> = embedding row 2, read from the device; B = 0):
+ *                      4 segments of 4 tokens into 2 <mem> entries, full BPTT
  * and passes when every step's loss and pre-clip gradient norm, and the loss mnemo_trainer_evaluate gives after the
  * run (not for SMT and FoT), agree within 1e-5 relative (~4e-7 seen), and every tensor the run writes
  * (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the CPU's, relative to the
@@ -46,7 +48,7 @@
 #define TOL_ADAMW 1e-4  /* tensors after AdamW */
 
 static char tmp_root[256], eval_text[600]; /* eval_text: a few windows of the training text (the emulator is slow) */
-static char eval_uio[600];                 /* the same text three times: two UIO documents of 48 tokens */
+static char eval_uio[600];                 /* the same text three times: documents of up to 48 tokens */
 
 typedef struct {
     const char *name, *model; /* model: a directory under tests/fixtures */
@@ -56,10 +58,8 @@ typedef struct {
     bool sgd, smt, recompute_device; /* recompute_device: gradient checkpointing on the device side only */
     const char *fot;                  /* FoT cross-batch schedule (NULL: none) */
     bool s2_attn;                     /* LongLoRA's S2-Attn (groups of seq_len / 4) */
+    const char *uio_init;             /* UIO: the initial UIO directory under tests/fixtures (NULL: a fresh init) */
 } train_case;
-
-#define UIO_INIT "uio/gqa_c12_m3/uio_st" /* under tests/fixtures: C 12, M 3, r 4 over models/gqa */
-static char uio_init[4600];
 
 typedef struct {
     double loss[STEPS], norm[STEPS];
@@ -76,8 +76,13 @@ static mnemo_train_params case_params(const train_case *c, const char *data, con
     p.smt = c->smt; /* memory 4 x seq_len, 4 of it sampled per row, as the defaults say */
     p.fot_schedule = c->fot;
     p.s2_attn = c->s2_attn;
-    if (c->method == MNEMO_TRAIN_UIO) /* 4 segments of the init's 12 tokens per document; evictions with S = 1 */
-        p.uio_init = uio_init, p.seq_len = 48, p.tbptt_slots = 1, p.tbptt_compensation = true, p.lr = 5e-3;
+    static char init[4600];
+    if (c->method == MNEMO_TRAIN_UIO && c->uio_init) { /* 4 segments of the init's 12 tokens; evictions with S = 1 */
+        snprintf(init, sizeof init, "%s/%s", test_fixtures(), c->uio_init);
+        p.uio_init = init, p.seq_len = 48, p.tbptt_slots = 1, p.tbptt_compensation = true, p.lr = 5e-3;
+    } else if (c->method == MNEMO_TRAIN_UIO) { /* fresh (<mem> from the embedding, B = 0): 4 x 4 tokens, full BPTT */
+        p.uio_chunk = 4, p.uio_num_memory = 2, p.seq_len = 16, p.tbptt_slots = 0, p.lr = 5e-3;
+    }
     return p;
 }
 
@@ -101,7 +106,7 @@ static mnemo_status train(const char *model, const mnemo_train_params *p, mnemo_
         if (log) log->loss[pr.step - 1] = pr.loss, log->norm[pr.step - 1] = pr.grad_norm;
     }
     if (st == MNEMO_OK) st = mnemo_trainer_save(t);
-    const char *ev = p->method == MNEMO_TRAIN_UIO ? eval_uio : eval_text;
+    const char *ev = p->seq_len > 32 ? eval_uio : eval_text; /* eval_text: too short for a 48-token document */
     if (st == MNEMO_OK && log && !p->smt && !p->fot_schedule) st = mnemo_trainer_evaluate(t, ev, &log->eval, NULL);
     snprintf(err, errlen, "%s", mnemo_trainer_error(t));
     mnemo_trainer_free(t);
@@ -259,7 +264,6 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/mnemo_test_train_device_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
-    snprintf(uio_init, sizeof uio_init, "%s/" UIO_INIT, test_fixtures());
     snprintf(eval_text, sizeof eval_text, "%s/eval.txt", tmp_root);
     snprintf(eval_uio, sizeof eval_uio, "%s/eval_uio.txt", tmp_root);
     const char *speech = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
@@ -275,9 +279,11 @@ int main(void) {
         {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false,
          "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
         {"s2_lora_plus", "models/gqa", MNEMO_TRAIN_LORA_PLUS, "q,v", 1, false, false, false, NULL, true},
-        {"uio", "models/gqa", MNEMO_TRAIN_UIO, NULL, 1, false, false, false, NULL, false},
+        {"uio", "models/gqa", MNEMO_TRAIN_UIO, NULL, 1, false, false, false, NULL, false, "uio/gqa_c12_m3/uio_st"},
+        {"uio_fresh", "models/mha", MNEMO_TRAIN_UIO, NULL, 1, false, false, false, NULL, false, NULL},
     };
-    const train_case lora_resume = {"resume", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false, NULL, false};
+    const train_case lora_resume = {"resume", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false, NULL, false,
+                                    NULL};
     const char *only = getenv("MNEMO_TEST_CASE"); /* one case (and its resume) by name, to debug it alone */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (!only || !strcmp(only, cases[i].name)) check_case(&cases[i], data, run_cuda);
