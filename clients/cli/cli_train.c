@@ -72,7 +72,7 @@ static void usage(FILE *f) {
             "  --resume               continue the run in --out from its last checkpoint (same settings)\n"
             "  --recompute            keep one layer's activations, recompute the rest (long seq-len)\n"
             "  --threads N            CPU threads (default: all cores)\n"
-            "  --device cpu|auto|cuda where the step runs (default auto = cpu; cuda: the GPU, not UIO)\n"
+            "  --device cpu|auto|cuda where the step runs (default auto = cpu; cuda: the GPU, every method)\n"
             "  --json                 one JSON line per step on stdout: step, loss, grad_norm, lr, tokens, elapsed_s\n"
             "  -v, --verbose          library info lines on stderr\n");
 }

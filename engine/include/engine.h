@@ -394,9 +394,9 @@ MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, c
                                       size_t errlen);
 
 /* ---------------------------------------------------------------- training
- * Fine-tuning a LLaMA (or LongLLaMA: fot_schedule) checkpoint on the CPU: LoRA (peft's arithmetic and file format),
- * LoRA+ (LongLoRA: the adapter plus the embeddings and every norm) or every weight, AdamW or SGD, checkpoints that
- * resume bit for bit.
+ * Fine-tuning a LLaMA (or LongLLaMA: fot_schedule) checkpoint on the CPU or a CUDA GPU (every method): LoRA (peft's
+ * arithmetic and file format), LoRA+ (LongLoRA: the adapter plus the embeddings and every norm) or every weight,
+ * AdamW or SGD, checkpoints that resume bit for bit.
  * A trainer owns its own copy of the model (full fine-tuning rewrites the weights in fp32).
  *
  * Data (.txt: one stream of BOS + ids cut into windows of seq_len + 1 overlapping by one; .jsonl: one
@@ -514,11 +514,12 @@ MNEMO_API mnemo_status mnemo_init_random_checkpoint(const char *config_path, con
 MNEMO_API mnemo_status mnemo_train_data_check(const mnemo_model *model, const char *path, int32_t seq_len,
                                               int64_t *examples, char *err, size_t errlen);
 
-/* Loads model_dir (params: threads; the CPU), checks the settings, reads and checks the whole data file (any
- * problem named with file and line), sets up the trained tensors, and with resume loads the checkpoint. Nothing
- * is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be overwritten), resume
- * with none, a checkpoint of another model, data or settings. *out always receives a handle (NULL only when even
- * that allocation failed); on an error it holds the message (mnemo_trainer_error) and must still be freed. */
+/* Loads model_dir (params: threads; device: the CPU unless CUDA is asked for), checks the settings, reads and checks
+ * the whole data file (any problem named with file and line), sets up the trained tensors, and with resume loads the
+ * checkpoint. Nothing is written yet. Refused: out_dir holding a train_state.mnemo without resume (it would be
+ * overwritten), resume with none, a checkpoint of another model, data or settings. *out always receives a handle
+ * (NULL only when even that allocation failed); on an error it holds the message (mnemo_trainer_error) and must
+ * still be freed. */
 typedef struct mnemo_trainer mnemo_trainer;
 MNEMO_API mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *model_params,
                                          const mnemo_train_params *params, mnemo_trainer **out);

@@ -9,6 +9,11 @@
  *   FoT                full fine-tuning of the FoT fixture LongLLaMA (tests/fixtures/fot/model), cross-batch: each
  *                      memory-layer row also attends to other rows' contexts (4 contexts per document, 2 documents)
  *   S2-Attn            LoRA+ on the GQA fixture (8 query heads over 2 KV heads) with LongLoRA's shifted groups of 2
+ *   UIO                the UIO-LLM tensors over the GQA fixture from tests/fixtures/uio/gqa_c12_m3 (non-zero LoRA A
+ *                      and B): documents of 48 tokens = 4 segments of 12 compressed into 3 <mem> entries, 1
+ *                      reservoir slot (so graphs are evicted and backpropagated mid-document) with the factor
+ *   UIO fresh          a fresh UIO init over the MHA fixture (<mem> = embedding row 2, read from the device; B = 0):
+ *                      4 segments of 4 tokens into 2 <mem> entries, full BPTT
  * and passes when every step's loss and pre-clip gradient norm, and the loss mnemo_trainer_evaluate gives after the
  * run (not for SMT and FoT), agree within 1e-5 relative (~4e-7 seen), and every tensor the run writes
  * (model.safetensors, adapter_model.safetensors, trainable_params.safetensors) agrees with the CPU's, relative to the
@@ -16,11 +21,11 @@
  * gradient by its own running RMS, so an element with a tiny gradient - most of a LoRA B right after its zero init -
  * still takes a full lr-sized step, and its last bits of rounding move that step). Both sides compute in fp32 (the
  * CUDA GEMMs at fp32 accuracy: SPLIT mode) and differ by summation order only.
- * Then resume: a LoRA run on the device stopped after step 2 (its checkpoint written there) and resumed gives the
- * uninterrupted device run's losses, adapter and state file bit for bit (the device kernels are deterministic: no
- * float atomics); and across backends: stopped on the CPU after step 2 and resumed on the device (the checkpoint's
- * tensors and moments uploaded), it ends as the CPU's uninterrupted run does (step 3's loss within 1e-5, the adapter
- * within 1e-4).
+ * Then resume, for LoRA and for UIO: a run on the device stopped after step 2 (its checkpoint written there) and
+ * resumed gives the uninterrupted device run's losses, product (adapter / uio.safetensors) and state file bit for
+ * bit (the device kernels are deterministic: no float atomics); and across backends: stopped on the CPU after step 2
+ * and resumed on the device (the checkpoint's tensors and moments uploaded), it ends as the CPU's uninterrupted run
+ * does (step 3's loss within 1e-5, the product within 1e-4).
  *
  * Devices as in test_reference_models: the CPU half always runs (the reference, and alone it checks the runs
  * complete); the device half when a usable CUDA backend is present, or when MNEMO_TEST_DEVICE=cuda asks for it (then
@@ -43,6 +48,7 @@
 #define TOL_ADAMW 1e-4  /* tensors after AdamW */
 
 static char tmp_root[256], eval_text[600]; /* eval_text: a few windows of the training text (the emulator is slow) */
+static char eval_uio[600];                 /* the same text three times: documents of up to 48 tokens */
 
 typedef struct {
     const char *name, *model; /* model: a directory under tests/fixtures */
@@ -52,6 +58,7 @@ typedef struct {
     bool sgd, smt, recompute_device; /* recompute_device: gradient checkpointing on the device side only */
     const char *fot;                  /* FoT cross-batch schedule (NULL: none) */
     bool s2_attn;                     /* LongLoRA's S2-Attn (groups of seq_len / 4) */
+    const char *uio_init;             /* UIO: the initial UIO directory under tests/fixtures (NULL: a fresh init) */
 } train_case;
 
 typedef struct {
@@ -69,6 +76,13 @@ static mnemo_train_params case_params(const train_case *c, const char *data, con
     p.smt = c->smt; /* memory 4 x seq_len, 4 of it sampled per row, as the defaults say */
     p.fot_schedule = c->fot;
     p.s2_attn = c->s2_attn;
+    static char init[4600];
+    if (c->method == MNEMO_TRAIN_UIO && c->uio_init) { /* 4 segments of the init's 12 tokens; evictions with S = 1 */
+        snprintf(init, sizeof init, "%s/%s", test_fixtures(), c->uio_init);
+        p.uio_init = init, p.seq_len = 48, p.tbptt_slots = 1, p.tbptt_compensation = true, p.lr = 5e-3;
+    } else if (c->method == MNEMO_TRAIN_UIO) { /* fresh (<mem> from the embedding, B = 0): 4 x 4 tokens, full BPTT */
+        p.uio_chunk = 4, p.uio_num_memory = 2, p.seq_len = 16, p.tbptt_slots = 0, p.lr = 5e-3;
+    }
     return p;
 }
 
@@ -92,7 +106,8 @@ static mnemo_status train(const char *model, const mnemo_train_params *p, mnemo_
         if (log) log->loss[pr.step - 1] = pr.loss, log->norm[pr.step - 1] = pr.grad_norm;
     }
     if (st == MNEMO_OK) st = mnemo_trainer_save(t);
-    if (st == MNEMO_OK && log && !p->smt && !p->fot_schedule) st = mnemo_trainer_evaluate(t, eval_text, &log->eval, NULL);
+    const char *ev = p->seq_len > 32 ? eval_uio : eval_text; /* eval_text: too short for a 48-token document */
+    if (st == MNEMO_OK && log && !p->smt && !p->fot_schedule) st = mnemo_trainer_evaluate(t, ev, &log->eval, NULL);
     snprintf(err, errlen, "%s", mnemo_trainer_error(t));
     mnemo_trainer_free(t);
     return st;
@@ -141,7 +156,8 @@ static double compare_file(const char *dir_a, const char *dir_b, const char *fil
 static const char *outputs(mnemo_train_method m, int i) {
     static const char *full[] = {"model.safetensors", NULL}, *lora[] = {"adapter_model.safetensors", NULL};
     static const char *plus[] = {"adapter_model.safetensors", "trainable_params.safetensors", NULL};
-    return (m == MNEMO_TRAIN_FULL ? full : m == MNEMO_TRAIN_LORA ? lora : plus)[i];
+    static const char *uio[] = {"uio.safetensors", NULL};
+    return (m == MNEMO_TRAIN_FULL ? full : m == MNEMO_TRAIN_LORA ? lora : m == MNEMO_TRAIN_UIO ? uio : plus)[i];
 }
 
 static void check_case(const train_case *c, const char *data, bool device) {
@@ -188,46 +204,51 @@ static void check_case(const train_case *c, const char *data, bool device) {
            "evaluation %s\n", c->name, STEPS, wl, wn, tensors, wp, ev);
 }
 
-/* LoRA on the device: stopped after step 2 (its checkpoint written then), resumed to the end = never stopped. */
-static void check_resume(const char *data) {
+/* c on the device: stopped after step 2 (its checkpoint written then), resumed to the end = never stopped. */
+static void check_resume(const train_case *c, const char *data) {
     char model[4600], straight[600], resumed[600], err[1024];
-    snprintf(model, sizeof model, "%s/models/mha", test_fixtures());
-    snprintf(straight, sizeof straight, "%s/resume_straight", tmp_root);
-    snprintf(resumed, sizeof resumed, "%s/resume_stopped", tmp_root);
-    const train_case c = {"resume", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false, NULL};
+    const char *product = outputs(c->method, 0);
+    snprintf(model, sizeof model, "%s/%s", test_fixtures(), c->model);
+    snprintf(straight, sizeof straight, "%s/%s_straight", tmp_root, c->name);
+    snprintf(resumed, sizeof resumed, "%s/%s_stopped", tmp_root, c->name);
     run_log want, got;
     memset(&want, 0, sizeof want), memset(&got, 0, sizeof got);
-    mnemo_train_params p = case_params(&c, data, straight);
-    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &want, err, sizeof err) == MNEMO_OK, "straight: %s", err);
+    mnemo_train_params p = case_params(c, data, straight);
+    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &want, err, sizeof err) == MNEMO_OK, "%s straight: %s", c->name,
+          err);
     p.out_dir = resumed;
-    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, 2, &got, err, sizeof err) == MNEMO_OK, "stopped: %s", err);
+    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, 2, &got, err, sizeof err) == MNEMO_OK, "%s stopped: %s", c->name, err);
     p.resume = true;
-    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &got, err, sizeof err) == MNEMO_OK, "resumed: %s", err);
+    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &got, err, sizeof err) == MNEMO_OK, "%s resumed: %s", c->name,
+          err);
     int differ = 0;
     for (int s = 0; s < STEPS; s++) differ += memcmp(&want.loss[s], &got.loss[s], sizeof(double)) != 0;
     size_t n = 0;
-    CHECK(differ == 0, "device resume: %d of %d losses differ from the uninterrupted run", differ, STEPS);
-    CHECK(compare_file(resumed, straight, "adapter_model.safetensors", true, &n) == 0,
-          "device resume: the final adapter differs from the uninterrupted run's");
+    CHECK(differ == 0, "%s device resume: %d of %d losses differ from the uninterrupted run", c->name, differ, STEPS);
+    CHECK(compare_file(resumed, straight, product, true, &n) == 0,
+          "%s device resume: the final %s differs from the uninterrupted run's", c->name, product);
     CHECK(compare_file(resumed, straight, "train_state.mnemo", true, &n) == 0,
-          "device resume: the final train_state.mnemo differs from the uninterrupted run's");
-    printf("resume     cuda: stopped after step 2 and resumed = uninterrupted (losses, adapter, state bit for bit)\n");
+          "%s device resume: the final train_state.mnemo differs from the uninterrupted run's", c->name);
+    printf("%-10s cuda: stopped after step 2 and resumed = uninterrupted (losses, %s, state bit for bit)\n", c->name,
+           product);
     /* across backends: the CPU's checkpoint after step 2 resumed on the device */
     char cpu_straight[600], moved[600];
-    snprintf(cpu_straight, sizeof cpu_straight, "%s/resume_cpu_straight", tmp_root);
-    snprintf(moved, sizeof moved, "%s/resume_cpu_to_cuda", tmp_root);
-    p = case_params(&c, data, cpu_straight);
-    CHECK(train(model, &p, MNEMO_DEVICE_CPU, STEPS, &want, err, sizeof err) == MNEMO_OK, "CPU straight: %s", err);
+    snprintf(cpu_straight, sizeof cpu_straight, "%s/%s_cpu_straight", tmp_root, c->name);
+    snprintf(moved, sizeof moved, "%s/%s_cpu_to_cuda", tmp_root, c->name);
+    p = case_params(c, data, cpu_straight);
+    CHECK(train(model, &p, MNEMO_DEVICE_CPU, STEPS, &want, err, sizeof err) == MNEMO_OK, "%s CPU straight: %s",
+          c->name, err);
     p.out_dir = moved;
-    CHECK(train(model, &p, MNEMO_DEVICE_CPU, 2, &got, err, sizeof err) == MNEMO_OK, "CPU stopped: %s", err);
+    CHECK(train(model, &p, MNEMO_DEVICE_CPU, 2, &got, err, sizeof err) == MNEMO_OK, "%s CPU stopped: %s", c->name, err);
     p.resume = true;
-    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &got, err, sizeof err) == MNEMO_OK, "resumed on cuda: %s", err);
+    CHECK(train(model, &p, MNEMO_DEVICE_CUDA, STEPS, &got, err, sizeof err) == MNEMO_OK, "%s resumed on cuda: %s",
+          c->name, err);
     double dl = fabs(got.loss[STEPS - 1] - want.loss[STEPS - 1]) / want.loss[STEPS - 1];
-    double dp = compare_file(moved, cpu_straight, "adapter_model.safetensors", false, &n);
-    CHECK(dl <= TOL && dp >= 0 && dp <= TOL_ADAMW, "CPU checkpoint resumed on cuda: step %d loss %.7f (CPU %.7f), "
-          "adapter %.2e relative", STEPS, got.loss[STEPS - 1], want.loss[STEPS - 1], dp);
-    printf("resume     cpu -> cuda: step %d loss %.2e relative, adapter %.2e relative to the CPU's straight run\n",
-           STEPS, dl, dp);
+    double dp = compare_file(moved, cpu_straight, product, false, &n);
+    CHECK(dl <= TOL && dp >= 0 && dp <= TOL_ADAMW, "%s: CPU checkpoint resumed on cuda: step %d loss %.7f (CPU %.7f), "
+          "%s %.2e relative", c->name, STEPS, got.loss[STEPS - 1], want.loss[STEPS - 1], product, dp);
+    printf("%-10s cpu -> cuda: step %d loss %.2e relative, %s %.2e relative to the CPU's straight run\n", c->name,
+           STEPS, dl, product, dp);
 }
 
 int main(void) {
@@ -244,9 +265,12 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());
     snprintf(eval_text, sizeof eval_text, "%s/eval.txt", tmp_root);
-    FILE *fe = fopen(eval_text, "w");
-    CHECK(fe && fputs("First Citizen:\nBefore we proceed any further, hear me speak.\n", fe) >= 0 && !fclose(fe),
-          "cannot write %s", eval_text);
+    snprintf(eval_uio, sizeof eval_uio, "%s/eval_uio.txt", tmp_root);
+    const char *speech = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    FILE *fe = fopen(eval_text, "w"), *fu = fopen(eval_uio, "w");
+    CHECK(fe && fputs(speech, fe) >= 0 && !fclose(fe), "cannot write %s", eval_text);
+    CHECK(fu && fputs(speech, fu) >= 0 && fputs(speech, fu) >= 0 && fputs(speech, fu) >= 0 && !fclose(fu),
+          "cannot write %s", eval_uio);
     const train_case cases[] = {
         {"full_bf16", "models/bf16", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false, NULL},
         {"lora_all", "models/mha", MNEMO_TRAIN_LORA, "all", 1, true, false, false, NULL},
@@ -255,9 +279,16 @@ int main(void) {
         {"fot_full", "fot/model", MNEMO_TRAIN_FULL, "q,v", 1, false, false, false,
          "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"},
         {"s2_lora_plus", "models/gqa", MNEMO_TRAIN_LORA_PLUS, "q,v", 1, false, false, false, NULL, true},
+        {"uio", "models/gqa", MNEMO_TRAIN_UIO, NULL, 1, false, false, false, NULL, false, "uio/gqa_c12_m3/uio_st"},
+        {"uio_fresh", "models/mha", MNEMO_TRAIN_UIO, NULL, 1, false, false, false, NULL, false, NULL},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], data, run_cuda);
-    if (run_cuda) check_resume(data);
+    const train_case lora_resume = {"resume", "models/mha", MNEMO_TRAIN_LORA, "q,v", 1, false, false, false, NULL, false,
+                                    NULL};
+    const char *only = getenv("MNEMO_TEST_CASE"); /* one case (and its resume) by name, to debug it alone */
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (!only || !strcmp(only, cases[i].name)) check_case(&cases[i], data, run_cuda);
+    if (run_cuda && (!only || !strcmp(only, "resume"))) check_resume(&lora_resume, data);
+    if (run_cuda && (!only || !strcmp(only, "uio"))) check_resume(&cases[6], data);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);

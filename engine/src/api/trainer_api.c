@@ -296,11 +296,6 @@ mnemo_status mnemo_trainer_new(const char *model_dir, const mnemo_model_params *
     mnemo_model_params mp = mparams ? *mparams : mnemo_model_default_params();
     /* auto stays on the CPU: it is the path checked against torch; the device runs when asked for (cuda) */
     if (mp.device == MNEMO_DEVICE_AUTO) mnemo_log(MNEMO_LOG_INFO, "training runs on the CPU (--device cuda: the GPU)");
-    if (mp.device == MNEMO_DEVICE_CUDA && t->p.method == MNEMO_TRAIN_UIO) {
-        free(sp);
-        return tfail(t, MNEMO_ERR_UNSUPPORTED, "UIO trains on the CPU only so far (its host-side copies have no device "
-                     "path yet): use --device cpu");
-    }
     if (mp.device != MNEMO_DEVICE_CUDA) mp.device = MNEMO_DEVICE_CPU;
     if ((st = mnemo_model_load(model_dir, &mp, &t->model)) != MNEMO_OK) {
         tfail(t, st, "%s", mnemo_model_error(t->model));
@@ -541,9 +536,9 @@ void mnemo_trainer_free(mnemo_trainer *t) {
     fot_ws_free(t->fot_ws);
     optimizer_free(&t->opt);
     train_data_free(t->data);
+    uio_run_free(t->uio); /* its device buffers while the model's backend is surely up */
     mnemo_model_free(t->model); /* before the trained tensors: its weights may point into them */
     trainable_free(&t->tr);
-    uio_run_free(t->uio);
     free(t->rows), free(t->masks), free(t->doc), free(t->doc_mask);
     free(t->model_dir), free(t->data_path), free(t->out_dir), free(t->init_adapter), free(t->targets), free(t->fot_text);
     free(t);

@@ -7,6 +7,9 @@
  *            slots from M-1 down so one scratch serves them all); the backward scatters the scratch's dk, dv back.
  * Gradient rule (llm.c's): parameter gradients accumulate, activation gradients are overwritten. Base weights are
  * frozen: no base gradient is computed. Shapes in comments: [rows, width].
+ * Any backend: every buffer (activations, memory, ids, targets, positions, losses) lives in the backend's memory and
+ * every move is a backend copy (mem_copy / mem_set / axpby), so on CUDA the host only uploads a document's ids and
+ * targets (uio_grad_load_document) and reads back its losses (uio_grad_losses); on the CPU these are plain memcpy.
  */
 #include "uio_grad.h"
 
@@ -39,7 +42,13 @@ struct uio_train_ws {
     float *memH, *memK, *memV, *dH; /* [L][Pmax, hidden | kvd]: leaves, their keys (rotated) and values, leaf grads */
     float *x_last, *xnf, *rstdf, *logits, *dres, *dxn, *dff1, *dff2, *dq, *dk, *dv, *datt, *dKf, *dVf, *dhrows;
     float *u, *us, *tt, *kscr, *vscr, *dkscr, *dvscr;
-    int32_t *pos_enc, *pos_dec, *pos_mem, *ids, *tgt;
+    float *losses;            /* [Tmax] each decoder segment's mean loss, read back once per document */
+    /* ints in the backend's memory (one allocation, idx), staged in h_idx with the same layout:
+     * pos_enc [nE] the encoder's positions; pos [Pmax + C] 0, 1, ...: memory rows at 0..P-1, a decoder segment after
+     * P memories at P..; ids [Tmax * C] then tgt [Tmax * C]: the loaded document's n ids, then its n targets (-1:
+     * not counted) right after them (tgt = ids + n), so one copy uploads both */
+    int32_t *pos_enc, *pos, *ids, *tgt, *idx, *h_idx;
+    size_t n_idx;
     const kern_backend *be;
     kern_ctx *kc;             /* one execution context for every pass (its threads and scratch live as long) */
     float *block;
@@ -84,13 +93,14 @@ static void carve_all(carve *c, uio_train_ws *w) {
     w->u = take(c, big * r), w->us = take(c, big * r), w->tt = take(c, big * r);
     w->kscr = take(c, (C + 1) * kvd), w->vscr = take(c, (C + 1) * kvd);
     w->dkscr = take(c, (C + 1) * kvd), w->dvscr = take(c, (C + 1) * kvd);
+    w->losses = take(c, (size_t)w->Tmax);
 }
 
 uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw, int64_t max_tokens, char *err,
                                size_t errlen) {
     const model_config *cfg = &m->cfg;
-    if (!m->be->host_memory) {
-        fail(err, errlen, "UIO training runs on the CPU backend so far (got %s)", m->be->name);
+    if (uw->be != (m->be->host_memory ? NULL : m->be)) {
+        fail(err, errlen, "UIO tensors in %s memory for a model on %s", uw->be ? uw->be->name : "host", m->be->name);
         return NULL;
     }
     if (max_tokens < 2) {
@@ -111,39 +121,54 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     if ((int64_t)w->Pmax + w->C > cfg->max_position_embeddings)
         mnemo_log(MNEMO_LOG_WARN, "UIO training: %d memory slots + %d tokens pass max_position_embeddings %d "
                   "(positions beyond what the base saw)", w->Pmax, w->C, cfg->max_position_embeddings);
-    const int32_t P = w->Pmax > 0 ? w->Pmax : 1;
+    const size_t n_pos = (size_t)w->Pmax + (size_t)w->C, n_doc = (size_t)w->Tmax * (size_t)w->C;
+    w->n_idx = (size_t)w->nE + n_pos + 2 * n_doc;
+    const kern_backend *be = w->be = m->be;
     w->enc = calloc((size_t)w->L, sizeof *w->enc), w->dec = calloc((size_t)w->L, sizeof *w->dec);
-    w->pos_enc = malloc((size_t)w->nE * sizeof(int32_t)), w->pos_dec = malloc((size_t)w->C * sizeof(int32_t));
-    w->pos_mem = malloc((size_t)P * sizeof(int32_t)), w->ids = malloc((size_t)w->C * sizeof(int32_t));
-    w->tgt = malloc((size_t)w->C * sizeof(int32_t));
-    w->be = m->be, w->kc = m->be->ctx_new(m->n_threads);
-    if (!w->enc || !w->dec || !w->pos_enc || !w->pos_dec || !w->pos_mem || !w->ids || !w->tgt || !w->kc) {
+    w->h_idx = malloc(w->n_idx * sizeof *w->h_idx);
+    w->idx = be->host_memory ? w->h_idx : be->mem_alloc(w->n_idx * sizeof *w->idx);
+    w->kc = be->ctx_new(m->n_threads);
+    if (!w->enc || !w->dec || !w->h_idx || !w->idx || !w->kc) {
         uio_train_ws_free(w);
-        fail(err, errlen, "out of memory");
+        fail(err, errlen, "out of %s memory", w->h_idx && !be->host_memory ? be->name : "host");
         return NULL;
     }
     carve count = {0};
     carve_all(&count, w);
     w->floats = count.at;
-    if (!(w->block = aligned_alloc(64, w->floats * sizeof(float)))) {
-        fail(err, errlen, "out of memory for the UIO training workspace (%.2f GiB for %lld-token documents)",
-             (double)w->floats * 4 / (1 << 30), (long long)max_tokens);
+    if (!(w->block = be->host_memory ? aligned_alloc(64, w->floats * sizeof(float))
+                                     : be->mem_alloc(w->floats * sizeof(float)))) {
+        fail(err, errlen, "out of %s memory for the UIO training workspace (%.2f GiB for %lld-token documents)",
+             be->name, (double)w->floats * 4 / (1 << 30), (long long)max_tokens);
         uio_train_ws_free(w);
         return NULL;
     }
     carve fill = {.base = w->block};
     carve_all(&fill, w);
-    for (int32_t t = 0; t < w->C; t++) w->pos_enc[t] = t;
-    for (int32_t i = 0; i < w->M; i++) w->pos_enc[w->C + i] = (i + 1) * w->c;
-    for (int32_t j = 0; j < P; j++) w->pos_mem[j] = j;
+    w->pos_enc = w->idx, w->pos = w->idx + w->nE, w->ids = w->tgt = w->pos + n_pos;
+    int32_t *h_enc = w->h_idx, *h_pos = w->h_idx + w->nE; /* the positions never change: uploaded once, here */
+    for (int32_t t = 0; t < w->C; t++) h_enc[t] = t;
+    for (int32_t i = 0; i < w->M; i++) h_enc[w->C + i] = (i + 1) * w->c;
+    for (size_t j = 0; j < n_pos; j++) h_pos[j] = (int32_t)j;
+    if (!be->host_memory &&
+        be->mem_copy(NULL, w->idx, w->h_idx, ((size_t)w->nE + n_pos) * sizeof *w->idx, KERN_H2D) != KERN_OK) {
+        fail(err, errlen, "uploading the UIO positions to %s failed", be->name);
+        uio_train_ws_free(w);
+        return NULL;
+    }
     return w;
 }
 
 void uio_train_ws_free(uio_train_ws *w) {
     if (!w) return;
     if (w->kc) w->be->ctx_free(w->kc);
-    free(w->enc), free(w->dec), free(w->pos_enc), free(w->pos_dec), free(w->pos_mem), free(w->ids), free(w->tgt);
-    free(w->block);
+    if (w->be && !w->be->host_memory) {
+        w->be->mem_free(w->block);
+        w->be->mem_free(w->idx);
+    } else {
+        free(w->block);
+    }
+    free(w->enc), free(w->dec), free(w->h_idx);
     free(w);
 }
 
@@ -156,12 +181,20 @@ int32_t uio_grad_max_segments(const uio_train_ws *w) { return w->Tmax; }
         if (rc_ != KERN_OK) return fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
     } while (0)
 
+/* Backend moves of n floats (D2D: memcpy on the CPU, the context's stream on a device). */
+static int copy_f(const kern_backend *be, kern_ctx *kc, float *dst, const float *src, int64_t n) {
+    return n > 0 ? be->mem_copy(kc, dst, src, (size_t)n * sizeof(float), KERN_D2D) : KERN_OK;
+}
+static int zero_f(const kern_backend *be, kern_ctx *kc, float *dst, int64_t n) {
+    return n > 0 ? be->mem_set(kc, dst, 0, (size_t)n * sizeof(float)) : KERN_OK;
+}
+
 /* y[n, out] += s (x A^T) B^T keeping t = x A^T [n, r]; ts: scratch [n, r]. */
 static int lora_fwd(const kern_backend *be, kern_ctx *kc, float *y, const float *x, const uio_tensor *A,
                     const uio_tensor *B, float s, int64_t n, float *t, float *ts) {
     const int64_t r = A->rows, in = A->cols, out = B->rows;
     int rc = be->matmul(kc, t, x, A->p, KERN_F32, n, r, in, 0.f);
-    for (int64_t i = 0; rc == KERN_OK && i < n * r; i++) ts[i] = s * t[i];
+    if (rc == KERN_OK) rc = be->axpby(kc, ts, t, n * r, s, 0.f); /* ts = s t */
     return rc != KERN_OK ? rc : be->matmul(kc, y, ts, B->p, KERN_F32, n, out, r, 1.f);
 }
 
@@ -171,7 +204,8 @@ static int lora_bwd(const kern_backend *be, kern_ctx *kc, const float *dy, const
                     uio_tensor *A, uio_tensor *B, float s, float *dx, int64_t n, float *u, float *us) {
     const int64_t r = A->rows, in = A->cols, out = B->rows;
     int rc = be->matmul_backward_x(kc, u, dy, B->p, KERN_F32, n, out, r, 0.f); /* dy B [n, r] */
-    for (int64_t i = 0; rc == KERN_OK && i < n * r; i++) u[i] *= s, us[i] = s * t[i];
+    if (rc == KERN_OK) rc = be->axpby(kc, u, u, n * r, s, 0.f);   /* u = s dy B */
+    if (rc == KERN_OK) rc = be->axpby(kc, us, t, n * r, s, 0.f);  /* us = s t */
     if (rc == KERN_OK) rc = be->matmul_backward_w(kc, A->g, u, x, n, r, in);   /* dA += (s dy B)^T x */
     if (rc == KERN_OK) rc = be->matmul_backward_w(kc, B->g, dy, us, n, out, r); /* dB += dy^T (s t) */
     return rc != KERN_OK || !dx ? rc : be->matmul_backward_x(kc, dx, u, A->p, KERN_F32, n, r, in, 1.f);
@@ -186,7 +220,7 @@ static int mlp_fwd(const mnemo_model *m, kern_ctx *kc, const layer_weights *W, a
     TRY(be->matmul(kc, A->gate, A->xn2, W->w_gate.data, W->w_gate.dt, n, ff, d, 0.f));
     TRY(be->matmul(kc, A->up, A->xn2, W->w_up.data, W->w_up.dt, n, ff, d, 0.f));
     TRY(be->swiglu(kc, A->h, A->gate, A->up, n * ff));
-    memcpy(x_out, A->x_mid, (size_t)(n * d) * sizeof(float));
+    TRY(copy_f(be, kc, x_out, A->x_mid, n * d));
     TRY(be->matmul(kc, x_out, A->h, W->w_down.data, W->w_down.dt, n, d, ff, 1.f));
     return 0;
 }
@@ -216,7 +250,7 @@ static int encoder_forward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, 
     const int64_t hd = w->hd;
     const float scale = 1.0f / sqrtf((float)hd);
     TRY(be->embed(kc, w->enc[0].x_in, m->w.tok_embd.data, m->w.tok_embd.dt, w->V, d, ids, C));
-    for (int64_t i = 0; i < M; i++) memcpy(w->enc[0].x_in + (C + i) * d, uw->t[0].p, (size_t)d * sizeof(float));
+    for (int64_t i = 0; i < M; i++) TRY(copy_f(be, kc, w->enc[0].x_in + (C + i) * d, uw->t[0].p, d));
     for (int32_t l = 0; l < w->L; l++) {
         const layer_weights *W = &m->w.layers[l];
         acts *A = &w->enc[l];
@@ -232,44 +266,44 @@ static int encoder_forward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, 
         TRY(be->rope(kc, A->q, n, hq, hd, w->pos_enc, cfg->rope_theta, cfg->rope_scaling_factor));
         TRY(be->rope(kc, A->k, n, hkv, hd, w->pos_enc, cfg->rope_theta, cfg->rope_scaling_factor));
         TRY(be->attention(kc, A->att, A->lse, A->q, A->k, A->v, C, C, 0, hq, hkv, hd, scale));
-        memcpy(w->kscr, A->k, (size_t)(C * kvd) * sizeof(float));
-        memcpy(w->vscr, A->v, (size_t)(C * kvd) * sizeof(float));
+        TRY(copy_f(be, kc, w->kscr, A->k, C * kvd));
+        TRY(copy_f(be, kc, w->vscr, A->v, C * kvd));
         for (int64_t i = M - 1; i >= 0; i--) {
             const int64_t at = (i + 1) * w->c; /* the slot's own row and position */
-            memcpy(w->kscr + at * kvd, A->k + (C + i) * kvd, (size_t)kvd * sizeof(float));
-            memcpy(w->vscr + at * kvd, A->v + (C + i) * kvd, (size_t)kvd * sizeof(float));
+            TRY(copy_f(be, kc, w->kscr + at * kvd, A->k + (C + i) * kvd, kvd));
+            TRY(copy_f(be, kc, w->vscr + at * kvd, A->v + (C + i) * kvd, kvd));
             TRY(be->attention(kc, A->att + (C + i) * qd, A->lse + (C + i) * hq, A->q + (C + i) * qd, w->kscr, w->vscr,
                               1, at + 1, at, hq, hkv, hd, scale));
         }
-        memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
+        TRY(copy_f(be, kc, A->x_mid, A->x_in, n * d));
         TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
         if (mlp_fwd(m, kc, W, A, w->enc[l + 1].x_in, n, err, errlen)) return -1;
     }
     return 0;
 }
 
-int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, const int32_t *ids, int32_t seg,
-                      char *err, size_t errlen) {
+int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, char *err,
+                      size_t errlen) {
     if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
     const kern_backend *be = m->be;
     const model_config *cfg = &m->cfg;
     const int64_t d = w->d, M = w->M, kvd = w->kvd, P = w->Pmax, row0 = (int64_t)seg * M;
     kern_ctx *kc = w->kc;
-    int rc = encoder_forward(w, m, kc, uw, ids, err, errlen);
+    int rc = encoder_forward(w, m, kc, uw, w->ids + (size_t)seg * (size_t)w->C, err, errlen);
     for (int32_t l = 0; rc == 0 && l < w->L; l++) {
         const layer_weights *W = &m->w.layers[l];
         float *h = w->memH + ((size_t)l * P + row0) * d, *k = w->memK + ((size_t)l * P + row0) * kvd;
         float *v = w->memV + ((size_t)l * P + row0) * kvd;
-        memcpy(h, w->enc[l].xn1 + (size_t)w->C * d, (size_t)(M * d) * sizeof(float));
-        memset(w->dH + ((size_t)l * P + row0) * d, 0, (size_t)(M * d) * sizeof(float));
-        int k_rc = be->matmul(kc, k, h, W->wk.data, W->wk.dt, M, kvd, d, 0.f);
+        int k_rc = copy_f(be, kc, h, w->enc[l].xn1 + (size_t)w->C * d, M * d);
+        if (!k_rc) k_rc = zero_f(be, kc, w->dH + ((size_t)l * P + row0) * d, M * d);
+        if (!k_rc) k_rc = be->matmul(kc, k, h, W->wk.data, W->wk.dt, M, kvd, d, 0.f);
         if (!k_rc) k_rc = lora_fwd(be, kc, k, h, uio_dec(uw, l, UIO_K, 0), uio_dec(uw, l, UIO_K, 1), uw->scale, M, w->u,
                                    w->us);
         if (!k_rc) k_rc = be->matmul(kc, v, h, W->wv.data, W->wv.dt, M, kvd, d, 0.f);
         if (!k_rc) k_rc = lora_fwd(be, kc, v, h, uio_dec(uw, l, UIO_V, 0), uio_dec(uw, l, UIO_V, 1), uw->scale, M, w->u,
                                    w->us);
         if (!k_rc)
-            k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos_mem + row0, cfg->rope_theta, cfg->rope_scaling_factor);
+            k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos + row0, cfg->rope_theta, cfg->rope_scaling_factor);
         if (k_rc) rc = fail(err, errlen, "kernel error %d in the transfer head", k_rc);
     }
     return rc;
@@ -278,15 +312,16 @@ int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *
 /* ------------------------------------------------------------------------------------------ decoder */
 
 static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_train_weights *uw, int32_t n,
-                       int32_t n_seg, float dloss, const float *factor, float *loss, char *err, size_t errlen) {
+                       int32_t n_seg, float dloss, const float *factor, char *err, size_t errlen) {
     const kern_backend *be = m->be;
     const model_config *cfg = &m->cfg;
     const llama_weights *wt = &m->w;
     const int64_t d = w->d, qd = w->qd, kvd = w->kvd, hq = w->hq, hkv = w->hkv, hd = w->hd, V = w->V;
     const int64_t P = (int64_t)n_seg * w->M, Pm = w->Pmax, L = w->L;
     const float scale = 1.0f / sqrtf((float)hd), eps = cfg->rms_norm_eps;
-    for (int32_t i = 0; i < n; i++) w->pos_dec[i] = (int32_t)P + i;
-    TRY(be->embed(kc, w->dec[0].x_in, wt->tok_embd.data, wt->tok_embd.dt, V, d, w->ids, n));
+    const int32_t *ids = w->ids + (size_t)n_seg * (size_t)w->C, *tgt = w->tgt + (size_t)n_seg * (size_t)w->C;
+    const int32_t *pos_dec = w->pos + P; /* the segment's tokens sit after the P memory slots */
+    TRY(be->embed(kc, w->dec[0].x_in, wt->tok_embd.data, wt->tok_embd.dt, V, d, ids, n));
     for (int64_t l = 0; l < L; l++) {
         const layer_weights *W = &wt->layers[l];
         acts *A = &w->dec[l];
@@ -295,18 +330,18 @@ static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_
         TRY(be->matmul(kc, A->q, A->xn1, W->wq.data, W->wq.dt, n, qd, d, 0.f));
         TRY(be->matmul(kc, Kf + P * kvd, A->xn1, W->wk.data, W->wk.dt, n, kvd, d, 0.f));
         TRY(be->matmul(kc, Vf + P * kvd, A->xn1, W->wv.data, W->wv.dt, n, kvd, d, 0.f));
-        TRY(be->rope(kc, A->q, n, hq, hd, w->pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
-        TRY(be->rope(kc, Kf + P * kvd, n, hkv, hd, w->pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
-        memcpy(Kf, w->memK + (size_t)l * Pm * kvd, (size_t)(P * kvd) * sizeof(float));
-        memcpy(Vf, w->memV + (size_t)l * Pm * kvd, (size_t)(P * kvd) * sizeof(float));
+        TRY(be->rope(kc, A->q, n, hq, hd, pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
+        TRY(be->rope(kc, Kf + P * kvd, n, hkv, hd, pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
+        TRY(copy_f(be, kc, Kf, w->memK + (size_t)l * Pm * kvd, P * kvd));
+        TRY(copy_f(be, kc, Vf, w->memV + (size_t)l * Pm * kvd, P * kvd));
         TRY(be->attention(kc, A->att, A->lse, A->q, Kf, Vf, n, P + n, P, hq, hkv, hd, scale));
-        memcpy(A->x_mid, A->x_in, (size_t)(n * d) * sizeof(float));
+        TRY(copy_f(be, kc, A->x_mid, A->x_in, n * d));
         TRY(be->matmul(kc, A->x_mid, A->att, W->wo.data, W->wo.dt, n, d, qd, 1.f));
         if (mlp_fwd(m, kc, W, A, l + 1 < L ? w->dec[l + 1].x_in : w->x_last, n, err, errlen)) return -1;
     }
     TRY(be->rmsnorm(kc, w->xnf, w->rstdf, w->x_last, wt->out_norm.data, wt->out_norm.dt, n, d, eps));
     TRY(be->matmul(kc, w->logits, w->xnf, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
-    TRY(be->cross_entropy(kc, loss, w->logits, w->logits, w->tgt, n, V, dloss));
+    TRY(be->cross_entropy(kc, w->losses + n_seg, w->logits, w->logits, tgt, n, V, dloss));
     if (dloss == 0.0f) return 0;
     /* backward: nothing of the base is trained; what flows back reaches the memory rows' keys and values */
     TRY(be->matmul_backward_x(kc, w->dxn, w->logits, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
@@ -319,14 +354,14 @@ static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_
         const float *Vf = w->Vf + (size_t)l * (size_t)(Pm + w->C) * kvd;
         if (mlp_bwd(m, kc, w, W, A, n, err, errlen)) return -1;
         TRY(be->matmul_backward_x(kc, w->datt, w->dres, W->wo.data, W->wo.dt, n, d, qd, 0.f));
-        memset(w->dKf, 0, (size_t)((P + n) * kvd) * sizeof(float));
-        memset(w->dVf, 0, (size_t)((P + n) * kvd) * sizeof(float));
+        TRY(zero_f(be, kc, w->dKf, (P + n) * kvd)); /* attention_backward accumulates dk, dv */
+        TRY(zero_f(be, kc, w->dVf, (P + n) * kvd));
         TRY(be->attention_backward(kc, w->dq, w->dKf, w->dVf, w->datt, A->q, Kf, Vf, A->att, A->lse, n, P + n, P, hq,
                                    hkv, hd, scale));
         if (l > 0) { /* the tokens' path on to the layer below (layer 0's input is the frozen embedding) */
             float *dk = w->dKf + P * kvd, *dv = w->dVf + P * kvd;
-            TRY(be->rope_backward(kc, w->dq, n, hq, hd, w->pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
-            TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
+            TRY(be->rope_backward(kc, w->dq, n, hq, hd, pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
+            TRY(be->rope_backward(kc, dk, n, hkv, hd, pos_dec, cfg->rope_theta, cfg->rope_scaling_factor));
             TRY(be->matmul_backward_x(kc, w->dxn, w->dq, W->wq.data, W->wq.dt, n, qd, d, 0.f));
             TRY(be->matmul_backward_x(kc, w->dxn, dk, W->wk.data, W->wk.dt, n, kvd, d, 1.f));
             TRY(be->matmul_backward_x(kc, w->dxn, dv, W->wv.data, W->wv.dt, n, kvd, d, 1.f));
@@ -336,7 +371,7 @@ static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_
         if (P == 0) continue;
         /* memory rows: K = h Wk^T + s (h Ak^T) Bk^T rotated at 0..P-1, V likewise; h the leaves */
         const float *H = w->memH + (size_t)l * Pm * d;
-        TRY(be->rope_backward(kc, w->dKf, P, hkv, hd, w->pos_mem, cfg->rope_theta, cfg->rope_scaling_factor));
+        TRY(be->rope_backward(kc, w->dKf, P, hkv, hd, w->pos, cfg->rope_theta, cfg->rope_scaling_factor));
         TRY(be->matmul_backward_x(kc, w->dhrows, w->dKf, W->wk.data, W->wk.dt, P, kvd, d, 0.f));
         TRY(be->matmul_backward_x(kc, w->dhrows, w->dVf, W->wv.data, W->wv.dt, P, kvd, d, 1.f));
         for (int which = UIO_K; which <= UIO_V; which++) {
@@ -345,26 +380,43 @@ static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_
             TRY(lora_bwd(be, kc, which == UIO_K ? w->dKf : w->dVf, H, w->tt, Aw, Bw, uw->scale, w->dhrows, P, w->u,
                          w->us));
         }
-        for (int32_t s = 0; s < n_seg; s++) {
+        for (int32_t s = 0; s < n_seg; s++) { /* dH_s += factor_s dh_s */
             if (factor[s] == 0.0f) continue;
             float *dst = w->dH + ((size_t)l * Pm + (size_t)s * w->M) * d;
-            const float *src = w->dhrows + (size_t)s * w->M * d;
-            for (int64_t i = 0; i < (int64_t)w->M * d; i++) dst[i] += factor[s] * src[i];
+            TRY(be->axpby(kc, dst, w->dhrows + (size_t)s * w->M * d, (int64_t)w->M * d, factor[s], 1.f));
         }
     }
     return 0;
 }
 
-int uio_grad_decoder(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, const int32_t *ids,
-                     const int32_t *tgt, int32_t n, int32_t n_seg, float dloss, const float *factor, float *loss,
-                     char *err, size_t errlen) {
-    if (n < 1 || n > w->C || n_seg < 0 || n_seg > w->Tmax - 1)
-        return fail(err, errlen, "a decoder segment of %d tokens after %d memories (workspace: %d, %d)", n, n_seg,
+int uio_grad_decoder(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, int32_t n,
+                     float dloss, const float *factor, char *err, size_t errlen) {
+    if (n < 1 || n > w->C || seg < 0 || seg > w->Tmax - 1)
+        return fail(err, errlen, "a decoder segment of %d tokens after %d memories (workspace: %d, %d)", n, seg,
                     w->C, w->Tmax - 1);
-    memcpy(w->ids, ids, (size_t)n * sizeof(int32_t));
-    memcpy(w->tgt, tgt, (size_t)n * sizeof(int32_t));
-    return decoder_run(w, m, w->kc, uw, n, n_seg, dloss, factor, loss, err, errlen);
+    return decoder_run(w, m, w->kc, uw, n, seg, dloss, factor, err, errlen);
 }
+
+int uio_grad_load_document(uio_train_ws *w, const int32_t *ids, const int32_t *tgt, int64_t n, char *err,
+                           size_t errlen) {
+    const size_t cap = (size_t)w->Tmax * (size_t)w->C;
+    if (n < 1 || (size_t)n > cap) return fail(err, errlen, "a document of %lld tokens (workspace: %zu)", (long long)n, cap);
+    int32_t *h_doc = w->h_idx + (w->ids - w->idx); /* staging in the device layout: [n ids | n targets] */
+    memcpy(h_doc, ids, (size_t)n * sizeof *ids);
+    memcpy(h_doc + n, tgt, (size_t)n * sizeof *tgt);
+    w->tgt = w->ids + n;
+    if (w->be->host_memory) return 0;
+    int rc = w->be->mem_copy(w->kc, w->ids, h_doc, 2 * (size_t)n * sizeof *ids, KERN_H2D); /* one copy */
+    return rc == KERN_OK ? 0 : fail(err, errlen, "uploading a document's ids to %s: kernel error %d", w->be->name, rc);
+}
+
+int uio_grad_losses(uio_train_ws *w, float *out, int32_t n, char *err, size_t errlen) {
+    if (n < 0 || n > w->Tmax) return fail(err, errlen, "%d losses (workspace: %d)", n, w->Tmax);
+    int rc = n ? w->be->mem_copy(w->kc, out, w->losses, (size_t)n * sizeof *out, KERN_D2H) : w->be->sync(w->kc);
+    return rc == KERN_OK ? 0 : fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc, w->be->name);
+}
+
+void uio_grad_abandon(uio_train_ws *w) { w->be->sync(w->kc); }
 
 /* ------------------------------------------------------------------------------------------ encoder backward */
 
@@ -376,8 +428,8 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
     const int64_t hd = w->hd, Pm = w->Pmax, L = w->L;
     const float scale = 1.0f / sqrtf((float)hd);
     /* the last layer: only its norm's output at the <mem> rows is read */
-    memset(w->dxn, 0, (size_t)(n * d) * sizeof(float));
-    memcpy(w->dxn + C * d, w->dH + ((size_t)(L - 1) * Pm + (size_t)seg * M) * d, (size_t)(M * d) * sizeof(float));
+    TRY(zero_f(be, kc, w->dxn, C * d));
+    TRY(copy_f(be, kc, w->dxn + C * d, w->dH + ((size_t)(L - 1) * Pm + (size_t)seg * M) * d, M * d));
     TRY(be->rmsnorm_backward(kc, w->dres, NULL, w->dxn, w->enc[L - 1].x_in, m->w.layers[L - 1].attn_norm.data,
                              m->w.layers[L - 1].attn_norm.dt, w->enc[L - 1].rstd1, n, d, 0.f));
     for (int64_t l = L - 2; l >= 0; l--) {
@@ -385,18 +437,18 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
         const acts *A = &w->enc[l];
         if (mlp_bwd(m, kc, w, W, A, n, err, errlen)) return -1;
         TRY(be->matmul_backward_x(kc, w->datt, w->dres, W->wo.data, W->wo.dt, n, d, qd, 0.f));
-        memset(w->dk, 0, (size_t)(n * kvd) * sizeof(float));
-        memset(w->dv, 0, (size_t)(n * kvd) * sizeof(float));
+        TRY(zero_f(be, kc, w->dk, n * kvd));
+        TRY(zero_f(be, kc, w->dv, n * kvd));
         TRY(be->attention_backward(kc, w->dq, w->dk, w->dv, w->datt, A->q, A->k, A->v, A->att, A->lse, C, C, 0, hq, hkv,
                                    hd, scale));
-        memcpy(w->kscr, A->k, (size_t)(C * kvd) * sizeof(float));
-        memcpy(w->vscr, A->v, (size_t)(C * kvd) * sizeof(float));
+        TRY(copy_f(be, kc, w->kscr, A->k, C * kvd));
+        TRY(copy_f(be, kc, w->vscr, A->v, C * kvd));
         for (int64_t i = M - 1; i >= 0; i--) {
             const int64_t at = (i + 1) * w->c;
-            memcpy(w->kscr + at * kvd, A->k + (C + i) * kvd, (size_t)kvd * sizeof(float));
-            memcpy(w->vscr + at * kvd, A->v + (C + i) * kvd, (size_t)kvd * sizeof(float));
-            memset(w->dkscr, 0, (size_t)((at + 1) * kvd) * sizeof(float));
-            memset(w->dvscr, 0, (size_t)((at + 1) * kvd) * sizeof(float));
+            TRY(copy_f(be, kc, w->kscr + at * kvd, A->k + (C + i) * kvd, kvd));
+            TRY(copy_f(be, kc, w->vscr + at * kvd, A->v + (C + i) * kvd, kvd));
+            TRY(zero_f(be, kc, w->dkscr, (at + 1) * kvd));
+            TRY(zero_f(be, kc, w->dvscr, (at + 1) * kvd));
             TRY(be->attention_backward(kc, w->dq + (C + i) * qd, w->dkscr, w->dvscr, w->datt + (C + i) * qd,
                                        A->q + (C + i) * qd, w->kscr, w->vscr, A->att + (C + i) * qd,
                                        A->lse + (C + i) * hq, 1, at + 1, at, hq, hkv, hd, scale));
@@ -425,9 +477,9 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
     return 0;
 }
 
-int uio_grad_encoder_backward(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, const int32_t *ids,
-                              int32_t seg, char *err, size_t errlen) {
+int uio_grad_encoder_backward(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, char *err,
+                              size_t errlen) {
     if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
-    int rc = encoder_forward(w, m, w->kc, uw, ids, err, errlen);
+    int rc = encoder_forward(w, m, w->kc, uw, w->ids + (size_t)seg * (size_t)w->C, err, errlen);
     return rc ? rc : encoder_backward(w, m, w->kc, uw, seg, err, errlen);
 }

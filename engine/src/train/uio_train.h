@@ -41,7 +41,7 @@
  * (peft's layout): a LoRA'd projection is x W^T + scale (x A^T) B^T, scale = alpha / r. */
 typedef struct {
     char name[64];   /* mnemo's uio.safetensors name (encoder.layers.0.q_proj.lora_A, ...) */
-    float *p, *g;    /* value and gradient (accumulated), n floats each */
+    float *p, *g;    /* value and gradient (accumulated), n floats each, in the memory of uio_train_weights.be */
     int64_t rows, cols; /* shape; the tokens are (1, 1, hidden) on disk */
     size_t n;
 } uio_tensor;
@@ -53,6 +53,7 @@ typedef struct {
     float scale;         /* alpha / r */
     uio_tensor *t;       /* 2 + 8 n_layer */
     size_t count;
+    const struct kern_backend *be; /* device backend holding every p and g (train_mem.h); NULL: host memory */
 } uio_train_weights;
 
 enum { UIO_Q = 0, UIO_K = 0, UIO_V = 1 }; /* which projection: encoder q/v, transfer head k/v */
@@ -65,17 +66,19 @@ static inline uio_tensor *uio_dec(uio_train_weights *w, int32_t l, int which, in
 
 /* New tensors for model m: from init_dir (a UIO directory, either checkpoint format; its C, M, r, alpha are taken
  * and C/M/r given non-zero must agree), or else LoRA A ~ U(-1/sqrt(in), 1/sqrt(in)) from seed, B = 0 (peft's
- * init) and both tokens = embedding row 2 (</s>), as the reference initialises its <mem> token. 0, or -1. */
+ * init) and both tokens = embedding row 2 (</s>), as the reference initialises its <mem> token. Made on the host,
+ * then (a device model: CUDA) uploaded once into the backend's memory, where p and g stay. 0, or -1. */
 int uio_train_weights_init(uio_train_weights *w, const mnemo_model *m, const char *init_dir, int32_t C, int32_t M,
                            int32_t r, double alpha, uint64_t seed, char *err, size_t errlen);
 void uio_train_weights_free(uio_train_weights *w);
 void uio_train_weights_zero_grads(uio_train_weights *w);
 /* Writes dir/uio_config.json (num_memory, lora_rank, lora_alpha, lora_dropout 0, chunk_size) and dir/uio.safetensors
- * (mnemo's names, fp32, metadata format mnemo-uio/1) that mnemo generate --uio loads. 0, or -1. */
+ * (mnemo's names, fp32, metadata format mnemo-uio/1) that mnemo generate --uio loads (device: downloaded). 0, or -1. */
 int uio_train_weights_write(const uio_train_weights *w, const char *dir, char *err, size_t errlen);
 
 /* Workspace for documents of up to max_tokens tokens (activations of one decoder segment and one encoder pass,
- * and every segment's memory). */
+ * and every segment's memory), in the memory of m's backend: on a device every pass runs there, the document's ids
+ * and targets go up in one copy and its segment losses come back in one (the only read-back). */
 typedef struct uio_train_ws uio_train_ws;
 uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *w, int64_t max_tokens, char *err,
                                size_t errlen);
@@ -96,8 +99,9 @@ typedef struct {
 } uio_doc_stats;
 
 /* Adds to w's gradients dscale times the gradient of the document's segment losses (see above) over ids[0..n-1]
- * (mask NULL: every token predicted; else mask[i] = 1: ids[i + 1] counts). *rng: the draw state, advanced. *st
- * receives the losses. 0, or -1. */
+ * (host memory; mask NULL: every token predicted; else mask[i] = 1: ids[i + 1] counts). *rng: the draw state,
+ * advanced. *st receives the losses. On return every pass has finished (device: the losses' read-back waited for
+ * them), so another context may read the gradients. 0, or -1. */
 int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights *w, const int32_t *ids,
                        const uint8_t *mask, int64_t n, float dscale, const uio_tbptt_opts *o, uint64_t *rng,
                        uio_doc_stats *st, char *err, size_t errlen);

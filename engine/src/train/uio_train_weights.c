@@ -1,7 +1,8 @@
 /*
  * uio_train_weights.c — the tensors UIO training changes (uio_train.h): made fresh or read from a UIO directory
  * (either checkpoint format, through memory/uio_weights.c), and written as a UIO directory mnemo generate --uio
- * loads (uio_config.json + uio.safetensors, mnemo's names, fp32).
+ * loads (uio_config.json + uio.safetensors, mnemo's names, fp32). They are built on the host; a device model's copy
+ * is uploaded once (train_mem.h) and downloaded only to be written.
  */
 #include "uio_train.h"
 
@@ -16,6 +17,7 @@
 #include "engine_impl.h"
 #include "rng.h"
 #include "safetensors_write.h"
+#include "train_mem.h"
 #include "uio_weights.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -27,13 +29,49 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 void uio_train_weights_free(uio_train_weights *w) {
-    for (size_t i = 0; w->t && i < w->count; i++) free(w->t[i].p), free(w->t[i].g);
+    for (size_t i = 0; w->t && i < w->count; i++) train_mem_free(w->be, w->t[i].p), train_mem_free(w->be, w->t[i].g);
     free(w->t);
     memset(w, 0, sizeof *w);
 }
 
 void uio_train_weights_zero_grads(uio_train_weights *w) {
-    for (size_t i = 0; i < w->count; i++) memset(w->t[i].g, 0, w->t[i].n * sizeof(float));
+    for (size_t i = 0; i < w->count; i++)
+        if (w->be) w->be->mem_set(NULL, w->t[i].g, 0, w->t[i].n * sizeof(float));
+        else memset(w->t[i].g, 0, w->t[i].n * sizeof(float));
+}
+
+/* The host-built tensors into be's memory (be NULL: they stay). On failure the tensors left are w->be's. */
+static int move_to(uio_train_weights *w, const kern_backend *be, char *err, size_t errlen) {
+    for (size_t i = 0; be && i < w->count; i++) {
+        uio_tensor *t = &w->t[i];
+        float *p = train_mem_zeros(be, t->n), *g = p ? train_mem_zeros(be, t->n) : NULL;
+        if (!g || train_mem_upload(be, p, t->p, t->n)) {
+            train_mem_free(be, p), train_mem_free(be, g);
+            for (size_t k = 0; k < i; k++) /* the moved ones back into host form: free them with the rest */
+                train_mem_free(be, w->t[k].p), train_mem_free(be, w->t[k].g), w->t[k].p = w->t[k].g = NULL;
+            return fail(err, errlen, "out of %s memory for the UIO tensors", be->name);
+        }
+        free(t->p), free(t->g);
+        t->p = p, t->g = g;
+    }
+    w->be = be;
+    return 0;
+}
+
+/* Row `row` of m's embedding table as fp32 (out: hidden floats); a device model's row is downloaded first. */
+static int embedding_row(const mnemo_model *m, int64_t row, float *out, char *err, size_t errlen) {
+    const kern_dtype dt = m->w.tok_embd.dt;
+    const size_t bytes = (size_t)m->cfg.hidden_size * kern_dtype_size(dt);
+    const char *src = (const char *)m->w.tok_embd.data + (size_t)row * bytes;
+    if (m->be->host_memory) {
+        kern_cpu_widen(out, src, dt, m->cfg.hidden_size);
+        return 0;
+    }
+    void *stage = malloc(bytes ? bytes : 1);
+    int rc = stage && m->be->mem_copy(NULL, stage, src, bytes, KERN_D2H) == KERN_OK ? 0 : -1;
+    if (rc == 0) kern_cpu_widen(out, stage, dt, m->cfg.hidden_size);
+    free(stage);
+    return rc ? fail(err, errlen, "reading embedding row %lld from %s failed", (long long)row, m->be->name) : 0;
 }
 
 /* Names and shapes of the 2 + 8L tensors; buffers zeroed. */
@@ -108,10 +146,8 @@ int uio_train_weights_init(uio_train_weights *w, const mnemo_model *m, const cha
     } else {
         w->C = C, w->M = M, w->r = r, w->alpha = alpha, w->scale = (float)(alpha / r);
         rc = alloc_tensors(w, err, errlen);
+        if (!rc) rc = embedding_row(m, 2, w->t[0].p, err, errlen);
         if (!rc) { /* the reference: <mem> = embedding row 2; peft: A ~ U(+-1/sqrt(in)), B = 0 */
-            const kern_dtype dt = m->w.tok_embd.dt;
-            const char *row2 = (const char *)m->w.tok_embd.data + 2 * (size_t)w->hidden * kern_dtype_size(dt);
-            kern_cpu_widen(w->t[0].p, row2, dt, w->hidden);
             memcpy(w->t[1 + 4 * w->n_layer].p, w->t[0].p, (size_t)w->hidden * sizeof(float));
             mnemo_rng rng;
             mnemo_rng_seed(&rng, seed);
@@ -125,6 +161,7 @@ int uio_train_weights_init(uio_train_weights *w, const mnemo_model *m, const cha
                     }
         }
     }
+    if (!rc) rc = move_to(w, train_mem_backend(m->be), err, errlen);
     if (rc) uio_train_weights_free(w);
     return rc;
 }
@@ -154,20 +191,22 @@ int uio_train_weights_write(const uio_train_weights *w, const char *dir, char *e
         return fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
     st_tensor *ts = calloc(w->count, sizeof *ts);
     int64_t(*shapes)[3] = calloc(w->count, sizeof *shapes);
-    if (!ts || !shapes) {
-        free(ts), free(shapes);
-        return fail(err, errlen, "out of memory");
-    }
-    for (size_t i = 0; i < w->count; i++) {
+    float **views = calloc(w->count, sizeof *views); /* host copies of device tensors (the tensors themselves on the host) */
+    int rc = ts && shapes && views ? 0 : fail(err, errlen, "out of memory");
+    for (size_t i = 0; rc == 0 && i < w->count; i++) {
         const uio_tensor *t = &w->t[i];
         bool token = i == 0 || i == (size_t)(1 + 4 * w->n_layer);
+        if (!(views[i] = train_mem_host_view(w->be, t->p, t->n)))
+            rc = fail(err, errlen, "reading %s back from %s failed", t->name, w->be ? w->be->name : "host");
         shapes[i][0] = token ? 1 : t->rows, shapes[i][1] = token ? 1 : t->cols, shapes[i][2] = t->cols;
         ts[i] = (st_tensor){.name = t->name, .dtype = TENSOR_F32, .ndim = token ? 3 : 2, .shape = shapes[i],
-                            .data = t->p};
+                            .data = views[i]};
     }
     snprintf(path, sizeof path, "%s/uio.safetensors", dir);
     const char *meta[2] = {"format", "mnemo-uio/1"};
-    int rc = safetensors_write(path, ts, w->count, meta, 1, err, errlen);
-    free(ts), free(shapes);
+    if (rc == 0) rc = safetensors_write(path, ts, w->count, meta, 1, err, errlen);
+    for (size_t i = 0; views && i < w->count; i++)
+        if (views[i]) train_mem_host_release(w->be, views[i]);
+    free(ts), free(shapes), free(views);
     return rc;
 }

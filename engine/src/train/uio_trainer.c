@@ -48,6 +48,7 @@ int uio_run_init(uio_run **out, trainable *tr, const mnemo_model *m, const mnemo
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    tr->be = u->w.be; /* the optimizer, clipping and checkpoints reach the tensors through the backend */
     for (size_t i = 0; i < u->w.count; i++) {
         if (i == (size_t)(1 + 4 * u->w.n_layer)) continue; /* decoder.repeat_token: kept as read, never trained */
         train_param *it = &tr->items[tr->count++];
