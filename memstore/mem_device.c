@@ -131,6 +131,10 @@ int mem_device_sync(mem_device *d, const mem_store *s, kern_ctx *kc) {
     return rc == KERN_OK ? sync_ivf(d, s, kc) : rc;
 }
 
+const mem_device_ivf *mem_device_ivf_of(const mem_device *d, int head) {
+    return d->ivf && head >= 0 && head < d->n_heads ? d->ivf[head] : NULL;
+}
+
 const void *const *mem_device_keys(const mem_device *d) { return (const void *const *)d->k; }
 const void *const *mem_device_values(const mem_device *d) { return (const void *const *)d->v; }
 size_t mem_device_rows(const mem_device *d) { return d->rows; }

@@ -40,5 +40,8 @@ typedef struct {
     size_t device_bytes;                 /* centroids + lists + scratch held on the device */
 } mem_device_ivf_stats;
 mem_device_ivf_stats mem_device_ivf_stats_of(const mem_device_ivf *m);
+/* The mirror of one head of a device copy (mem_device.c), NULL before an IVF-grow store was synced: for tests. */
+struct mem_device;
+const mem_device_ivf *mem_device_ivf_of(const struct mem_device *d, int head);
 
 #endif
