@@ -256,6 +256,7 @@ int main(void) {
         kern_ctx *kg = kern_cuda_ctx_new();
         CHECK(kg != NULL, "cuda context");
         if (kg) run("cuda", kern_cuda_backend(), kg, false);
+        if (kg) run_large("cuda", kern_cuda_backend(), kg, false);
         kern_cuda_ctx_free(kg);
     }
     return test_summary();
