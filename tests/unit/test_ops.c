@@ -716,10 +716,15 @@ static void test_ivf_scan_topk(void) {
                     in_probed &= hit;
                 }
             CHECK(in_probed, "%s: an id outside the probed cells", desc);
-            if (cases[c].dup) /* a tied pair, both found, is taken lower id first */
-                for (size_t i = 0; i + 1 < no; i++)
+            if (cases[c].dup) /* a tied pair, both found, is taken lower id first, on each side */
+                for (size_t i = 0; i + 1 < no; i++) {
                     if (ids_c[i] >= 0 && ids_c[i + 1] >= 0 && sc_c[i] == sc_c[i + 1])
-                        CHECK(ids_c[i] < ids_c[i + 1], "%s: tie order %ld, %ld", desc, (long)ids_c[i], (long)ids_c[i + 1]);
+                        CHECK(ids_c[i] < ids_c[i + 1], "%s: cpu tie order %ld, %ld", desc, (long)ids_c[i],
+                              (long)ids_c[i + 1]);
+                    if (ids_g[i] >= 0 && ids_g[i + 1] >= 0 && sc_g[i] == sc_g[i + 1])
+                        CHECK(ids_g[i] < ids_g[i + 1], "%s: cuda tie order %ld, %ld", desc, (long)ids_g[i],
+                              (long)ids_g[i + 1]);
+                }
         }
         /* refused on both sides: max_scan one row short, a probe past the cells, a row id past the keys */
         if (max_scan > 0) {
