@@ -173,7 +173,8 @@ static int append(mem_device_ivf *m, const ivf_grow *g, kern_ctx *kc) {
     for (int c = 0; c < m->cells; c++) {
         size_t n;
         const uint32_t *ids = ivf_grow_cell_rows(g, c, &n);
-        for (size_t r = (size_t)m->len[c]; r < n; r++, at++) slot[at] = m->start[c] + (int32_t)r, id[at] = (int32_t)ids[r];
+        for (size_t r = (size_t)m->len[c]; r < n; r++, at++)
+            slot[at] = m->start[c] + (int32_t)r, id[at] = (int32_t)ids[r];
         m->len[c] = (int32_t)n;
         if (m->len[c] > m->largest) m->largest = m->len[c];
     }

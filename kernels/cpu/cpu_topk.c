@@ -108,9 +108,9 @@ static int64_t ivf_probed_rows(const int64_t *probe, int64_t nprobe, const int32
 }
 
 int kern_cpu_ivf_scan_topk(kern_ctx *kc, int64_t *ids, float *scores, int64_t ldo, const float *q, int64_t nq,
-                           int64_t ldq, const void *keys, kern_dtype dt, int64_t n_keys, int64_t hd, const int64_t *probe,
-                           int64_t nprobe, const int32_t *cell_start, const int32_t *cell_len, int64_t n_cells,
-                           const int32_t *cell_rows, int64_t max_scan, int64_t k) {
+                           int64_t ldq, const void *keys, kern_dtype dt, int64_t n_keys, int64_t hd,
+                           const int64_t *probe, int64_t nprobe, const int32_t *cell_start, const int32_t *cell_len,
+                           int64_t n_cells, const int32_t *cell_rows, int64_t max_scan, int64_t k) {
     if (nq < 0 || n_keys < 0 || hd <= 0 || k <= 0 || ldo < k || ldq < hd || nprobe < 0 || n_cells < 0 ||
         max_scan < 0 || !ids || (nq > 0 && (!q || (nprobe > 0 && !probe))) || (n_keys > 0 && !keys) ||
         (n_cells > 0 && (!cell_start || !cell_len || !cell_rows)))

@@ -4,8 +4,9 @@
  * CPU reference (kernels/cpu/cpu_topk.c, cpu_elementwise.c).
  *
  * ivf_scan_topk, per chunk of queries (scratch: max_scan 64-bit candidates per query, ~256 MB at most):
- *   1. scan: one block per (probe, query). A query's probed cells are laid out in probe order in its candidate
- *      row (a block finds its offset by summing the lengths of the probes before it: nprobe is small). Each warp
+ *   1. scan: one block per (probe, query), or a few splitting a cell's rows when there are too few of those to
+ *      fill the GPU (decode: one query). A query's probed cells are laid out in probe order in its candidate row
+ *      (a block finds its offset by summing the lengths of the probes before it: nprobe is small). Each warp
  *      scores one row at a time, lanes striding over head_dim with the query in registers, and stores the
  *      candidate as one 64-bit key: the score's order-preserving 32-bit image above ~id. Keys are then distinct and
  *      order exactly as the contract does (higher score, then lower id), so selection needs no tie rule.
@@ -67,7 +68,8 @@ __global__ void __launch_bounds__(IVF_SCAN_WARPS * 32)
     for (int t = 0; t < IVF_HD_MAX / 32; t++) qr[t] = lane + 32 * t < hd ? q[i * ldq + lane + 32 * t] : 0.f;
     uint64_t *out = cand + i * max_scan + off;
     const int32_t *rows = cell_rows + cell_start[c];
-    for (int64_t r = warp; r < len; r += IVF_SCAN_WARPS) {
+    const int64_t step = (int64_t)gridDim.z * IVF_SCAN_WARPS;
+    for (int64_t r = (int64_t)blockIdx.z * IVF_SCAN_WARPS + warp; r < len; r += step) {
         const int32_t id = rows[r];
         if (id < 0 || id >= n_keys) {
             if (lane == 0) *err = KERN_ERANGE, out[r] = 0; /* the lowest key: never better than a real row */
@@ -194,8 +196,10 @@ int kern_cuda_ivf_scan_topk(kern_ctx *kc, int64_t *ids, float *scores, int64_t l
                                                                      : ivf_scan_kernel<KERN_F16>;
     for (int64_t r0 = 0; r0 < nq; r0 += rows) {
         int64_t m = nq - r0 < rows ? nq - r0 : rows;
-        if (nprobe > 0) {
-            MN_LAUNCH(scan, dim3((unsigned)nprobe, (unsigned)m), IVF_SCAN_WARPS * 32, 0, kc->stream)(
+        if (nprobe > 0) { /* blocks per cell: enough for ~8 blocks per SM, at most 16 */
+            int64_t split = mn_cdiv((int64_t)kc->sm_count * 8, nprobe * m);
+            split = split < 1 ? 1 : split > 16 ? 16 : split;
+            MN_LAUNCH(scan, dim3((unsigned)nprobe, (unsigned)m, (unsigned)split), IVF_SCAN_WARPS * 32, 0, kc->stream)(
                 cand, q + r0 * ldq, ldq, keys, n_keys, (int)hd, probe + r0 * nprobe, nprobe, cell_start, cell_len,
                 n_cells, cell_rows, max_scan, kc->err_dev);
             int rc = kc_check_launch("ivf_scan_topk (scan)");

@@ -127,7 +127,8 @@ int main(int argc, char **argv) {
             for (const char *p = v; *p && n_nqs < MAX_NQ_LIST;) {
                 char *end;
                 long q = strtol(p, &end, 10);
-                if (end == p || q < 1 || q > 65535 || (*end && *end != ',')) die("--queries takes 1..65535, comma separated");
+                if (end == p || q < 1 || q > 65535 || (*end && *end != ','))
+                    die("--queries takes 1..65535, comma separated");
                 nqs[n_nqs++] = (int)q;
                 p = *end ? end + 1 : end;
             }
@@ -215,7 +216,8 @@ int main(int argc, char **argv) {
             double t_ivf = time_search(&a, 0, (int)reps);
             if (be->mem_copy(kc, ivf, dids, (size_t)nq * k * sizeof *ivf, KERN_D2H) != KERN_OK) die("download failed");
             double t_flat = time_search(&a, 1, (int)reps);
-            if (be->mem_copy(kc, flat, dids, (size_t)nq * k * sizeof *flat, KERN_D2H) != KERN_OK) die("download failed");
+            if (be->mem_copy(kc, flat, dids, (size_t)nq * k * sizeof *flat, KERN_D2H) != KERN_OK)
+                die("download failed");
             if (mem_store_search(s, 0, (size_t)nq, q, (size_t)hd, (int)k, host, hs) != 0) die(mem_store_error(s));
             printf("%-5s %6d %12.3f %12.3f %12.2f %7.1fx %10.3f %10.3f\n", far_q ? "far" : "in", nq, t_ivf * 1e3,
                    t_flat * 1e3, t_ivf * 1e6 / nq, t_flat / (t_ivf > 0 ? t_ivf : 1e-12), recall(ivf, flat, nq, (int)k),
