@@ -146,9 +146,11 @@ static int rebuild(mem_device_ivf *m, const ivf_grow *g, kern_ctx *kc) {
 static int append(mem_device_ivf *m, const ivf_grow *g, kern_ctx *kc) {
     const kern_backend *be = m->be;
     size_t n_new = 0;
+    if (ivf_grow_cells(g) != m->cells) return rebuild(m, g, kc); /* not the index mirrored: never trust a tail */
     for (int c = 0; c < m->cells; c++) {
         size_t n;
         ivf_grow_cell_rows(g, c, &n);
+        if (n < (size_t)m->len[c]) return rebuild(m, g, kc);
         if (n > (size_t)m->cap[c]) {
             m->stats.relayouts++;
             return layout(m, g, kc);
