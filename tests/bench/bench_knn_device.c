@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
         kc = be->ctx_new(0);
     } else if (!strcmp(device, "cuda")) {
         if (!kern_cuda_available(info, sizeof info)) {
-            printf("SKIP: no CUDA device (%s)\n", info);
+            printf("SKIP: %s\n", info);
             return 0;
         }
         be = kern_cuda_backend();
