@@ -183,8 +183,9 @@ static int append(mem_device_ivf *m, const ivf_grow *g, kern_ctx *kc) {
     int rc = be->mem_copy(kc, m->stage_d, m->stage_h, 2 * n_new * sizeof *slot, KERN_H2D);
     if (rc == KERN_OK)
         rc = be->scatter_i32(kc, m->rows_d, (int64_t)m->slots, m->stage_d, m->stage_d + n_new, (int64_t)n_new);
+    /* no sync: a host-to-device copy from pageable memory has read its source when it returns (mem_device_sync's
+     * uploads rely on it too), so the staging and len may be rewritten at the next sync while the GPU runs on */
     if (rc == KERN_OK) rc = be->mem_copy(kc, m->len_d, m->len, (size_t)m->cells * sizeof *m->len, KERN_H2D);
-    if (rc == KERN_OK) rc = be->sync(kc); /* the host staging and len are rewritten at the next sync */
     m->stats.appends++;
     return rc;
 }
