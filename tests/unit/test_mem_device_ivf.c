@@ -9,6 +9,7 @@
  *   - before training the device search is exact: its ids are brute force's;
  *   - after: the mirror kept by appends gives the same ids as a mirror built at once from the same store (a second
  *     device copy synced only now): appends and relayouts lose nothing;
+ *   - the view's centroids are those the host assigned each row by (its cell's centroid scores highest);
  *   - that mirror gives the ids a host re-statement of the method gives (the CPU reference ops over the host
  *     index's view: every centroid scored, the nprobe best cells, their rows), all of them on the CPU device, and
  *     on CUDA all but near-tied ones (>= 99.5%);
@@ -26,6 +27,7 @@
  * is present, or when MNEMO_TEST_DEVICE=cuda asks for it (then its absence is a failure; in CI the emulator);
  * MNEMO_TEST_DEVICE=cpu runs the CPU half only.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +108,33 @@ static void host_method(const mem_store *s, int h, const float *q, int64_t *ids)
     free(cent), free(probe), free(start), free(len), free(rows);
 }
 
+/* The view's centroids are the ones the host assigned rows by: with at most 16 groups (every cell a candidate) each
+ * row's cell scores highest (within rounding) among all centroids for that row. Returns the rows that do not. */
+static size_t misassigned(const mem_store *s, int h) {
+    const ivf_grow *g = mem_store_ivf_grow(s, h);
+    int cells = ivf_grow_cells(g);
+    float *cent = malloc((size_t)cells * D * sizeof *cent), key[D];
+    ivf_grow_centroids(g, cent);
+    size_t bad = 0;
+    for (int c = 0; c < cells; c++) {
+        size_t n;
+        const uint32_t *rows = ivf_grow_cell_rows(g, c, &n);
+        for (size_t r = 0; r < n; r += 7) { /* a sample */
+            mem_store_read_keys(s, h, rows[r], 1, key);
+            float best = -INFINITY, mine = 0;
+            for (int o = 0; o < cells; o++) {
+                float dot = 0;
+                for (int j = 0; j < D; j++) dot += key[j] * cent[(size_t)o * D + j];
+                best = dot > best ? dot : best;
+                if (o == c) mine = dot;
+            }
+            bad += mine < best - 1e-4f * fabsf(best);
+        }
+    }
+    free(cent);
+    return bad;
+}
+
 static double recall(const int64_t *got, const int64_t *want) {
     size_t hit = 0;
     for (int i = 0; i < NQ; i++)
@@ -143,6 +172,12 @@ static void check_at(const char *dev_name, const kern_backend *be, kern_ctx *kc,
                   "(%zu of %d ids)", dev_name, n, h, same_ids(dev, exact), NQ * K);
             continue;
         }
+        int n_cells, groups;
+        size_t largest;
+        ivf_grow_shape(mem_store_ivf_grow(s, h), &n_cells, &groups, &largest);
+        if (groups <= 16)
+            CHECK(misassigned(s, h) == 0, "%s %zu rows head %d: the view's centroids are those the rows were "
+                  "assigned by (%zu rows not)", dev_name, n, h, misassigned(s, h));
         CHECK(device_search(be, kc, fresh, h, q, fresh_ids) == KERN_OK, "fresh search");
         CHECK(same_ids(dev, fresh_ids) == NQ * K, "%s %zu rows head %d: the appended-to mirror = one built at once "
               "(%zu of %d ids)", dev_name, n, h, same_ids(dev, fresh_ids), NQ * K);
