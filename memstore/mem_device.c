@@ -142,7 +142,8 @@ size_t mem_device_rows(const mem_device *d) { return d->rows; }
 int mem_device_search(const mem_device *d, kern_ctx *kc, int head, const float *q, int64_t nq, int64_t ldq, int k,
                       int64_t *ids, int64_t ldo) {
     if (head < 0 || head >= d->n_heads || k <= 0 || k > MEM_DEVICE_MAX_K) return KERN_ESHAPE;
-    if (d->ivf && d->ivf[head] && mem_device_ivf_cells(d->ivf[head]) > 0) /* trained IVF-grow: its cells */
+    /* trained IVF-grow: its cells (heads past the scan's width limit: exact, as before training) */
+    if (d->ivf && d->ivf[head] && mem_device_ivf_cells(d->ivf[head]) > 0 && d->hd <= MEM_DEVICE_IVF_MAX_HD)
         return mem_device_ivf_search(d->ivf[head], kc, d->k[head], d->dt, (int64_t)d->rows, q, nq, ldq, k, ids, ldo);
     return d->be->topk_ip(kc, ids, NULL, ldo, q, nq, ldq, d->k[head], d->dt, (int64_t)d->rows, d->hd, k);
 }

@@ -21,6 +21,8 @@
 
 typedef struct mem_device_ivf mem_device_ivf;
 
+#define MEM_DEVICE_IVF_MAX_HD 256 /* ivf_scan_topk's CUDA limit: wider heads are searched exactly (topk_ip) */
+
 mem_device_ivf *mem_device_ivf_new(const kern_backend *be, int head_dim); /* NULL: no host memory */
 void mem_device_ivf_free(mem_device_ivf *m);                              /* NULL is a no-op */
 void mem_device_ivf_invalidate(mem_device_ivf *m); /* the next sync rebuilds it whole */

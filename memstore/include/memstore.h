@@ -102,12 +102,12 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
  * topk_ip op: no host index, no queries or ids crossing the bus). IVF-grow searches there too: the host index
  * trains the cells and assigns the rows, a device mirror of it (centroids, and per cell the ids of its rows; the
  * keys are the copy's) takes the queries' nprobe best cells by topk_ip over every centroid and scans their rows
- * (ivf_scan_topk); before training, below 8192 rows, the search is exact (see mem_device_ivf.h for how its probing
- * differs from the host's). FAISS IVF and HNSW search the host store. The host store stays the source of truth:
- * mem_device_sync uploads the rows the copy lacks (the tail appended since; for IVF-grow, their cells' new ids, or
- * everything of the mirror after a retraining), and after mem_store_clear or a load the copy must be invalidated
- * (mem_device_invalidate) so the next sync uploads it whole. Device buffers grow by half, keeping what is there
- * (device to device). */
+ * (ivf_scan_topk); before training, below 8192 rows (or with head_dim > 256), the search is exact (see
+ * mem_device_ivf.h for how its probing differs from the host's). FAISS IVF and HNSW search the host store. The
+ * host store stays the source of truth: mem_device_sync uploads the rows the copy lacks (the tail appended since;
+ * for IVF-grow, their cells' new ids, or the whole mirror after a retraining), and after mem_store_clear or a load
+ * the copy must be invalidated (mem_device_invalidate) so the next sync uploads it whole. Device buffers grow by
+ * half, keeping what is there (device to device). */
 struct kern_backend;
 struct kern_ctx;
 typedef struct mem_device mem_device;
