@@ -55,6 +55,7 @@ struct ivf_grow {
     ivf_list *lists;   /* (nlist) each cell's rows (storage dtype), ids = store row */
     ivf_list pending;  /* before training: every row, in one list scanned exactly */
     size_t ntotal;     /* store rows indexed so far */
+    uint64_t epoch;    /* +1 at every training and reset: a device mirror's cue to rebuild (ivf_grow_epoch) */
 };
 
 /* Rows at which c cells are trained. */
@@ -101,6 +102,7 @@ static void drop_lists(ivf_grow *g) {
     g->lists = g->groups = NULL;
     g->target = g->nlist = g->ngroup = 0;
     g->ntotal = 0;
+    g->epoch++;
 }
 
 void ivf_grow_reset(ivf_grow *g) {
@@ -648,6 +650,7 @@ static int train(ivf_grow *g, const void *keys, size_t n, int c, char *err, size
     drop_lists(g);
     g->top = top, g->groups = groups, g->lists = lists;
     g->target = c, g->nlist = ncell, g->ngroup = ngroup;
+    g->epoch++;
     memset(&top, 0, sizeof top), groups = lists = NULL;
     rc = assign(g, keys, n, err, errlen);
     if (rc != 0) drop_lists(g); /* untrained again: rebuilt at the next append */
@@ -735,4 +738,31 @@ void ivf_grow_shape(const ivf_grow *g, int *cells, int *groups, size_t *largest_
     size_t big = 0;
     for (int c = 0; c < g->nlist; c++) big = g->lists[c].n > big ? g->lists[c].n : big;
     *cells = g->nlist, *groups = g->ngroup, *largest_cell = g->target ? big : g->pending.n;
+}
+
+/* ---------------------------------------------------------------- the view a device mirror reads */
+
+uint64_t ivf_grow_epoch(const ivf_grow *g) { return g->epoch; }
+int ivf_grow_nprobe(const ivf_grow *g) { return g->nprobe; }
+int ivf_grow_cells(const ivf_grow *g) { return g->target ? g->nlist : 0; }
+size_t ivf_grow_rows(const ivf_grow *g) { return g->ntotal; }
+
+void ivf_grow_centroids(const ivf_grow *g, float *out) {
+    const size_t d = (size_t)g->d;
+    for (int j = 0; g->target && j < g->ngroup; j++) { /* each group's cells, stored transposed in 16-row blocks */
+        const ivf_list *l = &g->groups[j];
+        for (size_t r = 0; r < l->n; r++) {
+            const float *blk = (const float *)l->codes + (r / BLK) * d * BLK;
+            for (size_t e = 0; e < d; e++) out[(size_t)l->ids[r] * d + e] = blk[e * BLK + r % BLK];
+        }
+    }
+}
+
+const uint32_t *ivf_grow_cell_rows(const ivf_grow *g, int cell, size_t *n) {
+    if (!g->target || cell < 0 || cell >= g->nlist) {
+        *n = 0;
+        return NULL;
+    }
+    *n = g->lists[cell].n;
+    return g->lists[cell].ids;
 }

@@ -44,6 +44,19 @@ int ivf_grow_search(const ivf_grow *g, size_t nq, const float *q, size_t ldq, in
 /* What a query costs: cells and groups trained (0 before training), and the rows of the largest cell. */
 void ivf_grow_shape(const ivf_grow *g, int *cells, int *groups, size_t *largest_cell);
 
+/* ---- the view a device mirror needs (memstore/mem_device_ivf.c): cells and their rows, nothing it could change.
+ * The epoch changes at every training and reset, so a mirror that saw the same epoch only lacks the rows appended
+ * since: a cell's rows are kept in store order, so those are the tail of each cell's list. */
+uint64_t ivf_grow_epoch(const ivf_grow *g);
+int ivf_grow_nprobe(const ivf_grow *g);
+int ivf_grow_cells(const ivf_grow *g);   /* cells trained (0 before training: searches are exact) */
+size_t ivf_grow_rows(const ivf_grow *g); /* store rows indexed */
+void ivf_grow_centroids(const ivf_grow *g, float *out); /* the cells' unit centroids into out[cells][d], fp32 */
+/* Cell `cell`'s store rows, ascending, *n of them; valid until the next add or reset. */
+const uint32_t *ivf_grow_cell_rows(const ivf_grow *g, int cell, size_t *n);
+/* A store's index of one head (memstore.c): NULL unless the store is MEM_INDEX_IVF_GROW. */
+const ivf_grow *mem_store_ivf_grow(const mem_store *s, int head);
+
 size_t ivf_grow_bytes(const ivf_grow *g);                        /* centroids + lists (codes, ids, padding) */
 size_t ivf_grow_bytes_for(int d, mem_dtype dt, int max_nlist, size_t rows); /* upper bound at `rows` rows */
 

@@ -267,6 +267,9 @@ int mem_store_n_heads(const mem_store *s) { return s->n_heads; }
 int mem_store_head_dim(const mem_store *s) { return s->hd; }
 mem_dtype mem_store_dtype(const mem_store *s) { return s->p.dtype; }
 mem_index_kind mem_store_index_kind(const mem_store *s) { return s->p.index; }
+const ivf_grow *mem_store_ivf_grow(const mem_store *s, int head) {
+    return s->p.index == MEM_INDEX_IVF_GROW && head >= 0 && head < s->n_heads ? s->grow[head] : NULL;
+}
 const char *mem_store_error(const mem_store *s) { return s ? s->err : "no store"; }
 
 void mem_store_read_keys(const mem_store *s, int head, size_t first, size_t n, float *out) {

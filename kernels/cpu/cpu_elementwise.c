@@ -43,6 +43,15 @@ int kern_cpu_embed_backward(kern_ctx *kc, float *dtable, const float *dout, int6
     return KERN_OK;
 }
 
+int kern_cpu_scatter_i32(kern_ctx *kc, int32_t *dst, int64_t n_dst, const int32_t *idx, const int32_t *src,
+                         int64_t n) {
+    if (n_dst < 0 || n < 0 || (n > 0 && (!dst || !idx || !src))) return KERN_ESHAPE;
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= n_dst) return KERN_ERANGE; /* refused before writing anything */
+    for (int64_t i = 0; i < n; i++) dst[idx[i]] = src[i];
+    return KERN_OK;
+}
+
 int kern_cpu_rmsnorm(kern_ctx *kc, float *y, float *rstd, const float *x, const void *w, kern_dtype wdt,
                      int64_t n, int64_t d, float eps) {
     if (n < 0 || d <= 0 || kern_dtype_is_quant(wdt)) return KERN_ESHAPE;

@@ -118,6 +118,19 @@ typedef struct kern_ctx kern_ctx;
       "exact kNN by inner product: for query i (q + i*ldq, hd floats) the k rows of keys[n_keys,hd] (in dt, "     \
       "widened) with the largest dot product, best first, ties to the lower id, into ids/scores + i*ldo (scores " \
       "may be NULL); past n_keys the tail is id -1, score -inf")                                               \
+    X(ivf_scan_topk,                                                                                             \
+      (kern_ctx * kc, int64_t *ids, float *scores, int64_t ldo, const float *q, int64_t nq, int64_t ldq,       \
+       const void *keys, kern_dtype dt, int64_t n_keys, int64_t hd, const int64_t *probe, int64_t nprobe,      \
+       const int32_t *cell_start, const int32_t *cell_len, int64_t n_cells, const int32_t *cell_rows,          \
+       int64_t max_scan, int64_t k),                                                                             \
+      "inverted-file kNN by inner product: for query i the k rows with the largest dot product among the rows "  \
+      "of its probed cells probe[i*nprobe + p] (-1: none; distinct), cell c holding the rows (ids into "          \
+      "keys[n_keys,hd], in dt) cell_rows[cell_start[c] .. + cell_len[c]); best first, ties to the lower id, "     \
+      "-1/-inf past the rows found, into ids/scores + i*ldo (scores may be NULL). max_scan bounds the rows one " \
+      "query's cells hold; KERN_ERANGE when a probe, a row id or that bound is out of range")                 \
+    X(scatter_i32, (kern_ctx * kc, int32_t *dst, int64_t n_dst, const int32_t *idx, const int32_t *src, int64_t n), \
+      "dst[idx[i]] = src[i] for i < n (idx distinct): an inverted list's new entries in one upload; "          \
+      "KERN_ERANGE if an idx is outside [0, n_dst)")                                                           \
     X(swiglu, (kern_ctx * kc, float *h, const float *gate, const float *up, int64_t n),                         \
       "h[n] = silu(gate) * up; h may alias gate")                                                              \
     X(swiglu_backward,                                                                                           \

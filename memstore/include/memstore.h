@@ -9,7 +9,7 @@
  *
  * kNN goes through the FAISS C API (an exact inner-product flat index by default; IVF and HNSW selectable), a
  * brute-force top-k in C (MEM_INDEX_NONE), which is also the tests' oracle, or, on a GPU, an exact top-k over a
- * device copy of the rows (mem_device, below).
+ * device copy of the rows (mem_device, below), or there through a device mirror of IVF-grow's cells.
  * Thread safety: one writer; searches of different heads may run concurrently.
  */
 #ifndef MNEMO_MEMSTORE_H
@@ -99,19 +99,27 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
 
 /* ---- the device backend (mem_device.c): a store's rows in a kernel backend's memory (kernels.h; a GPU)
  * Memory attention on a GPU reads a device copy of each store, and exact kNN searches it there (the backend's
- * topk_ip op: no host index, no queries or ids crossing the bus); approximate indexes (IVF, HNSW, IVF-grow) search
- * the host store. The host store stays the source of truth: mem_device_sync uploads the rows the copy lacks (the
- * tail appended since), and after mem_store_clear or a load the copy must be invalidated (mem_device_invalidate)
- * so the next sync uploads it whole. Device buffers grow by half, keeping what is there (device to device). */
+ * topk_ip op: no host index, no queries or ids crossing the bus). IVF-grow searches there too: the host index
+ * trains the cells and assigns the rows, a device mirror of it (centroids, and per cell the ids of its rows; the
+ * keys are the copy's) takes the queries' nprobe best cells by topk_ip over every centroid and scans their rows
+ * (ivf_scan_topk); before training, below 8192 rows (or with head_dim > 256), the search is exact (see
+ * mem_device_ivf.h for how its probing differs from the host's). FAISS IVF and HNSW search the host store. The
+ * host store stays the source of truth: mem_device_sync uploads the rows the copy lacks (the tail appended since;
+ * for IVF-grow, their cells' new ids, or the whole mirror after a retraining), and after mem_store_clear or a load
+ * the copy must be invalidated (mem_device_invalidate) so the next sync uploads it whole. Device buffers grow by
+ * half, keeping what is there (device to device). */
 struct kern_backend;
 struct kern_ctx;
 typedef struct mem_device mem_device;
 
 #define MEM_DEVICE_MAX_K 1024 /* the most rows a device search returns (CUDA's k-selection) */
 
-/* 1 when exact kNN of k rows over an index of this kind runs on be's device: be holds device memory, the index is
- * exact (MEM_INDEX_FLAT or MEM_INDEX_NONE) and 0 < k <= MEM_DEVICE_MAX_K. The host store then needs no index. */
+/* 1 when kNN of k rows over an index of this kind runs on be's device: be holds device memory, the index is
+ * MEM_INDEX_FLAT, MEM_INDEX_NONE (exact) or MEM_INDEX_IVF_GROW, and 0 < k <= MEM_DEVICE_MAX_K. */
 int mem_device_searches(const struct kern_backend *be, mem_index_kind index, int k);
+/* The index the host store keeps when the device searches: none for the exact ones, IVF-grow itself (it trains the
+ * cells the device mirrors). */
+mem_index_kind mem_device_host_index(mem_index_kind index);
 
 /* An empty copy for stores of n_heads x head_dim in dtype dt; NULL when out of host memory. */
 mem_device *mem_device_new(const struct kern_backend *be, int n_heads, int head_dim, mem_dtype dt);
@@ -123,7 +131,7 @@ int mem_device_sync(mem_device *d, const mem_store *s, struct kern_ctx *kc);
 const void *const *mem_device_keys(const mem_device *d);
 const void *const *mem_device_values(const mem_device *d);
 size_t mem_device_rows(const mem_device *d);
-/* Exact top-k by inner product over one head's synced rows, on the device: queries q + i*ldq (head_dim floats each)
+/* Top-k by inner product over one head's synced rows, on the device (exact, or IVF-grow's cells once trained): queries q + i*ldq (head_dim floats each)
  * and ids + i*ldo in backend memory; best first, ties to the lower id, -1 past the rows (kernels.h topk_ip).
  * A KERN_* code. */
 int mem_device_search(const mem_device *d, struct kern_ctx *kc, int head, const float *q, int64_t nq, int64_t ldq,

@@ -1,7 +1,7 @@
 /*
  * test_mem_device.c — memstore's device backend (mem_device: a store's rows in a kernel backend's memory, exact
- * kNN there) without a GPU: a "device" that is the CPU backend with host_memory cleared, so every byte goes through
- * the backend's mem_alloc / mem_copy / topk_ip exactly as on CUDA. Checks the choice (mem_device_searches), the copy
+ * kNN there; IVF-grow's mirror has test_mem_device_ivf) without a GPU: a "device" that is the CPU backend with
+ * host_memory cleared, so every byte goes through the backend's mem_alloc / mem_copy / topk_ip exactly as on CUDA. Checks the choice (mem_device_searches), the copy
  * after appends that grow it (rows kept across growth), invalidation after a clear, and the search against the
  * brute-force oracle with strided queries and ids, for every storage dtype. CUDA's own topk_ip is checked against
  * the CPU's by test_ops.
@@ -27,9 +27,10 @@ static void test_choice(const kern_backend *dev) {
     CHECK(mem_device_searches(dev, MEM_INDEX_FLAT, 8) && mem_device_searches(dev, MEM_INDEX_NONE, 1) &&
               mem_device_searches(dev, MEM_INDEX_NONE, MEM_DEVICE_MAX_K),
           "device memory, exact index: the device searches");
-    CHECK(!mem_device_searches(dev, MEM_INDEX_IVF, 8) && !mem_device_searches(dev, MEM_INDEX_HNSW, 8) &&
-              !mem_device_searches(dev, MEM_INDEX_IVF_GROW, 8),
-          "approximate indexes search the host store");
+    CHECK(!mem_device_searches(dev, MEM_INDEX_IVF, 8) && !mem_device_searches(dev, MEM_INDEX_HNSW, 8),
+          "FAISS's approximate indexes search the host store");
+    CHECK(mem_device_searches(dev, MEM_INDEX_IVF_GROW, 8), "IVF-grow searches its device mirror "
+          "(test_mem_device_ivf)");
     CHECK(!mem_device_searches(dev, MEM_INDEX_FLAT, 0) && !mem_device_searches(dev, MEM_INDEX_FLAT, MEM_DEVICE_MAX_K + 1),
           "k outside 1..%d", MEM_DEVICE_MAX_K);
 }

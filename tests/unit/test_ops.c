@@ -25,6 +25,8 @@
  *                                          p and v each rounded to bf16 once, 5e-6 .. 1.2e-5 seen)
  *   attention_mem                   1e-9   same, memory rows widened exactly from f32/bf16/f16
  *   topk_ip                         1e-10  scores; ids identical but at near-tied scores (exact ties: lower id)
+ *   ivf_scan_topk                   1e-10  as topk_ip, over the rows of each query's probed cells
+ *   scatter_i32                     exact
  *   attention's lse (training)      1e-12  the same max + log(sum) of the same fp32 scores
  *   backward twins, loss, adamw     see the table above test_embed_backward
  * --perf: times each op on CUDA at LongLLaMA-3B's shapes and prints us/run, GB/s (bytes an ideal kernel moves)
@@ -615,6 +617,200 @@ static void test_topk_ip(void) {
     CHECK(GPU->topk_ip(kc_gpu, di, d, 2000, d, 1, 1, d, KERN_F32, 1, 1, 2000) == KERN_ESHAPE, "cuda topk_ip k 2000 "
                                                                                              "refused");
     GPU->mem_free(d), GPU->mem_free(di);
+}
+
+/* ivf_scan_topk: the same comparison as topk_ip over the rows of each query's probed cells. The cells partition a
+ * random subset of the rows (ids in random order, lists with room between them, as the mirror's capacity blocks
+ * leave); each query probes distinct random cells, some probes -1; one case has tied rows, one fewer rows than k.
+ * Bad probes, row ids and max_scan are refused on both sides (CUDA: deferred to the sync). */
+static void test_ivf_scan_topk(void) {
+    struct { int64_t nq, ldq_extra, n_keys, hd, cells, nprobe, k, ldo_extra; kern_dtype dt; bool dup; } cases[] = {
+        {1, 0, 3000, 64, 24, 8, 128, 0, KERN_BF16, false},  {37, 3, 5000, 100, 40, 5, 32, 5, KERN_F32, false},
+        {9, 0, 800, 16, 12, 4, 64, 0, KERN_F16, false},     {64, 0, 2000, 128, 16, 3, 1, 0, KERN_BF16, false},
+        {5, 0, 600, 32, 6, 6, 1024, 0, KERN_F32, false},    {4, 0, 1024, 64, 8, 4, 64, 0, KERN_BF16, true},
+        {3, 0, 300, 16, 50, 2, 100, 0, KERN_F32, false},    {100, 0, 4096, 64, 64, 16, 128, 128, KERN_BF16, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t nq = cases[c].nq, hd = cases[c].hd, ldq = hd + cases[c].ldq_extra, n = cases[c].n_keys, k = cases[c].k,
+                ldo = k + cases[c].ldo_extra, nc = cases[c].cells, np = cases[c].nprobe;
+        kern_dtype dt = cases[c].dt;
+        size_t es = kern_dtype_size(dt);
+        float *q = rand_floats((size_t)(nq * ldq), 1.f), *kf = rand_floats((size_t)(n * hd) + 1, 1.f);
+        if (cases[c].dup)
+            for (int64_t j = 1; j < n; j += 2) memcpy(kf + j * hd, kf + (j - 1) * hd, (size_t)hd * 4);
+        uint16_t *kh = xmalloc(((size_t)(n * hd) + 1) * 2);
+        for (int64_t i = 0; i < n * hd; i++) kh[i] = dt == KERN_BF16 ? kern_f32_to_bf16(kf[i]) : kern_f32_to_f16(kf[i]);
+        const void *keys = dt == KERN_F32 ? (const void *)kf : (const void *)kh;
+        /* rows shuffled, 8 in 10 dealt to random cells; each cell's list placed with 7 free slots after it */
+        int32_t *perm = xmalloc((size_t)n * 4), *start = xmalloc((size_t)nc * 4), *len = xmalloc((size_t)nc * 4),
+                *cell_of = xmalloc((size_t)n * 4), *rows = xmalloc(((size_t)n + 8 * (size_t)nc) * 4);
+        for (int64_t i = 0; i < n; i++) perm[i] = (int32_t)i;
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)((frand() + 1.f) * 0.5f * (float)(i + 1)) % (i + 1);
+            int32_t t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        memset(len, 0, (size_t)nc * 4);
+        for (int64_t i = 0; i < n; i++) { /* cell_of[row]: its cell, or -1 */
+            cell_of[i] = frand() < 0.8f ? (int32_t)((int64_t)((frand() + 1.f) * 0.5f * (float)nc) % nc) : -1;
+            if (cell_of[i] >= 0) len[cell_of[i]]++;
+        }
+        for (int64_t ci = 0, at = 0; ci < nc; ci++) start[ci] = (int32_t)at, at += len[ci] + 7, len[ci] = 0;
+        for (int64_t i = 0; i < n; i++) /* rows dealt in shuffled order: lists are not sorted by id */
+            if (cell_of[perm[i]] >= 0) rows[start[cell_of[perm[i]]] + len[cell_of[perm[i]]]++] = perm[i];
+        int64_t n_rows = start[nc - 1] + len[nc - 1] + 7;
+        for (int64_t ci = 0; ci < nc; ci++)
+            for (int j = 0; j < 7; j++) rows[start[ci] + len[ci] + j] = -5; /* free slots: never read */
+        int64_t *probe = xmalloc((size_t)(nq * np) * 8), max_scan = 0;
+        for (int64_t i = 0; i < nq; i++) {
+            int64_t total = 0;
+            for (int64_t p = 0; p < np; p++) {
+                int64_t pick;
+                bool dup;
+                do {
+                    pick = (int64_t)((frand() + 1.f) * 0.5f * (float)nc) % nc;
+                    dup = false;
+                    for (int64_t b = 0; b < p; b++) dup |= probe[i * np + b] == pick;
+                } while (dup);
+                probe[i * np + p] = p == np - 1 && np > 1 && i % 3 == 1 ? -1 : pick;
+                total += probe[i * np + p] >= 0 ? len[pick] : 0;
+            }
+            max_scan = total > max_scan ? total : max_scan;
+        }
+        size_t no = (size_t)(nq * ldo);
+        int64_t *ids_c = xmalloc(no * 8), *ids_g = xmalloc(no * 8);
+        float *sc_c = rand_floats(no, 1.f), *sc_g = xmalloc(no * 4);
+        memcpy(sc_g, sc_c, no * 4);
+        for (size_t i = 0; i < no; i++) ids_c[i] = ids_g[i] = -7;
+        float *dq = up(q, (size_t)(nq * ldq) * 4);
+        void *dkeys = up(keys, (size_t)(n * hd) * es + 4);
+        int64_t *dids = up(ids_g, no * 8), *dprobe = up(probe, (size_t)(nq * np) * 8);
+        int32_t *dstart = up(start, (size_t)nc * 4), *dlen = up(len, (size_t)nc * 4), *drows = up(rows, (size_t)n_rows * 4);
+        gbuf o = gout(no, sc_c);
+        int rc_c = CPU->ivf_scan_topk(kc_cpu, ids_c, sc_c, ldo, q, nq, ldq, keys, dt, n, hd, probe, np, start, len, nc,
+                                      rows, max_scan, k);
+        int rc_g = GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, nq, ldq, dkeys, dt, n, hd, dprobe, np, dstart, dlen,
+                                      nc, drows, max_scan, k);
+        char desc[200];
+        snprintf(desc, sizeof desc, "ivf_scan_topk(nq=%ld, n_keys=%ld, hd=%ld, cells=%ld, nprobe=%ld, k=%ld, ldo=%ld, %s%s)",
+                 (long)nq, (long)n, (long)hd, (long)nc, (long)np, (long)k, (long)ldo, kern_dtype_name(dt),
+                 cases[c].dup ? ", ties" : "");
+        if (!unsupported(desc, rc_g)) {
+            bool guards = false;
+            if (rc_g == KERN_OK) rc_g = gfetch(&o, sc_g, &guards);
+            if (rc_g == KERN_OK) rc_g = GPU->mem_copy(kc_gpu, ids_g, dids, no * 8, KERN_D2H);
+            size_t id_bad = 0, swaps = 0, first = (size_t)-1, found = 0;
+            for (size_t i = 0; i < no; i++) {
+                found += ids_c[i] >= 0 && (int64_t)(i % (size_t)ldo) < k;
+                if (ids_c[i] == ids_g[i]) continue;
+                bool tie = rc_g == KERN_OK && fabsf(sc_c[i] - sc_g[i]) <= 1e-5f * fabsf(sc_c[i]) + 1e-6f;
+                if (tie) swaps++;
+                else if (id_bad++ == 0) first = i;
+            }
+            if (swaps && verbose) printf("    (%zu ids swapped at near-tied scores)\n", swaps);
+            verdict(desc, rc_c, rc_g, guards, sc_c, sc_g, no, 1e-10);
+            CHECK(id_bad == 0, "%s: %zu ids differ (first at %zu: cpu %ld cuda %ld)", desc, id_bad, first,
+                  first != (size_t)-1 ? (long)ids_c[first] : 0L, first != (size_t)-1 ? (long)ids_g[first] : 0L);
+            CHECK(found > 0, "%s: the case found no rows at all", desc);
+            /* every id returned lies in a cell its query probed */
+            bool in_probed = true;
+            for (int64_t i = 0; i < nq; i++)
+                for (int64_t j = 0; j < k; j++) {
+                    int64_t id = ids_c[i * ldo + j];
+                    if (id < 0) continue;
+                    bool hit = false;
+                    for (int64_t p = 0; p < np; p++) hit |= probe[i * np + p] == cell_of[id] && cell_of[id] >= 0;
+                    in_probed &= hit;
+                }
+            CHECK(in_probed, "%s: an id outside the probed cells", desc);
+            if (cases[c].dup) /* a tied pair, both found, is taken lower id first, on each side */
+                for (size_t i = 0; i + 1 < no; i++) {
+                    if (ids_c[i] >= 0 && ids_c[i + 1] >= 0 && sc_c[i] == sc_c[i + 1])
+                        CHECK(ids_c[i] < ids_c[i + 1], "%s: cpu tie order %ld, %ld", desc, (long)ids_c[i],
+                              (long)ids_c[i + 1]);
+                    if (ids_g[i] >= 0 && ids_g[i + 1] >= 0 && sc_g[i] == sc_g[i + 1])
+                        CHECK(ids_g[i] < ids_g[i + 1], "%s: cuda tie order %ld, %ld", desc, (long)ids_g[i],
+                              (long)ids_g[i + 1]);
+                }
+        }
+        /* refused on both sides: max_scan one row short, a probe past the cells, a row id past the keys */
+        if (max_scan > 0) {
+            same_error("ivf_scan_topk max_scan too small",
+                       CPU->ivf_scan_topk(kc_cpu, ids_c, sc_c, ldo, q, nq, ldq, keys, dt, n, hd, probe, np, start, len,
+                                          nc, rows, max_scan - 1, k),
+                       GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, nq, ldq, dkeys, dt, n, hd, dprobe, np, dstart,
+                                          dlen, nc, drows, max_scan - 1, k));
+        }
+        if (c == 0) {
+            int64_t bad_probe = nc;
+            int64_t *dbad = up(&bad_probe, 8);
+            same_error("ivf_scan_topk probe past the cells",
+                       CPU->ivf_scan_topk(kc_cpu, ids_c, sc_c, ldo, q, 1, ldq, keys, dt, n, hd, &bad_probe, 1, start,
+                                          len, nc, rows, max_scan, k),
+                       GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, 1, ldq, dkeys, dt, n, hd, dbad, 1, dstart, dlen,
+                                          nc, drows, max_scan, k));
+            GPU->mem_free(dbad);
+            /* the first row of query 0's first probed cell made n_keys */
+            int32_t *rows_bad = xmalloc((size_t)n_rows * 4);
+            memcpy(rows_bad, rows, (size_t)n_rows * 4);
+            CHECK(len[probe[0]] > 0, "the probed cell holds rows");
+            rows_bad[start[probe[0]]] = (int32_t)n;
+            int32_t *drb = up(rows_bad, (size_t)n_rows * 4);
+            same_error("ivf_scan_topk row id out of range",
+                       CPU->ivf_scan_topk(kc_cpu, ids_c, sc_c, ldo, q, nq, ldq, keys, dt, n, hd, probe, np, start, len,
+                                          nc, rows_bad, max_scan, k),
+                       GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, nq, ldq, dkeys, dt, n, hd, dprobe, np, dstart,
+                                          dlen, nc, drb, max_scan, k));
+            GPU->mem_free(drb), free(rows_bad);
+            same_error("ivf_scan_topk k 0",
+                       CPU->ivf_scan_topk(kc_cpu, ids_c, sc_c, ldo, q, nq, ldq, keys, dt, n, hd, probe, np, start, len,
+                                          nc, rows, max_scan, 0),
+                       GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, nq, ldq, dkeys, dt, n, hd, dprobe, np, dstart,
+                                          dlen, nc, drows, max_scan, 0));
+            /* CUDA-only limits, documented in cuda_ivf.cu: refused, never computed wrongly */
+            CHECK(GPU->ivf_scan_topk(kc_gpu, dids, o.p, ldo, dq, nq, 300, dkeys, dt, n, 300, dprobe, np, dstart, dlen,
+                                     nc, drows, max_scan, k) == KERN_ESHAPE,
+                  "cuda ivf_scan_topk hd 300 refused");
+        }
+        free(q), free(kf), free(kh), free(perm), free(start), free(len), free(cell_of), free(rows), free(probe);
+        free(ids_c), free(ids_g), free(sc_c), free(sc_g);
+        GPU->mem_free(dq), GPU->mem_free(dkeys), GPU->mem_free(dids), GPU->mem_free(dprobe), GPU->mem_free(dstart);
+        GPU->mem_free(dlen), GPU->mem_free(drows), gfree(&o);
+    }
+}
+
+/* scatter_i32: entries land where their index says, the rest of dst untouched; a bad index refused by both. */
+static void test_scatter_i32(void) {
+    const int64_t n_dst = 5000, ns[] = {0, 1, 777, 4999};
+    int32_t *base = xmalloc((size_t)n_dst * 4), *ref = xmalloc((size_t)n_dst * 4), *got = xmalloc((size_t)n_dst * 4);
+    int32_t *perm = xmalloc((size_t)n_dst * 4), *src = xmalloc((size_t)n_dst * 4);
+    for (int64_t i = 0; i < n_dst; i++) base[i] = (int32_t)(i * 7 + 3), perm[i] = (int32_t)i, src[i] = (int32_t)(-i - 11);
+    for (int64_t i = n_dst - 1; i > 0; i--) {
+        int64_t j = (int64_t)((frand() + 1.f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        int64_t n = ns[c];
+        memcpy(ref, base, (size_t)n_dst * 4);
+        int32_t *ddst = up(base, (size_t)n_dst * 4), *didx = up(perm, (size_t)n_dst * 4), *dsrc = up(src, (size_t)n_dst * 4);
+        int rc_c = CPU->scatter_i32(kc_cpu, ref, n_dst, perm, src, n);
+        int rc_g = GPU->scatter_i32(kc_gpu, ddst, n_dst, didx, dsrc, n);
+        if (rc_g == KERN_OK) rc_g = GPU->mem_copy(kc_gpu, got, ddst, (size_t)n_dst * 4, KERN_D2H);
+        char desc[100];
+        snprintf(desc, sizeof desc, "scatter_i32(n_dst=%ld, n=%ld)", (long)n_dst, (long)n);
+        bool same = rc_c == KERN_OK && rc_g == KERN_OK && !memcmp(ref, got, (size_t)n_dst * 4);
+        if (verbose || !same) printf("  %-72s %s\n", desc, same ? "OK" : "FAIL");
+        CHECK(same, "%s: rc cpu %d cuda %d, outputs %s", desc, rc_c, rc_g, same ? "same" : "differ");
+        GPU->mem_free(ddst), GPU->mem_free(didx), GPU->mem_free(dsrc);
+    }
+    int32_t bad[2] = {3, (int32_t)n_dst}, v[2] = {1, 2};
+    int32_t *ddst = up(base, (size_t)n_dst * 4), *dbad = up(bad, sizeof bad), *dv = up(v, sizeof v);
+    same_error("scatter_i32 index past dst", CPU->scatter_i32(kc_cpu, ref, n_dst, bad, v, 2),
+               GPU->scatter_i32(kc_gpu, ddst, n_dst, dbad, dv, 2));
+    CHECK(ref[3] != 1, "cpu scatter_i32 wrote before refusing");
+    GPU->mem_free(ddst), GPU->mem_free(dbad), GPU->mem_free(dv);
+    free(base), free(ref), free(got), free(perm), free(src);
 }
 
 static void test_swiglu(void) {

@@ -48,10 +48,11 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     }
     if (p->mem_nprobe > 0) mp.ivf_nprobe = p->mem_nprobe;
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense attention never searches: no index to keep */
-    /* On a GPU exact kNN searches the device copy of the keys (memstore's choice): no host index either */
+    /* On a GPU kNN searches the device copy of the keys (memstore's choice): no host index, except IVF-grow's,
+     * whose cells the host trains for the device's mirror */
     const kern_backend *be = a->be;
     bool knn_on_device = mem_device_searches(be, mp.index, p->mem_knn_k);
-    if (knn_on_device) mp.index = MEM_INDEX_NONE;
+    if (knn_on_device) mp.index = mem_device_host_index(mp.index);
     longllama_state *ll = calloc(1, sizeof *ll);
     if (!ll) {
         snprintf(err, errlen, "out of memory");

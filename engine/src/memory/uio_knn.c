@@ -85,7 +85,7 @@ mnemo_status uio_knn_init(uio_state *s, const memory_args *a, char *err, size_t 
     if (p->mem_knn_k == 0) mp.index = MEM_INDEX_NONE; /* dense over the store: no index to keep */
     const kern_backend *be = s->be;
     k->knn_on_device = mem_device_searches(be, mp.index, p->mem_knn_k);
-    if (k->knn_on_device) mp.index = MEM_INDEX_NONE;
+    if (k->knn_on_device) mp.index = mem_device_host_index(mp.index);
     k->budget = p->uio_mem_budget;
     k->knn_k = p->mem_knn_k;
     k->dense_rows = p->mem_dense_rows;
