@@ -45,7 +45,8 @@ perf)
     step perf_attention_mma env MNEMO_CUDA_ATTN=mma "$B/test_ops" --perf attention
     step bench_cuda "$B/bench_cuda" --contexts 2048,16384
     step bench_cuda_mma env MNEMO_CUDA_ATTN=mma "$B/bench_cuda" --contexts 2048,16384
-    [ -x "$B/bench_knn_device" ] && step bench_knn_device "$B/bench_knn_device"
+    [ -x "$B/bench_knn_device" ] && step bench_knn_device "$B/bench_knn_device" --rows 1048576 --hd 100 --k 128 \
+        --queries 1,512 --nprobe 16
     ;;
 sanitize)
     step memcheck compute-sanitizer --tool memcheck --leak-check full "$B/test_ops" --quiet
