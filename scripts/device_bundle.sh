@@ -20,7 +20,7 @@ BUILD=build-dev
 ARCH=${CUDA_ARCH:-90}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(mnemo mnemo-server test_ops test_reference_models test_train_device test_s2_attn
-    test_mem_device_ivf bench_cuda bench_longctx bench_knn_device)
+    test_mem_device_ivf test_longllama bench_cuda bench_longctx bench_knn_device)
 command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "device_bundle.sh: no nvcc here" >&2; exit 2; }
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" > /dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}"

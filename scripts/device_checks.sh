@@ -39,6 +39,7 @@ correct)
     step train_device env MNEMO_TEST_DEVICE=cuda "$B/test_train_device"
     step s2_attn env MNEMO_TEST_DEVICE=cuda "$B/test_s2_attn"
     [ -x "$B/test_mem_device_ivf" ] && step mem_device_ivf env MNEMO_TEST_DEVICE=cuda "$B/test_mem_device_ivf"
+    [ -x "$B/test_longllama" ] && step longllama env MNEMO_TEST_DEVICE=cuda "$B/test_longllama" # kNN in the engine
     ;;
 perf)
     step perf_ops "$B/test_ops" --perf attention matmul
