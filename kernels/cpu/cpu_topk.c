@@ -33,6 +33,19 @@ static void sift_down(float *hs, int64_t *hi, int64_t n, int64_t i, float s, int
     hs[i] = s, hi[i] = id;
 }
 
+/* The n kept of a heap of capacity k, best first, into oi/os[0..k) (os may be NULL), the rest -1 / -inf. */
+static void write_sorted(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *oi, float *os) {
+    for (int64_t j = n; j < k; j++) {
+        oi[j] = -1;
+        if (os) os[j] = -INFINITY;
+    }
+    for (int64_t m = n; m > 0; m--) { /* pop the worst kept into the last free place */
+        oi[m - 1] = hi[0];
+        if (os) os[m - 1] = hs[0];
+        sift_down(hs, hi, m - 1, 0, hs[m - 1], hi[m - 1]);
+    }
+}
+
 static void push(float *hs, int64_t *hi, int64_t *n, int64_t k, float s, int64_t id) {
     if (*n < k) { /* sift up */
         int64_t i = (*n)++;
@@ -71,17 +84,7 @@ int kern_cpu_topk_ip(kern_ctx *kc, int64_t *ids, float *scores, int64_t ldo, con
                 kern_cpu_widen(tile, (const char *)keys + (size_t)j0 * (size_t)hd * esz, dt, nt * hd);
                 for (int64_t j = 0; j < nt; j++) push(hs, hi, &n, k, kern_dot_f32(qi, tile + j * hd, hd), j0 + j);
             }
-            int64_t *oi = ids + i * ldo;
-            float *os = scores ? scores + i * ldo : NULL;
-            for (int64_t j = n; j < k; j++) {
-                oi[j] = -1;
-                if (os) os[j] = -INFINITY;
-            }
-            for (int64_t m = n; m > 0; m--) { /* pop the worst kept into the last free place */
-                oi[m - 1] = hi[0];
-                if (os) os[m - 1] = hs[0];
-                sift_down(hs, hi, m - 1, 0, hs[m - 1], hi[m - 1]);
-            }
+            write_sorted(hs, hi, n, k, ids + i * ldo, scores ? scores + i * ldo : NULL);
         }
         free(tile);
         free(hs);
@@ -140,17 +143,7 @@ int kern_cpu_ivf_scan_topk(kern_ctx *kc, int64_t *ids, float *scores, int64_t ld
                     push(hs, hi, &n, k, kern_dot_f32(qi, row, hd), id);
                 }
             }
-            int64_t *oi = ids + i * ldo;
-            float *os = scores ? scores + i * ldo : NULL;
-            for (int64_t j = n; j < k; j++) {
-                oi[j] = -1;
-                if (os) os[j] = -INFINITY;
-            }
-            for (int64_t m = n; m > 0; m--) {
-                oi[m - 1] = hi[0];
-                if (os) os[m - 1] = hs[0];
-                sift_down(hs, hi, m - 1, 0, hs[m - 1], hi[m - 1]);
-            }
+            write_sorted(hs, hi, n, k, ids + i * ldo, scores ? scores + i * ldo : NULL);
         }
         free(row), free(hs), free(hi);
     }

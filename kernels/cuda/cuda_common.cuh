@@ -100,6 +100,15 @@ template <int DT> __device__ __forceinline__ float mn_load_w(const void *w, int6
     return DT == KERN_BF16 ? mn_bf16_to_f32(h) : mn_f16_to_f32(h);
 }
 
+/* float -> uint32 with the same order (larger float, larger image), and back: radix selection over scores. */
+__device__ __forceinline__ uint32_t mn_order_bits(float f) {
+    uint32_t u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float mn_order_bits_inv(uint32_t u) {
+    return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
+
 /* Sum over the 32 lanes of a warp; every lane gets the result. */
 __device__ __forceinline__ float mn_warp_sum(float v) {
 #pragma unroll

@@ -28,15 +28,6 @@
 #define IVF_HD_MAX 256
 #define IVF_SCRATCH_BYTES ((size_t)256 << 20)
 
-__device__ __forceinline__ uint32_t ivf_order_bits(float f) {
-    uint32_t u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ float ivf_bits_to_float(uint32_t u) {
-    return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
-}
-
 /* Rows of probe c as scanned (0 for -1 or an out-of-range cell). */
 __device__ __forceinline__ int64_t ivf_probe_len(int64_t c, const int32_t *cell_len, int64_t n_cells) {
     return c >= 0 && c < n_cells && cell_len[c] > 0 ? cell_len[c] : 0;
@@ -81,7 +72,7 @@ __global__ void __launch_bounds__(IVF_SCAN_WARPS * 32)
         for (int t = 0; t < IVF_HD_MAX / 32; t++)
             if (lane + 32 * t < hd) s += qr[t] * mn_load_w<DT>(keys, base + lane + 32 * t);
         s = mn_warp_sum(s);
-        if (lane == 0) out[r] = ((uint64_t)ivf_order_bits(s) << 32) | (uint64_t)(~(uint32_t)id);
+        if (lane == 0) out[r] = ((uint64_t)mn_order_bits(s) << 32) | (uint64_t)(~(uint32_t)id);
     }
 }
 
@@ -168,7 +159,7 @@ __global__ void __launch_bounds__(IVF_SEL_THREADS)
     float *os = scores ? scores + i * ldo : NULL;
     for (int j = tid; j < k; j += IVF_SEL_THREADS) {
         oi[j] = j < kk ? (int64_t)(~(uint32_t)sk[j]) : -1;
-        if (os) os[j] = j < kk ? ivf_bits_to_float((uint32_t)(sk[j] >> 32)) : -INFINITY;
+        if (os) os[j] = j < kk ? mn_order_bits_inv((uint32_t)(sk[j] >> 32)) : -INFINITY;
     }
 }
 

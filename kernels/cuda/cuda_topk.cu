@@ -23,12 +23,6 @@
 #define TOPK_MAX 1024
 #define SCORES_BYTES ((size_t)256 << 20)
 
-/* float -> uint32 with the same order (larger float, larger image). */
-__device__ __forceinline__ uint32_t order_bits(float f) {
-    uint32_t u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 template <int DT> __global__ void widen_kernel(float *dst, const void *src, int64_t n) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = mn_load_w<DT>(src, i);
@@ -56,7 +50,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         for (int b = tid; b < 256; b += TOPK_THREADS) hist[b] = 0;
         __syncthreads();
         for (int64_t j = tid; j < n; j += TOPK_THREADS) {
-            uint32_t u = order_bits(s[j]);
+            uint32_t u = mn_order_bits(s[j]);
             if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
         }
         __syncthreads();
@@ -79,7 +73,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     __syncthreads();
     for (int64_t base = 0; kk > 0 && base < n; base += TOPK_THREADS) {
         int64_t j = base + tid;
-        uint32_t u = j < n ? order_bits(s[j]) : 0u;
+        uint32_t u = j < n ? mn_order_bits(s[j]) : 0u;
         bool gt = j < n && u > prefix, eq = j < n && u == prefix;
         unsigned vote = __ballot_sync(0xffffffffu, eq);
         if (lane == 0) warp_eq[warp] = (uint32_t)__popc(vote);

@@ -39,20 +39,8 @@ static void die(const char *msg) {
 
 /* n nested-cluster points of width d (bench_recall's "nested"). */
 static float *nested_keys(size_t n, int d) {
-    const size_t ns = 100, nc = n / 64 ? n / 64 : 1;
-    float *x = malloc(n * (size_t)d * sizeof *x), *s = malloc(ns * (size_t)d * sizeof *s),
-          *c = malloc(nc * (size_t)d * sizeof *c);
-    if (!x || !s || !c) die("out of memory");
-    for (size_t i = 0; i < ns * (size_t)d; i++) s[i] = frand() * 2.f;
-    for (size_t i = 0; i < nc; i++) {
-        size_t p = (size_t)((frand() + 1.f) * 0.5f * (float)ns) % ns;
-        for (int j = 0; j < d; j++) c[i * d + j] = s[p * d + j] + 0.7f * frand();
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t p = (size_t)((frand() + 1.f) * 0.5f * (float)nc) % nc;
-        for (int j = 0; j < d; j++) x[i * d + j] = c[p * d + j] + 0.3f * frand();
-    }
-    free(s), free(c);
+    float *x = malloc(n * (size_t)d * sizeof *x);
+    if (!x || bench_nested_keys(&rng, x, n, d)) die("out of memory");
     return x;
 }
 

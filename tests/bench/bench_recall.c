@@ -41,19 +41,8 @@ static float *keys_of(size_t n, int d, int kind) {
         for (size_t i = 0; i < n; i++)
             for (int j = 0; j < d; j++) x[i * d + j] = c[(i % nc) * d + j] + 0.3f * frand();
         free(c);
-    } else {
-        const size_t ns = 100, nc = n / 64 ? n / 64 : 1;
-        float *s = malloc(ns * (size_t)d * sizeof *s), *c = malloc(nc * (size_t)d * sizeof *c);
-        for (size_t i = 0; i < ns * (size_t)d; i++) s[i] = frand() * 2.f;
-        for (size_t i = 0; i < nc; i++) {
-            size_t p = (size_t)((frand() + 1.f) * 0.5f * (float)ns) % ns;
-            for (int j = 0; j < d; j++) c[i * d + j] = s[p * d + j] + 0.7f * frand();
-        }
-        for (size_t i = 0; i < n; i++) {
-            size_t p = (size_t)((frand() + 1.f) * 0.5f * (float)nc) % nc;
-            for (int j = 0; j < d; j++) x[i * d + j] = c[p * d + j] + 0.3f * frand();
-        }
-        free(s), free(c);
+    } else if (bench_nested_keys(&rng, x, n, d)) {
+        die("out of memory");
     }
     return x;
 }

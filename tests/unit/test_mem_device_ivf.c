@@ -197,17 +197,24 @@ static void check_at(const char *dev_name, const kern_backend *be, kern_ctx *kc,
     free(q), free(keys), free(ws);
 }
 
-static void run(const char *dev_name, const kern_backend *be, kern_ctx *kc, bool strict) {
-    CHECK(mem_device_searches(be, MEM_INDEX_IVF_GROW, K) && mem_device_host_index(MEM_INDEX_IVF_GROW) ==
-              MEM_INDEX_IVF_GROW && mem_device_host_index(MEM_INDEX_FLAT) == MEM_INDEX_NONE,
-          "%s: IVF-grow searches on the device, its host index kept", dev_name);
-    rng = 0x9E3779B97F4A7C15ull;
+/* New cluster centres from seed, an empty IVF-grow store (nprobe NPROBE) and its device copy on be (bf16). */
+static void start(uint64_t seed, const kern_backend *be, mem_store **s, mem_device **d) {
+    rng = seed;
     for (int i = 0; i < NCLUSTERS * H * D; i++) centres[i] = 2.f * frand();
     mem_params p = mem_default_params();
     p.index = MEM_INDEX_IVF_GROW;
     p.ivf_nprobe = NPROBE;
-    mem_store *s = mem_store_new(H, D, &p, NULL, 0);
-    mem_device *d = mem_device_new(be, H, D, MEM_DTYPE_BF16);
+    *s = mem_store_new(H, D, &p, NULL, 0);
+    *d = mem_device_new(be, H, D, MEM_DTYPE_BF16);
+}
+
+static void run(const char *dev_name, const kern_backend *be, kern_ctx *kc, bool strict) {
+    CHECK(mem_device_searches(be, MEM_INDEX_IVF_GROW, K) && mem_device_host_index(MEM_INDEX_IVF_GROW) ==
+              MEM_INDEX_IVF_GROW && mem_device_host_index(MEM_INDEX_FLAT) == MEM_INDEX_NONE,
+          "%s: IVF-grow searches on the device, its host index kept", dev_name);
+    mem_store *s;
+    mem_device *d;
+    start(0x9E3779B97F4A7C15ull, be, &s, &d);
     CHECK(s && d, "store and device copy");
     const size_t chunks[] = {700, 2500, 1300, 999}, checks[] = {6000, SHIFT1, TOTAL};
     float *k = malloc(2500 * H * D * sizeof *k), *v = calloc(2500 * H * D, sizeof *v);
@@ -246,13 +253,9 @@ static void run(const char *dev_name, const kern_backend *be, kern_ctx *kc, bool
 /* Past 262144 rows (1024 cells, 32 groups) the host reaches cells through its 16 best groups while the device
  * scores every centroid: the probed sets differ, and so may the ids; the recalls must stay comparable. */
 static void run_large(const char *dev_name, const kern_backend *be, kern_ctx *kc, bool strict) {
-    rng = 0x2545F4914F6CDD1Dull;
-    for (int i = 0; i < NCLUSTERS * H * D; i++) centres[i] = 2.f * frand();
-    mem_params p = mem_default_params();
-    p.index = MEM_INDEX_IVF_GROW;
-    p.ivf_nprobe = NPROBE;
-    mem_store *s = mem_store_new(H, D, &p, NULL, 0);
-    mem_device *d = mem_device_new(be, H, D, MEM_DTYPE_BF16);
+    mem_store *s;
+    mem_device *d;
+    start(0x2545F4914F6CDD1Dull, be, &s, &d);
     enum { CHUNK = 16384 };
     float *k = malloc(CHUNK * H * D * sizeof *k), *v = calloc(CHUNK * H * D, sizeof *v);
     bool ok = s && d && k && v;
