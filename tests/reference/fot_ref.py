@@ -111,6 +111,9 @@ def loss_fn(cfg, w, inp, tgt, vis, dtype=torch.float32, lora=None, lora_scale=1.
         h = longllama_ref.rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_norm_eps)
         q = lin(h, p + "self_attn.q_proj").view(R, T, H, d).transpose(1, 2)  # [R, H, T, d]
         k = lin(h, p + "self_attn.k_proj").view(R, T, H, d).transpose(1, 2)
+        if cfg.qk_norm:  # each head of q and k, before RoPE (longllama_ref's qk_norm)
+            q = longllama_ref.rms_norm(q, w[p + "self_attn.q_norm.weight"], cfg.rms_norm_eps)
+            k = longllama_ref.rms_norm(k, w[p + "self_attn.k_norm.weight"], cfg.rms_norm_eps)
         v = lin(h, p + "self_attn.v_proj").view(R, T, H, d).transpose(1, 2)
         is_mem = i in cfg.mem_layers
         if not is_mem or cfg.mem_positionals:

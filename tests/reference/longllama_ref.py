@@ -69,6 +69,9 @@ class Config:
         self.mem_positionals = d.get("mem_positionals", True)
         self.mem_dtype = DTYPES[d.get("mem_dtype", "bfloat16")]
         self.last_context_length = d.get("last_context_length", 1024)
+        # qk_norm (mnemo's option, Qwen3's layout): every layer RMS-normalizes each head of q and k with its own
+        # weights self_attn.q_norm / k_norm [head_dim] before RoPE and before the memory sees the keys
+        self.qk_norm = d.get("qk_norm", False)
 
 
 def rms_norm(x, w, eps):
@@ -163,6 +166,9 @@ class Session:
         q = F.linear(h, w[p + "q_proj.weight"]).view(n, H, d).transpose(0, 1)
         k = F.linear(h, w[p + "k_proj.weight"]).view(n, H, d).transpose(0, 1)
         v = F.linear(h, w[p + "v_proj.weight"]).view(n, H, d).transpose(0, 1)
+        if cfg.qk_norm:
+            q = rms_norm(q, w[p + "q_norm.weight"], cfg.rms_norm_eps)
+            k = rms_norm(k, w[p + "k_norm.weight"], cfg.rms_norm_eps)
         is_mem = i in cfg.mem_layers
         use_rope = (not is_mem) or cfg.mem_positionals
         mem = self.mem[i] if is_mem else None  # memory visible to this call (chunk mode: before the chunk)

@@ -9,6 +9,7 @@ Writes tests/fixtures/fot/:
              2 heads x 4, inter 16, vocab 512 with tests/fixtures/tokenizer.model, max_position_embeddings 16),
              model.safetensors (fp32, random: make_longllama_fixtures.py's recipe), tokenizer.model
   model_nopos/  the same weights with mem_positionals false (memory layers apply no RoPE)
+  model_qknorm/ the same weights with qk_norm true and each layer's self_attn.q_norm / k_norm [head_dim]
   <case>/grads.safetensors   the gradient of the step's loss for every parameter (fp32, HF names)
   <case>/case.json           {"format": "mnemo-fot-fixture", "version": 1, "model", "schedule", "seq_len", "docs"
              ([D][K*seq_len + 1] ids), "loss" (fp32 repr), "loss_fp64", "max_rel_err_fp32_vs_fp64" (torch's own fp32
@@ -51,6 +52,8 @@ CASES = [  # name, model, schedule, documents
     # mirrored negatives: rows 1-3 also see the documents before theirs at the same contexts; row 3's (3,2,1) lists
     # row 2 of the previous document both as a tail negative and as a mirrored one: seen once
     ("mirror", "model", "1/4(0,0),1/4(1,0,1),1/4(2,1,2),1/4(3,2,1)", 3),
+    # qk_norm: every layer's q and k heads RMS-normalized (weights 1 + 0.3 N(0,1)), the paper's schedule
+    ("qknorm", "model_qknorm", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)", 3),
 ]
 LORA_R, LORA_SCALE = 2, 2.0  # peft's r 2, lora_alpha 4
 
@@ -89,14 +92,25 @@ def generate(out):
     nopos_json = dict(cfg_json, mem_positionals=False)
     write_model(out, "model", cfg_json, weights)
     write_model(out, "model_nopos", nopos_json, weights)
-    cfgs = {"model": longllama_ref.Config(cfg_json), "model_nopos": longllama_ref.Config(nopos_json)}
+    qk_json = dict(cfg_json, qk_norm=True)
+    g = torch.Generator().manual_seed(2401)
+    qk_weights = dict(weights)
+    for i in range(cfg_json["num_hidden_layers"]):
+        for n in ("q_norm", "k_norm"):
+            qk_weights[f"model.layers.{i}.self_attn.{n}.weight"] = 1.0 + 0.3 * torch.randn(SPEC["hidden_size"] // SPEC[
+                "num_attention_heads"], generator=g)
+    write_model(out, "model_qknorm", qk_json, qk_weights)
+    cfgs = {"model": longllama_ref.Config(cfg_json), "model_nopos": longllama_ref.Config(nopos_json),
+            "model_qknorm": longllama_ref.Config(qk_json)}
+    model_weights = {"model": weights, "model_nopos": weights, "model_qknorm": qk_weights}
     lora = make_lora(cfg_json, seed=2301)
     for ci, (name, model, schedule, D) in enumerate(CASES):
         K, _ = fot_ref.parse_schedule(schedule)
         docs = [mlf.rand_ids(2200 + 10 * ci + g, K * T + 1) for g in range(D)]
         ad = lora if name == "lora" else None
-        loss, grads = fot_ref.step(cfgs[model], weights, docs, schedule, T, lora=ad, lora_scale=LORA_SCALE)
-        loss64, grads64 = fot_ref.step(cfgs[model], weights, docs, schedule, T, dtype=torch.float64, lora=ad,
+        mw = model_weights[model]
+        loss, grads = fot_ref.step(cfgs[model], mw, docs, schedule, T, lora=ad, lora_scale=LORA_SCALE)
+        loss64, grads64 = fot_ref.step(cfgs[model], mw, docs, schedule, T, dtype=torch.float64, lora=ad,
                                        lora_scale=LORA_SCALE)
         rel = max(float((grads[n].double() - grads64[n]).abs().max() / grads64[n].abs().max().clamp_min(1e-300))
                   for n in grads)

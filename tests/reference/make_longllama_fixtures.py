@@ -16,6 +16,9 @@ Models (random weights, fp32 safetensors, HF LLaMA tensor names, vocab 512 with 
          mem_dtype bfloat16, mem_positionals true, rope_theta 1e4
   odd    hidden 60, 2 heads x 30 (RoPE half 15: odd), 3 layers, inter 44, mem_layers [0, 2], W 48, lcl 24,
          mem_dtype float16, mem_positionals false, rope_theta 5e5
+  qknorm hidden 32, 2 heads x 16, 3 layers, inter 40, mem_layers [1], W 32, lcl 16, mem_dtype float32,
+         qk_norm true (every layer's q and k heads RMS-normalized by self_attn.q_norm / k_norm [16] before RoPE;
+         not in the upstream code, so no --upstream replay), with kNN cases as basic's
 (an odd head_dim is impossible: upstream's rotate_half RoPE needs it even.)
 
 reference.json: {"format": "mnemo-longllama-fixture", "version": 1, "model", "generator", "torch", "transformers",
@@ -70,6 +73,10 @@ MODELS = {
     "odd": dict(hidden_size=60, intermediate_size=44, num_hidden_layers=3, num_attention_heads=2,
                 max_position_embeddings=48, mem_layers=[0, 2], last_context_length=24, mem_dtype="float16",
                 mem_positionals=False, rope_theta=500000.0, seed=602),
+    # mnemo's qk_norm option (the FoT paper's small models: cosine attention with a learned temperature)
+    "qknorm": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=3, num_attention_heads=2,
+                   max_position_embeddings=32, mem_layers=[1], last_context_length=16, mem_dtype="float32",
+                   mem_positionals=True, rope_theta=10000.0, seed=603, qk_norm=True),
 }
 
 
@@ -83,6 +90,7 @@ def hf_config(spec):
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "torch_dtype": "float32",
         "mem_layers": spec["mem_layers"], "mem_dtype": spec["mem_dtype"], "mem_positionals": spec["mem_positionals"],
         "mem_attention_grouping": None, "last_context_length": spec["last_context_length"], "torch_attention": False,
+        **({"qk_norm": True} if spec.get("qk_norm") else {}),
     }
 
 
@@ -100,10 +108,15 @@ def make_weights(cfg, seed):
         shapes[p + "mlp.down_proj.weight"] = (D, I)
         shapes[p + "input_layernorm.weight"] = (D,)
         shapes[p + "post_attention_layernorm.weight"] = (D,)
+        if cfg.get("qk_norm"):  # 1 + 0.3 N(0,1) below: head norms that are not the identity
+            for n in ("q_norm", "k_norm"):
+                shapes[p + f"self_attn.{n}.weight"] = (D // cfg["num_attention_heads"],)
     w = {}
     for name in sorted(shapes):
         r = torch.randn(shapes[name], generator=g)
-        if "norm" in name:
+        if name.endswith(("q_norm.weight", "k_norm.weight")):
+            w[name] = 1.0 + 0.3 * r
+        elif "norm" in name:
             w[name] = 1.0 + 0.1 * r
         else:
             w[name] = r * (1.0 / shapes[name][-1] ** 0.5) * {"model.embed_tokens.weight": 3.0,
@@ -195,7 +208,7 @@ def case_defs(name, spec):
         return [(a, L, stored_positions(len(a), L, W)), (b, L, stored_positions(len(b), L, W))]
 
     defs.append(("session", None, session, 8))
-    if name == "basic":
+    if name in ("basic", "qknorm"):
         defs.append(("knn_all", 4096, one(10 * W, L), 2 * W))
         defs.append(("knn4", 4, one(10 * W, L), 2 * W))
     return defs
@@ -215,7 +228,7 @@ def main():
         cj = hf_config(spec)
         weights = make_weights(cj, spec["seed"])
         model = longllama_ref.LongLlamaRef(longllama_ref.Config(cj), weights)
-        up = build_upstream(args.upstream, cj, weights) if args.upstream else None
+        up = build_upstream(args.upstream, cj, weights) if args.upstream and not spec.get("qk_norm") else None
         files = {"dense": ([], []), "knn": ([], [])}
         upstream_worst = 0.0
         for ci, (cname, knn_k, make_calls, n_dec) in enumerate(case_defs(name, spec)):

@@ -85,8 +85,9 @@ static void test_valid(void) {
     CHECK(c.head_dim == 16 && c.num_key_value_heads == 4 && c.rms_norm_eps == 1e-6f && c.rope_theta == 10000.0f &&
               c.max_position_embeddings == 2048 && !c.tie_word_embeddings && c.bos_token_id == 1 && c.n_eos == 1 &&
               c.eos_token_ids[0] == 2 && c.pad_token_id == -1 && c.torch_dtype[0] == '\0' && c.n_mem_layers == 0 &&
-              c.mem_dtype == KERN_BF16 && c.last_context_length == 1024 && c.mem_positionals,
+              c.mem_dtype == KERN_BF16 && c.last_context_length == 1024 && c.mem_positionals && !c.qk_norm,
           "minimal: defaults");
+    CHECK(parse("{" BASE ", \"qk_norm\": true}", &c, err, sizeof err) == 0 && c.qk_norm, "qk_norm: %s", err);
 
     CHECK(parse("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
                 " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 32, \"vocab_size\": 100,"
@@ -170,6 +171,7 @@ static const struct {
     {"{" BASE ", \"rms_norm_eps\": 0}", "field 'rms_norm_eps' must be a positive number"},
     {"{" BASE ", \"rms_norm_eps\": 1e300}", "field 'rms_norm_eps' must be a positive number"},
     {"{" BASE ", \"tie_word_embeddings\": 1}", "field 'tie_word_embeddings' must be true or false, got integer"},
+    {"{" BASE ", \"qk_norm\": \"yes\"}", "field 'qk_norm' must be true or false, got string"},
     {"{" BASE ", \"eos_token_id\": []}", "eos_token_id' must be an integer or a list"},
     {"{" BASE ", \"eos_token_id\": [1,2,3,4,5,6,7,8,9]}", "eos_token_id' must be an integer or a list"},
     {"{" BASE ", \"eos_token_id\": [2, \"3\"]}", "field 'eos_token_id' must be an integer, got string"},

@@ -65,6 +65,7 @@ uint64_t model_fingerprint(const mnemo_model *m) {
     h = fnv(h, shape, sizeof shape);
     h = fnv(h, f, sizeof f);
     h = fnv(h, c->mem_layers, sizeof c->mem_layers);
+    if (c->qk_norm) h = fnv(h, "qk_norm", 7); /* only then: earlier snapshots keep their fingerprints */
     size_t vd = (size_t)c->vocab_size * (size_t)c->hidden_size;
     h = hash_weight(h, m, &m->w.tok_embd, vd);
     h = hash_weight(h, m, &m->w.lm_head, vd);

@@ -98,6 +98,9 @@ static int fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
 /* The tensors in GGUF order (token_embd, blocks, output_norm, output), each with its output type. */
 static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, quant_job *job, char *err,
                          size_t errlen) {
+    if (c->qk_norm) /* GGUF's llama architecture has no head norms: writing it would drop them silently */
+        return fail(err, errlen, MNEMO_ERR_UNSUPPORTED, "a qk_norm model (config.json) has head norms that GGUF's llama "
+                    "layout cannot hold%s%s", "", "");
     size_t cap = 3 + 9 * (size_t)c->num_hidden_layers;
     if (!(job->t = calloc(cap, sizeof *job->t))) return fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory%s%s", "", "");
     static const char *const layer[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",

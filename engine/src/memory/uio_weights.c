@@ -325,6 +325,8 @@ int uio_weights_load(uio_weights *u, const char *dir, const model_config *cfg, c
                      char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
     *io = 0;
+    if (cfg->qk_norm) /* the encoder and its training run plain LLaMA layers (uio_encoder.c, uio_grad.c) */
+        return fail(err, errlen, dir, "UIO weights over a qk_norm model (head norms) are not supported");
     char path[4200];
     snprintf(path, sizeof path, "%s/uio_config.json", dir);
     if (read_config(path, u, io, err, errlen)) return -1;

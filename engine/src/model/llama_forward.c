@@ -133,7 +133,7 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
     size_t qd = (size_t)cfg->num_attention_heads * (size_t)cfg->head_dim;
     size_t kvd = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
     size_t n_layer = (size_t)cfg->num_hidden_layers, n = 0;
-    upload_item *items = malloc((3 + 9 * n_layer) * sizeof *items);
+    upload_item *items = malloc((3 + 11 * n_layer) * sizeof *items);
     if (!items) return -1;
     collect(items, &n, &w->tok_embd, V * d);
     collect(items, &n, &w->out_norm, d);
@@ -149,6 +149,8 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
         collect(items, &n, &L->w_gate, ff * d);
         collect(items, &n, &L->w_up, ff * d);
         collect(items, &n, &L->w_down, d * ff);
+        if (L->q_norm.data) collect(items, &n, &L->q_norm, (size_t)cfg->head_dim);
+        if (L->k_norm.data) collect(items, &n, &L->k_norm, (size_t)cfg->head_dim);
     }
     size_t total = 0; /* one allocation, every tensor 256-byte aligned (vector loads, cuBLAS) */
     for (size_t i = 0; i < n; i++) total += (items[i].bytes + 255) & ~(size_t)255;
@@ -172,6 +174,8 @@ int llama_weights_upload(llama_weights *w, const model_config *cfg, const kern_b
         layer_weights *L = &w->layers[l];
         REBIND(L->attn_norm); REBIND(L->wq); REBIND(L->wk); REBIND(L->wv); REBIND(L->wo);
         REBIND(L->ffn_norm); REBIND(L->w_gate); REBIND(L->w_up); REBIND(L->w_down);
+        if (L->q_norm.data) REBIND(L->q_norm);
+        if (L->k_norm.data) REBIND(L->k_norm);
     }
 #undef REBIND
     free(items);
@@ -338,6 +342,10 @@ int llama_forward_batch(const model_config *cfg, const llama_weights *w, const k
                 TRY(add_lora(seqs, n_seqs, l, LORA_K, be, kc, fb, kb, fb->xn, kvd, d));
                 TRY(add_lora(seqs, n_seqs, l, LORA_V, be, kc, fb, vb, fb->xn, kvd, d));
             }
+        }
+        if (L->q_norm.data) { /* qk_norm: each head of q and k RMS-normalized (rows of hd) before RoPE and memory */
+            TRY(be->rmsnorm(kc, qb, NULL, qb, L->q_norm.data, L->q_norm.dt, n * hq, hd, eps));
+            TRY(be->rmsnorm(kc, kb, NULL, kb, L->k_norm.data, L->k_norm.dt, n * hkv, hd, eps));
         }
         const unsigned mflags = mem_layers ? mem_layers[l] : 0;
         if (mflags & MEMORY_LAYER_KV) /* keys before RoPE (LongLLaMA: what a flush moves to memory) */

@@ -93,6 +93,10 @@ int llama_weights_bind(llama_weights *lw, const model_config *cfg, const weight_
         BIND(w_gate, "mlp.gate_proj.weight", 2, ff, d)
         BIND(w_up, "mlp.up_proj.weight", 2, ff, d)
         BIND(w_down, "mlp.down_proj.weight", 2, d, ff)
+        if (cfg->qk_norm) {
+            BIND(q_norm, "self_attn.q_norm.weight", 1, cfg->head_dim, 0)
+            BIND(k_norm, "self_attn.k_norm.weight", 1, cfg->head_dim, 0)
+        }
 #undef BIND
     }
     return 0;

@@ -26,6 +26,8 @@ typedef struct {
     weight_ref w_gate;    /* [ff, d] */
     weight_ref w_up;      /* [ff, d] */
     weight_ref w_down;    /* [d, ff] */
+    weight_ref q_norm;    /* [hd], qk_norm models only (data NULL otherwise): RMSNorm of each query head */
+    weight_ref k_norm;    /* [hd] the same for each key head */
 } layer_weights;
 
 typedef struct {

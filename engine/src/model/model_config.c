@@ -258,6 +258,7 @@ static int parse_root(const ctx *c, json_t *root, model_config *m) {
     if (opt_pos_float(c, root, "rms_norm_eps", &m->rms_norm_eps)) return -1;
     if (parse_rope(c, root, m)) return -1;
     if (opt_bool(c, root, "tie_word_embeddings", &m->tie_word_embeddings)) return -1;
+    if (opt_bool(c, root, "qk_norm", &m->qk_norm)) return -1;
     if (parse_tokens(c, root, m)) return -1;
     json_t *dt = get(root, "torch_dtype");
     if (!dt) dt = get(root, "dtype"); /* transformers >= 5 name */

@@ -37,6 +37,9 @@ typedef struct {
     int32_t n_eos;
     int32_t pad_token_id;             /* -1 when absent/null */
     char torch_dtype[16];             /* "float32", "bfloat16", "float16" or "" */
+    bool qk_norm;                     /* default false; true: every layer RMS-normalizes each head of q and k
+                                       * (self_attn.q_norm / k_norm [head_dim], as Qwen3) before RoPE: cosine
+                                       * attention with a learned temperature, the FoT paper's small models */
     /* LongLLaMA */
     int32_t mem_layers[MODEL_MAX_MEM_LAYERS];
     int32_t n_mem_layers;

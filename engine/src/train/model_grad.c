@@ -16,11 +16,16 @@
 #include "kernels_cpu_paths.h"
 #include "train_mem.h"
 
-enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_PER_LAYER };
-static const char *const LAYER_NAMES[P_PER_LAYER] = {
+/* A layer's parameters in order; qk_norm models add the two head norms at the end (P_MAX_LAYER), others stop at
+ * P_DOWN (per_layer). */
+enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_QNORM, P_KNORM, P_MAX_LAYER };
+static const char *const LAYER_NAMES[P_MAX_LAYER] = {
     "input_layernorm.weight",   "self_attn.q_proj.weight", "self_attn.k_proj.weight",
     "self_attn.v_proj.weight",  "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-    "mlp.gate_proj.weight",     "mlp.up_proj.weight",      "mlp.down_proj.weight"};
+    "mlp.gate_proj.weight",     "mlp.up_proj.weight",      "mlp.down_proj.weight",
+    "self_attn.q_norm.weight",  "self_attn.k_norm.weight"};
+
+static size_t per_layer(const model_config *c) { return c->qk_norm ? P_MAX_LAYER : P_QNORM; }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -34,12 +39,13 @@ static bool tied(const mnemo_model *m) { return m->w.lm_head.data == m->w.tok_em
 
 /* Whether parameter i (model_grads_init's order) belongs to the groups in train. */
 static bool in_groups(const mnemo_model *m, size_t i, unsigned train) {
-    const size_t L = (size_t)m->cfg.num_hidden_layers;
+    const size_t L = (size_t)m->cfg.num_hidden_layers, PL = per_layer(&m->cfg);
     if (i == 0) return (train & TRAIN_EMBED) || (tied(m) && (train & TRAIN_HEAD));
-    if (i == 1 + L * P_PER_LAYER) return train & TRAIN_NORMS;
-    if (i == 2 + L * P_PER_LAYER) return train & TRAIN_HEAD;
-    size_t j = (i - 1) % P_PER_LAYER;
-    return (j == P_NORM1 || j == P_NORM2) ? (train & TRAIN_NORMS) : (train & TRAIN_LINEAR);
+    if (i == 1 + L * PL) return train & TRAIN_NORMS;
+    if (i == 2 + L * PL) return train & TRAIN_HEAD;
+    size_t j = (i - 1) % PL;
+    return (j == P_NORM1 || j == P_NORM2 || j == P_QNORM || j == P_KNORM) ? (train & TRAIN_NORMS)
+                                                                          : (train & TRAIN_LINEAR);
 }
 
 int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen) {
@@ -51,16 +57,17 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
     const model_config *c = &m->cfg;
     size_t d = (size_t)c->hidden_size, ff = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
     size_t qd = (size_t)c->num_attention_heads * (size_t)c->head_dim, kvd = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
-    size_t sizes[P_PER_LAYER] = {d, qd * d, kvd * d, kvd * d, d * qd, d, ff * d, ff * d, d * ff};
+    const size_t hd = (size_t)c->head_dim, PL = per_layer(c);
+    size_t sizes[P_MAX_LAYER] = {d, qd * d, kvd * d, kvd * d, d * qd, d, ff * d, ff * d, d * ff, hd, hd};
     size_t L = (size_t)c->num_hidden_layers;
-    g->count = 1 + L * P_PER_LAYER + 1 + (tied(m) ? 0 : 1);
+    g->count = 1 + L * PL + 1 + (tied(m) ? 0 : 1);
     g->p = calloc(g->count, sizeof *g->p);
     if (!g->p) return fail(err, errlen, "out of memory");
     size_t k = 0;
     snprintf(g->p[k].name, sizeof g->p[k].name, "model.embed_tokens.weight");
     g->p[k++].n = V * d;
     for (size_t l = 0; l < L; l++)
-        for (int j = 0; j < P_PER_LAYER; j++) {
+        for (size_t j = 0; j < PL; j++) {
             snprintf(g->p[k].name, sizeof g->p[k].name, "model.layers.%zu.%s", l, LAYER_NAMES[j]);
             g->p[k++].n = sizes[j];
         }
@@ -127,9 +134,9 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
     refs[k++] = &w->tok_embd;
     for (int64_t l = 0; l < L; l++) {
         layer_weights *W = &w->layers[l];
-        weight_ref *lr[P_PER_LAYER] = {&W->attn_norm, &W->wq, &W->wk, &W->wv, &W->wo,
-                                       &W->ffn_norm,  &W->w_gate, &W->w_up, &W->w_down};
-        for (int j = 0; j < P_PER_LAYER; j++) refs[k++] = lr[j];
+        weight_ref *lr[P_MAX_LAYER] = {&W->attn_norm, &W->wq,     &W->wk,   &W->wv,     &W->wo,    &W->ffn_norm,
+                                       &W->w_gate,    &W->w_up,   &W->w_down, &W->q_norm, &W->k_norm};
+        for (size_t j = 0; j < per_layer(&m->cfg); j++) refs[k++] = lr[j];
     }
     refs[k++] = &w->out_norm;
     bool is_tied = tied(m);
@@ -189,6 +196,8 @@ typedef struct {
     float *x_in;                 /* [n, d] the layer's input (the residual stream) */
     float *xn1, *rstd1;          /* [n, d], [n] attention norm output and its 1/rms */
     float *q, *k, *v;            /* [n, qd] q after RoPE, [n, kvd] k after RoPE, [n, kvd] v */
+    float *q_pre, *k_pre;        /* qk_norm: [n, qd], [n, kvd] the projections before the head norms (else NULL) */
+    float *rstd_q, *rstd_k;      /* qk_norm: [n, hq], [n, hkv] their 1/rms per head */
     float *att, *lse;            /* [n, qd] attention output, [n, hq] its log-sum-exp */
     float *x_mid;                /* [n, d] residual after attention */
     float *xn2, *rstd2;          /* [n, d], [n] MLP norm output and its 1/rms */
@@ -257,6 +266,10 @@ static void carve_layer(carve *c, layer_acts *A, const model_config *cfg, size_t
     A->v = take(c, n * kvd), A->att = take(c, n * qd), A->lse = take(c, n * hq), A->x_mid = take(c, n * d);
     A->xn2 = take(c, n * d), A->rstd2 = take(c, n), A->gate = take(c, n * ff), A->up = take(c, n * ff);
     A->h = take(c, n * ff);
+    if (cfg->qk_norm) {
+        const size_t hkv = (size_t)cfg->num_key_value_heads;
+        A->q_pre = take(c, n * qd), A->k_pre = take(c, n * kvd), A->rstd_q = take(c, n * hq), A->rstd_k = take(c, n * hkv);
+    }
     for (int t = 0; t < 7; t++) A->lt[t] = r ? take(c, n * (size_t)r) : NULL;
 }
 
@@ -373,13 +386,18 @@ static int layer_forward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w, 
     const int64_t d = c->hidden_size, ff = c->intermediate_size, hd = c->head_dim, hq = c->num_attention_heads;
     const int64_t hkv = c->num_key_value_heads, qd = hq * hd, kvd = hkv * hd, T = w->T, n = (int64_t)w->B * T;
     const float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)hd);
+    float *qp = c->qk_norm ? A->q_pre : A->q, *kp = c->qk_norm ? A->k_pre : A->k; /* the projections */
     TRY(be->rmsnorm(kc, A->xn1, A->rstd1, A->x_in, W->attn_norm.data, W->attn_norm.dt, n, d, eps));
-    TRY(be->matmul(kc, A->q, A->xn1, W->wq.data, W->wq.dt, n, qd, d, 0.f));
-    TRY(be->matmul(kc, A->k, A->xn1, W->wk.data, W->wk.dt, n, kvd, d, 0.f));
+    TRY(be->matmul(kc, qp, A->xn1, W->wq.data, W->wq.dt, n, qd, d, 0.f));
+    TRY(be->matmul(kc, kp, A->xn1, W->wk.data, W->wk.dt, n, kvd, d, 0.f));
     TRY(be->matmul(kc, A->v, A->xn1, W->wv.data, W->wv.dt, n, kvd, d, 0.f));
-    if (ADAPTED(T_Q)) TRY(lora_fwd(be, kc, lt, l, T_Q, A->q, A->xn1, n, qd, d, A->lt[T_Q], w->us));
-    if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, A->k, A->xn1, n, kvd, d, A->lt[T_K], w->us));
+    if (ADAPTED(T_Q)) TRY(lora_fwd(be, kc, lt, l, T_Q, qp, A->xn1, n, qd, d, A->lt[T_Q], w->us));
+    if (ADAPTED(T_K)) TRY(lora_fwd(be, kc, lt, l, T_K, kp, A->xn1, n, kvd, d, A->lt[T_K], w->us));
     if (ADAPTED(T_V)) TRY(lora_fwd(be, kc, lt, l, T_V, A->v, A->xn1, n, kvd, d, A->lt[T_V], w->us));
+    if (c->qk_norm) { /* as llama_forward.c: each head normalized, before RoPE and before a memory layer's copy */
+        TRY(be->rmsnorm(kc, A->q, A->rstd_q, qp, W->q_norm.data, W->q_norm.dt, n * hq, hd, eps));
+        TRY(be->rmsnorm(kc, A->k, A->rstd_k, kp, W->k_norm.data, W->k_norm.dt, n * hkv, hd, eps));
+    }
     const bool fot = w->fot && fot_is_mem_layer(w->fot, l), rot = rotates(c, l);
     if (fot) /* extra contexts: unrotated */
         TRY(be->mem_copy(kc, fot_k_raw(w->fot, l), A->k, (size_t)(n * kvd) * sizeof(float), KERN_D2D));
@@ -459,6 +477,12 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
     if (rot) TRY(be->rope_backward(kc, dq, n, hq, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (rot) TRY(be->rope_backward(kc, dk, n, hkv, hd, w->pos, c->rope_theta, c->rope_scaling_factor));
     if (fot) TRY(be->add(kc, dk, fot_dk_raw(w->fot), n * kvd)); /* other rows' share of the unrotated keys */
+    if (c->qk_norm) { /* through the head norms, in place: dq, dk become the projections' gradients */
+        TRY(be->rmsnorm_backward(kc, dq, t_norm ? G[P_QNORM].g : NULL, dq, A->q_pre, W->q_norm.data, W->q_norm.dt,
+                                 A->rstd_q, n * hq, hd, 0.f));
+        TRY(be->rmsnorm_backward(kc, dk, t_norm ? G[P_KNORM].g : NULL, dk, A->k_pre, W->k_norm.data, W->k_norm.dt,
+                                 A->rstd_k, n * hkv, hd, 0.f));
+    }
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_Q].g, dq, A->xn1, n, qd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_K].g, dk, A->xn1, n, kvd, d));
     if (t_lin) TRY(be->matmul_backward_w(kc, G[P_V].g, dv, A->xn1, n, kvd, d));
@@ -474,7 +498,7 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
 }
 
 static size_t n_params(const mnemo_model *m) {
-    return 1 + (size_t)m->cfg.num_hidden_layers * P_PER_LAYER + 1 + (tied(m) ? 0 : 1);
+    return 1 + (size_t)m->cfg.num_hidden_layers * per_layer(&m->cfg) + 1 + (tied(m) ? 0 : 1);
 }
 
 int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
@@ -552,9 +576,10 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     /* ---- backward */
     param_grad *P = g ? g->p : NULL;
     const bool t_lin = train & TRAIN_LINEAR, t_norm = train & TRAIN_NORMS;
-    float *g_embd = train & TRAIN_EMBED ? P[0].g : NULL, *g_norm = t_norm ? P[1 + L * P_PER_LAYER].g : NULL;
+    const int64_t PL = (int64_t)per_layer(c);
+    float *g_embd = train & TRAIN_EMBED ? P[0].g : NULL, *g_norm = t_norm ? P[1 + L * PL].g : NULL;
     float *g_head = tied(m) ? ((train & (TRAIN_EMBED | TRAIN_HEAD)) ? P[0].g : NULL)
-                            : (train & TRAIN_HEAD ? P[2 + L * P_PER_LAYER].g : NULL);
+                            : (train & TRAIN_HEAD ? P[2 + L * PL].g : NULL);
     if (g_head) KCALL(be->matmul_backward_w(kc, g_head, w->logits, w->xnf, n, V, d));
     KCALL(be->matmul_backward_x(kc, w->dxn, w->logits, wt->lm_head.data, wt->lm_head.dt, n, V, d, 0.f));
     KCALL(be->rmsnorm_backward(kc, w->dres, g_norm, w->dxn, w->x_last, wt->out_norm.data, wt->out_norm.dt, w->rstdf,
@@ -566,7 +591,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
             A = &w->one;
             CALL(layer_forward(m, kc, w, l, A, w->x_spare, lt, err, errlen));
         }
-        CALL(layer_backward(m, kc, w, l, A, P ? &P[1 + l * P_PER_LAYER] : NULL, t_lin, t_norm, lt, err, errlen));
+        CALL(layer_backward(m, kc, w, l, A, P ? &P[1 + l * PL] : NULL, t_lin, t_norm, lt, err, errlen));
     }
     if (g_embd) KCALL(be->embed_backward(kc, g_embd, w->dres, V, d, w->ids, n));
     rc = 0;
