@@ -70,6 +70,8 @@ static void usage(FILE *f) {
             "  --seed S               LoRA init and data order (default 0)     --shuffle 0|1 (default 1)\n"
             "  --checkpoint-every K   also write a checkpoint every K steps (default: only at the end)\n"
             "  --resume               continue the run in --out from its last checkpoint (same settings)\n"
+            "  --stop-at S            stop with a checkpoint once S steps are done, the schedule still spanning\n"
+            "                         --steps (a long run in pieces, or a stage cut where it was cut); --resume goes on\n"
             "  --recompute            keep one layer's activations, recompute the rest (long seq-len)\n"
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device cpu|auto|cuda where the step runs (default auto = cpu; cuda: the GPU, every method)\n"
@@ -86,10 +88,12 @@ static void on_interrupt(int sig) {
 
 typedef struct {
     bool json, bar;
+    long long stop_at; /* --stop-at: 0 = run to the end */
+    bool stopped_at;   /* the run stopped there, as asked: exit 0 */
 } report_opts;
 
 static bool report(const mnemo_train_progress *p, void *user) {
-    const report_opts *o = user;
+    report_opts *o = user;
     if (o->json) {
         printf("{\"step\":%lld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,\"tokens\":%lld,\"elapsed_s\":%.6f}\n",
                (long long)p->step, p->loss, p->grad_norm, p->lr, (long long)p->tokens, p->elapsed_s);
@@ -103,7 +107,8 @@ static bool report(const mnemo_train_progress *p, void *user) {
         if (p->step == p->total_steps) fputc('\n', stderr);
         fflush(stderr);
     }
-    return true;
+    if (o->stop_at > 0 && p->step >= o->stop_at && p->step < p->total_steps) o->stopped_at = true;
+    return !o->stopped_at; /* false: a checkpoint, then stop */
 }
 
 int cli_train(int argc, char **argv) {
@@ -174,6 +179,7 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--shuffle")) { int32_t s; VALUE(); if (!cli_int(cmd, a, v, 0, 1, &s)) return 2; tp.shuffle = s; }
         else if (!strcmp(a, "--checkpoint-every")) { COUNT(tp.checkpoint_every, 1, (long long)1e12); }
         else if (!strcmp(a, "--resume")) tp.resume = true;
+        else if (!strcmp(a, "--stop-at")) { COUNT(ro.stop_at, 1, (long long)1e12); }
         else if (!strcmp(a, "--recompute")) tp.recompute = true;
         else if (!strcmp(a, "--s2-attn")) tp.s2_attn = true;
         else if (!strcmp(a, "--rope-scale")) { NUM(tp.rope_scale, 1, 1024); }
@@ -280,6 +286,13 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "mnemo train: %lld steps%s; activations %.1f MiB, trained tensors + optimizer %.1f MiB\n",
                 (long long)mnemo_trainer_total_steps(t), tp.resume ? " (resuming)" : "", (double)act / (1 << 20),
                 (double)state / (1 << 20));
+    if (ro.stop_at > 0 && mnemo_trainer_steps_done(t) >= ro.stop_at) { /* a resumed run already there */
+        fprintf(stderr, "mnemo train: %lld steps done already (--stop-at %lld): nothing to run\n",
+                (long long)mnemo_trainer_steps_done(t), ro.stop_at);
+        if (ro.json) printf("{\"done\":false,\"stopped_at\":true,\"steps\":%lld}\n", (long long)mnemo_trainer_steps_done(t));
+        mnemo_trainer_free(t);
+        return 0;
+    }
     running = t;
     struct sigaction sa = {0};
     sa.sa_handler = on_interrupt;
@@ -296,8 +309,8 @@ int cli_train(int argc, char **argv) {
         char ckpt[4200];
         snprintf(ckpt, sizeof ckpt, "%s/train_state.mnemo", tp.out_dir);
         if (ro.json) {
-            json_t *o = json_pack("{s:b, s:b, s:I, s:I, s:s, s:s, s:s}", "done", st == MNEMO_OK, "cancelled",
-                                  st == MNEMO_ERR_CANCELLED, "steps", (json_int_t)mnemo_trainer_steps_done(t),
+            json_t *o = json_pack("{s:b, s:b, s:b, s:I, s:I, s:s, s:s, s:s}", "done", st == MNEMO_OK, "cancelled",
+                                  st == MNEMO_ERR_CANCELLED && !ro.stopped_at, "stopped_at", ro.stopped_at, "steps", (json_int_t)mnemo_trainer_steps_done(t),
                                   "total_steps", (json_int_t)mnemo_trainer_total_steps(t),
                                   tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "uio" : "adapter", tp.out_dir,
                                   "checkpoint", ckpt, "method", tp.method == MNEMO_TRAIN_FULL ? "full"
@@ -311,7 +324,7 @@ int cli_train(int argc, char **argv) {
                 ro.bar && st == MNEMO_ERR_CANCELLED ? "\n" : "", st == MNEMO_OK ? "done" : "stopped",
                 (long long)mnemo_trainer_steps_done(t), (long long)mnemo_trainer_total_steps(t),
                 tp.method == MNEMO_TRAIN_FULL ? "model" : uio ? "UIO directory" : "adapter", tp.out_dir, ckpt);
-        rc = st == MNEMO_OK ? 0 : 130;
+        rc = st == MNEMO_OK || ro.stopped_at ? 0 : 130;
     }
     mnemo_trainer_free(t);
     return rc;

@@ -102,6 +102,22 @@ with tempfile.TemporaryDirectory() as td:
     rc, out, err = run(*COMMON, "--out", straight, "--resume", "--lr", "2e-3")
     check(rc != 0 and "other settings" in err, f"resume with another lr: exit {rc}, {err!r}")
 
+    # --stop-at: a checkpoint at step 5 of a 16-step schedule, exit 0; run again: nothing to do; --resume without it
+    # finishes with the uninterrupted run's losses and adapter
+    cut = os.path.join(td, "cut")
+    rc, out, err = run(*COMMON, "--out", cut, "--stop-at", "5")
+    got, done = steps_of(out)
+    check(rc == 0 and sorted(got) == list(range(1, 6)) and done and done[0]["stopped_at"] and not done[0]["done"],
+          f"--stop-at 5: exit {rc}, steps {sorted(got)}, {done!r} {err!r}")
+    rc, out, err = run(*COMMON, "--out", cut, "--stop-at", "5", "--resume")
+    got, done = steps_of(out)
+    check(rc == 0 and not got and done and done[0]["steps"] == 5, f"--stop-at 5 again: {rc} {out!r} {err!r}")
+    rc, out, err = run(*COMMON, "--out", cut, "--resume")
+    got, done = steps_of(out)
+    check(rc == 0 and sorted(got) == list(range(6, 17)) and all(got[s]["loss"] == want[s]["loss"] for s in got),
+          f"--resume after --stop-at: {rc} {sorted(got)} {err!r}")
+    check(read(os.path.join(cut, "adapter_model.safetensors")) == final, "--stop-at then --resume: the same adapter")
+
     # LoRA+ and full fine-tuning write what they promise
     plus = os.path.join(td, "plus")
     rc, out, err = run(*COMMON[:COMMON.index("--steps")], "--steps", "2", "--seq-len", "16", "--lora-plus", "--out", plus)
