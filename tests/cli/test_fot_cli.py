@@ -120,6 +120,24 @@ with tempfile.TemporaryDirectory() as td:
     first = runs["a"][1][0]["loss"] if runs["a"][1] else 0
     check(abs(first - math.log(512)) < 0.05, f"the first loss of a random model is ln(vocab): {first}")
     check(os.path.exists(os.path.join(runs["a"][0], "tokenizer.model")), "the trained checkpoint has the tokenizer")
+    # qk_norm: two head norms more per layer (head_dim 8, starting at 1), trained and served
+    qconf = os.path.join(td, "tiny_qk.json")
+    with open(conf) as f:
+        qk = dict(json.load(f), qk_norm=True)
+    with open(qconf, "w") as f:
+        json.dump(qk, f)
+    d = os.path.join(td, "rand_qk")
+    rc, out, err = run(*COMMON, "--init", "random", "--config", qconf, "--tokenizer", tok, "--out", d, "--full",
+                       "--fot", PAPER, "--steps", "2", "--seed", "7", "--seq-len", "16")
+    check(rc == 0 and len(steps_of(out)) == 2, f"--init random with qk_norm: {rc} {err!r}")
+    w0 = read_safetensors(os.path.join(d, "init", "model.safetensors"))
+    check(len(w0) == 1 + 2 * 11 + 2 and list(w0["model.layers.1.self_attn.k_norm.weight"][1]) == [1.0] * 8,
+          f"qk_norm init: {len(w0)} tensors, k_norm at 1")
+    w2 = read_safetensors(os.path.join(d, "model.safetensors"))
+    qn = list(w2["model.layers.0.self_attn.q_norm.weight"][1])
+    check(len(qn) == 8 and qn != [1.0] * 8, f"qk_norm: the head norms are trained: {qn}")
+    rc, out, err = run("generate", "--model", d, "--prompt", "To be", "-n", "4", "--temp", "0")
+    check(rc == 0, f"generate serves the qk_norm model: {rc} {err!r}")
 
     # ---- refusals: one line naming the problem
     x = os.path.join(td, "x")
