@@ -898,7 +898,8 @@ static void test_embed_backward(void) {
 }
 
 static void test_rmsnorm_backward(void) {
-    struct { int64_t n, d; } cases[] = {{1, 64}, {7, 100}, {33, 3200}, {3, 1}, {300, 257}};
+    struct { int64_t n, d; } cases[] = {{1, 64}, {7, 100}, {33, 3200}, {3, 1}, {300, 257}, {2048, 16}};
+    /* the last: qk_norm's head norms (d = head_dim, n = tokens x heads), dw summed in 8 chunks of rows */
     for (int t = 0; t < 3; t++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
             for (int beta = 0; beta <= 1; beta++) {
