@@ -158,16 +158,17 @@ with tempfile.TemporaryDirectory() as td:
         work = os.path.join(td, "proof")
         env = dict(os.environ, BUILD=os.path.dirname(BIN), DOCS="40", SAMPLES="1", LENGTHS="65,256",
                    STEPS_C65="2", STEPS_D1="2", STEPS_NEG="2", STEPS_257="2", STEPS_513="2", STEPS_LAST="2",
-                   STEPS_513B="2", STEPS_1025="2", STEPS_2049="2")
+                   STEPS_513B="2", STEPS_1025="2", STEPS_2049="2", SCALE="qk", STEPS_Q65="3", STOP_Q65="2",
+                   STEPS_QD1="2", STEPS_QNEG="2", STEPS_Q257="2", STEPS_Q513="2")
         script = os.path.join(SRC, "tests", "bench", "proof_dict_lookup.sh")
         p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
-        table = [l for l in p.stdout.decode().splitlines() if l.startswith("small_")]
+        table = [l for l in p.stdout.decode().splitlines() if l.startswith("qk_")]
         check(p.returncode == 0 and len(table) == 4 and all(" 65 " in l and " 256 " in l for l in table)
-              and os.path.exists(os.path.join(work, "results", "small.png")),
+              and os.path.exists(os.path.join(work, "results", "qk.png")),
               f"proof_dict_lookup.sh: {p.returncode} {table} {p.stderr.decode()[-400:]}")
         p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
         check(p.returncode == 0 and b'"step"' not in p.stdout and len(
-            [l for l in p.stdout.decode().splitlines() if l.startswith("small_")]) == 4,
+            [l for l in p.stdout.decode().splitlines() if l.startswith("qk_")]) == 4,
               f"proof_dict_lookup.sh again: nothing retrains ({p.returncode})")
 
 print(f"{passed} passed, {failed} failed")
