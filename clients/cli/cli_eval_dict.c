@@ -17,7 +17,7 @@ static void usage(FILE *f) {
             "usage: mnemo eval dict-lookup [options]\n\n"
             "  --lengths L,L,...    document lengths in tokens (default 1K,4K,16K,64K)\n"
             "  --query-tokens N     tokens of queries closing each document (default 256, as the paper)\n"
-            "  --samples N          documents per length (default 10)\n"
+            "  --samples N          documents per length (default 10; at most 10000 scored, 10000000 written)\n"
             "  --seed S             the documents' generator seed (default 1)\n"
             "  --write-data FILE    write --samples documents of each length as training data instead (JSON lines\n"
             "                       {\"tokens\", \"loss\"}: the loss on the queried values, as FoT trains; no model\n"
@@ -89,12 +89,17 @@ int cli_eval_dict(int argc, char **argv) {
             if ((n_len = cli_eval_int_list(e.cmd, a, v, 32, 1 << 26, lengths)) < 0) return 2;
         }
         else if (!strcmp(a, "--query-tokens")) { VALUE(); if (!cli_int(e.cmd, a, v, 10, 1 << 20, &query_tokens)) return 2; }
-        else if (!strcmp(a, "--samples")) { VALUE(); if (!cli_int(e.cmd, a, v, 1, 10000, &samples)) return 2; }
+        else if (!strcmp(a, "--samples")) { VALUE(); if (!cli_int(e.cmd, a, v, 1, 10000000, &samples)) return 2; }
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(e.cmd, a, v, &seed)) return 2; }
         else if (!strcmp(a, "--write-data")) { VALUE(); write_data = v; }
         else if (!strcmp(a, "--loss-on-keys")) loss_on_keys = true;
         else { fprintf(stderr, "mnemo %s: unknown option '%s' (try --help)\n", e.cmd, a); return 2; }
 #undef VALUE
+    }
+    if (samples > 10000 && !write_data) { /* scoring is minutes a document at long lengths; training data is not */
+        fprintf(stderr, "mnemo %s: --samples scores at most 10000 documents a length (more only with --write-data)\n",
+                e.cmd);
+        return 2;
     }
     if (loss_on_keys && !write_data) {
         fprintf(stderr, "mnemo %s: --loss-on-keys shapes training data: it needs --write-data\n", e.cmd);

@@ -103,6 +103,8 @@ with tempfile.TemporaryDirectory() as td:
     check(keys_ok, f"--loss-on-keys: {rc} {err!r}")
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "128", "--loss-on-keys")
     check(rc == 2 and "needs --write-data" in err, f"--loss-on-keys without --write-data: {rc} {err!r}")
+    rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "128", "--samples", "20000")
+    check(rc == 2 and "more only with --write-data" in err, f"20000 scored documents: {rc} {err!r}")
     p = subprocess.run([BIN, "train", "--model", MHA, "--data", data, "--seq-len", "127", "--steps", "1",
                         "--batch", "2", "--out", os.path.join(td, "dict_lora")], capture_output=True, timeout=300)
     check(p.returncode == 0, f"mnemo train reads the task's documents: {p.stderr.decode()[-300:]}")
