@@ -15,17 +15,9 @@
 #include "fot_attention.h"
 #include "kernels_cpu_paths.h"
 #include "train_mem.h"
+#include "layer_params.h"
 
-/* A layer's parameters in order; qk_norm models add the two head norms at the end (P_MAX_LAYER), others stop at
- * P_DOWN (per_layer). */
-enum { P_NORM1, P_Q, P_K, P_V, P_O, P_NORM2, P_GATE, P_UP, P_DOWN, P_QNORM, P_KNORM, P_MAX_LAYER };
-static const char *const LAYER_NAMES[P_MAX_LAYER] = {
-    "input_layernorm.weight",   "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-    "self_attn.v_proj.weight",  "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-    "mlp.gate_proj.weight",     "mlp.up_proj.weight",      "mlp.down_proj.weight",
-    "self_attn.q_norm.weight",  "self_attn.k_norm.weight"};
-
-static size_t per_layer(const model_config *c) { return c->qk_norm ? P_MAX_LAYER : P_QNORM; }
+static size_t per_layer(const model_config *c) { return layer_param_count(c); }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -44,8 +36,7 @@ static bool in_groups(const mnemo_model *m, size_t i, unsigned train) {
     if (i == 1 + L * PL) return train & TRAIN_NORMS;
     if (i == 2 + L * PL) return train & TRAIN_HEAD;
     size_t j = (i - 1) % PL;
-    return (j == P_NORM1 || j == P_NORM2 || j == P_QNORM || j == P_KNORM) ? (train & TRAIN_NORMS)
-                                                                          : (train & TRAIN_LINEAR);
+    return layer_param_is_norm(j) ? (train & TRAIN_NORMS) : (train & TRAIN_LINEAR);
 }
 
 int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t errlen) {
@@ -55,10 +46,8 @@ int model_grads_init(model_grads *g, const mnemo_model *m, char *err, size_t err
 int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     const model_config *c = &m->cfg;
-    size_t d = (size_t)c->hidden_size, ff = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
-    size_t qd = (size_t)c->num_attention_heads * (size_t)c->head_dim, kvd = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
-    const size_t hd = (size_t)c->head_dim, PL = per_layer(c);
-    size_t sizes[P_MAX_LAYER] = {d, qd * d, kvd * d, kvd * d, d * qd, d, ff * d, ff * d, d * ff, hd, hd};
+    const size_t d = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    const size_t PL = per_layer(c);
     size_t L = (size_t)c->num_hidden_layers;
     g->count = 1 + L * PL + 1 + (tied(m) ? 0 : 1);
     g->p = calloc(g->count, sizeof *g->p);
@@ -68,8 +57,10 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
     g->p[k++].n = V * d;
     for (size_t l = 0; l < L; l++)
         for (size_t j = 0; j < PL; j++) {
-            snprintf(g->p[k].name, sizeof g->p[k].name, "model.layers.%zu.%s", l, LAYER_NAMES[j]);
-            g->p[k++].n = sizes[j];
+            int64_t sh[2];
+            layer_param_shape(c, j, sh);
+            snprintf(g->p[k].name, sizeof g->p[k].name, "model.layers.%zu.%s", l, LAYER_PARAM_NAMES[j]);
+            g->p[k++].n = (size_t)sh[0] * (size_t)(sh[1] ? sh[1] : 1);
         }
     snprintf(g->p[k].name, sizeof g->p[k].name, "model.norm.weight");
     g->p[k++].n = d;

@@ -17,6 +17,7 @@
 
 #include "checkpoint_side_files.h"
 #include "engine.h"
+#include "layer_params.h"
 #include "model_config.h"
 #include "safetensors_write.h"
 
@@ -115,31 +116,23 @@ mnemo_status mnemo_init_random_checkpoint(const char *config_path, const char *t
         return MNEMO_ERR_IO;
     }
     /* tensors, in the order transformers names them */
-    const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
-    const int64_t qd = (int64_t)c.num_attention_heads * c.head_dim, kvd = (int64_t)c.num_key_value_heads * c.head_dim;
-    const size_t PL = c.qk_norm ? 11 : 9; /* qk_norm: the two head norms after a layer's nine */
+    const int64_t d = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
+    const size_t PL = layer_param_count(&c);
     const size_t n_t = 2 + (size_t)L * PL + (c.tie_word_embeddings ? 0 : 1);
     st_tensor *t = calloc(n_t, sizeof *t);
     int64_t (*shape)[2] = calloc(n_t, sizeof *shape);
     char (*names)[96] = calloc(n_t, sizeof *names);
     float **data = calloc(n_t, sizeof *data);
     mnemo_status rc = t && shape && names && data ? MNEMO_OK : MNEMO_ERR_NOMEM;
-    static const char *const lnames[11] = {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                           "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                           "post_attention_layernorm.weight", "mlp.gate_proj.weight",
-                                           "mlp.up_proj.weight", "mlp.down_proj.weight", "self_attn.q_norm.weight",
-                                           "self_attn.k_norm.weight"};
-    const int64_t hd = c.head_dim;
-    const int64_t lshape[11][2] = {{d, 0},  {qd, d}, {kvd, d}, {kvd, d}, {d, qd}, {d, 0},
-                                   {ff, d}, {ff, d}, {d, ff},  {hd, 0},  {hd, 0}};
     uint64_t s = seed ^ 0x6d6e656d6f696e69ull; /* "mnemoini" */
     for (size_t i = 0; rc == MNEMO_OK && i < n_t; i++) {
         const int64_t *sh;
-        int64_t emb[2] = {V, d}, norm[2] = {d, 0};
+        int64_t emb[2] = {V, d}, norm[2] = {d, 0}, layer[2];
         if (i == 0) snprintf(names[i], 96, "model.embed_tokens.weight"), sh = emb;
         else if (i <= (size_t)L * PL) {
             size_t l = (i - 1) / PL, j = (i - 1) % PL;
-            snprintf(names[i], 96, "model.layers.%zu.%s", l, lnames[j]), sh = lshape[j];
+            layer_param_shape(&c, j, layer);
+            snprintf(names[i], 96, "model.layers.%zu.%s", l, LAYER_PARAM_NAMES[j]), sh = layer;
         } else if (i == 1 + (size_t)L * PL) snprintf(names[i], 96, "model.norm.weight"), sh = norm;
         else snprintf(names[i], 96, "lm_head.weight"), sh = emb;
         shape[i][0] = sh[0], shape[i][1] = sh[1];
