@@ -25,7 +25,9 @@ static void usage(FILE *f) {
             "                       on the test). FoT's training documents: --lengths 512 (half queries)\n"
             "  --loss-on-keys       with --write-data: the loss also on each query's keys after its first (k2..k4:\n"
             "                       given k1 they are lookups too, of one more token each, a denser signal that\n"
-            "                       teaches the key match sooner; the evaluation scores the values alone)\n\n"
+            "                       teaches the key match sooner; the evaluation scores the values alone)\n"
+            "  --confusable P       with --write-data: P%% of definitions share 2-3 key symbols with an earlier one\n"
+            "                       and P%% their first 2-3 values, so a partial match cannot answer (default 0)\n\n"
             "Token ids: 1 BOS, 3 <k>, 4 <v>, 5 <q>, 6..63 the symbols keys and values are written with (4 each).\n");
     cli_eval_usage(f);
 }
@@ -36,7 +38,8 @@ static void doc_stream(eval_rng *r, uint64_t seed, int32_t length, int32_t k, bo
 }
 
 static int write_documents(const char *cmd, const char *path, const int32_t *lengths, int n_len,
-                           int32_t query_tokens, int32_t samples, uint64_t seed, bool loss_on_keys) {
+                           int32_t query_tokens, int32_t samples, uint64_t seed, bool loss_on_keys,
+                           int32_t confusable) {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "mnemo %s: %s: cannot write it\n", cmd, path);
@@ -52,6 +55,7 @@ static int write_documents(const char *cmd, const char *path, const int32_t *len
             eval_rng rng;
             doc_stream(&rng, seed, lengths[i], k, true);
             eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
+            if (confusable) eval_dict_confuse(&rng, doc, lengths[i], confusable);
             if (loss_on_keys) /* <q> opens a query and nothing else: symbols are ids >= 6 */
                 for (int32_t t = 0; t + 4 < lengths[i]; t++)
                     if (doc[t] == EVAL_DICT_Q) score[t + 2] = score[t + 3] = score[t + 4] = 1;
@@ -75,6 +79,7 @@ int cli_eval_dict(int argc, char **argv) {
     cli_eval_init(&e, "eval dict-lookup");
     const char *v, *write_data = NULL;
     bool loss_on_keys = false;
+    int32_t confusable = 0;
     int32_t lengths[CLI_EVAL_MAX_LIST] = {1024, 4096, 16384, 65536}, n_len = 4, query_tokens = 256, samples = 10;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -93,6 +98,7 @@ int cli_eval_dict(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(e.cmd, a, v, &seed)) return 2; }
         else if (!strcmp(a, "--write-data")) { VALUE(); write_data = v; }
         else if (!strcmp(a, "--loss-on-keys")) loss_on_keys = true;
+        else if (!strcmp(a, "--confusable")) { VALUE(); if (!cli_int(e.cmd, a, v, 0, 100, &confusable)) return 2; }
         else { fprintf(stderr, "mnemo %s: unknown option '%s' (try --help)\n", e.cmd, a); return 2; }
 #undef VALUE
     }
@@ -101,8 +107,9 @@ int cli_eval_dict(int argc, char **argv) {
                 e.cmd);
         return 2;
     }
-    if (loss_on_keys && !write_data) {
-        fprintf(stderr, "mnemo %s: --loss-on-keys shapes training data: it needs --write-data\n", e.cmd);
+    if ((loss_on_keys || confusable) && !write_data) {
+        fprintf(stderr, "mnemo %s: %s shapes training data: it needs --write-data\n", e.cmd,
+                loss_on_keys ? "--loss-on-keys" : "--confusable");
         return 2;
     }
     int32_t longest = 0;
@@ -115,7 +122,8 @@ int cli_eval_dict(int argc, char **argv) {
         if (lengths[i] > longest) longest = lengths[i];
     }
     if (write_data)
-        return write_documents(e.cmd, write_data, lengths, n_len, query_tokens, samples, seed, loss_on_keys);
+        return write_documents(e.cmd, write_data, lengths, n_len, query_tokens, samples, seed, loss_on_keys,
+                               confusable);
     int rc = 1;
     int32_t *doc = NULL;
     uint8_t *score = NULL, *correct = NULL;

@@ -135,6 +135,53 @@ int64_t eval_dict_document(eval_rng *r, int64_t n, int64_t query_tokens, int32_t
     return t == n ? scored : -1;
 }
 
+static bool key_taken(const int32_t *tokens, int64_t first_def, int64_t end, int64_t self, const int32_t *key) {
+    for (int64_t d = first_def; d < end; d += EVAL_DICT_RECORD)
+        if (d != self && !memcmp(tokens + d + 1, key, 4 * sizeof *key)) return true;
+    return false;
+}
+
+void eval_dict_confuse(eval_rng *r, int32_t *tokens, int64_t n, int percent) {
+    int64_t first_def = 1, first_query = n;
+    while (first_def < n && tokens[first_def] != EVAL_DICT_K) first_def++;
+    for (int64_t t = first_def; t < n; t += EVAL_DICT_RECORD)
+        if (tokens[t] == EVAL_DICT_Q) { first_query = t; break; }
+    int64_t n_def = (first_query - first_def) / EVAL_DICT_RECORD;
+    if (n_def < 2) return;
+    /* each query's definition, found before keys move */
+    for (int64_t q = first_query; q < n; q += EVAL_DICT_RECORD)
+        for (int64_t d = first_def; d < first_query; d += EVAL_DICT_RECORD)
+            if (!memcmp(tokens + d + 1, tokens + q + 1, 4 * sizeof *tokens)) {
+                tokens[q + 1] = (int32_t)((d - first_def) / EVAL_DICT_RECORD); /* its index, for now */
+                break;
+            }
+    for (int64_t i = 1; i < n_def; i++) {
+        int32_t *def = tokens + first_def + i * EVAL_DICT_RECORD;
+        if ((int)eval_rng_below(r, 100) < percent) {
+            const int32_t *other = tokens + first_def + (int64_t)eval_rng_below(r, (uint64_t)i) * EVAL_DICT_RECORD;
+            int32_t key[4];
+            memcpy(key, def + 1, sizeof key);
+            int shared = 2 + (int)eval_rng_below(r, 2), keep = (int)eval_rng_below(r, 4);
+            for (int j = 0, taken = 0; j < 4 && taken < shared; j++) /* shared positions: all but `keep`, in order */
+                if (j != keep) key[j] = other[1 + j], taken++;
+            if (key[keep] == other[1 + keep]) /* differ from the definition it imitates */
+                key[keep] = EVAL_DICT_FIRST_SYMBOL + (key[keep] - EVAL_DICT_FIRST_SYMBOL + 1) % EVAL_DICT_SYMBOLS;
+            if (!key_taken(tokens, first_def, first_query, first_def + i * EVAL_DICT_RECORD, key))
+                memcpy(def + 1, key, sizeof key);
+        }
+        if ((int)eval_rng_below(r, 100) < percent) {
+            const int32_t *other = tokens + first_def + (int64_t)eval_rng_below(r, (uint64_t)i) * EVAL_DICT_RECORD;
+            int prefix = 2 + (int)eval_rng_below(r, 2);
+            memcpy(def + 6, other + 6, (size_t)prefix * sizeof *def);
+        }
+    }
+    for (int64_t q = first_query; q < n; q += EVAL_DICT_RECORD) {
+        const int32_t *def = tokens + first_def + (int64_t)tokens[q + 1] * EVAL_DICT_RECORD;
+        memcpy(tokens + q + 1, def + 1, 4 * sizeof *tokens);
+        memcpy(tokens + q + 6, def + 6, 4 * sizeof *tokens);
+    }
+}
+
 /* ---------------------------------------------------------------- perplexity */
 
 bool eval_ppl_window(int64_t n, int32_t window, int32_t stride, int64_t i, eval_window *out) {

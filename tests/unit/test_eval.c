@@ -174,6 +174,29 @@ static void test_dict(void) {
         if (pass == 0) CHECK(hits == scored, "perfect copier: %lld of %lld values", (long long)hits, (long long)scored);
         else CHECK(hits < scored / 4, "window-limited copier: %lld of %lld values", (long long)hits, (long long)scored);
     }
+    /* training's near misses: keys still distinct, queries still answered, and partial matches now common */
+    eval_rng_seed(&r, 12);
+    eval_dict_document(&r, N, 256, doc, score);
+    eval_dict_confuse(&r, doc, N, 100);
+    distinct = true, answered = true;
+    int64_t near_keys = 0, near_values = 0;
+    for (int64_t a = first_def; a < q0; a += 10)
+        for (int64_t b = a + 10; b < q0; b += 10) {
+            int same = 0;
+            for (int j = 1; j <= 4; j++) same += doc[a + j] == doc[b + j];
+            distinct &= same < 4;
+            near_keys += same >= 2;
+            near_values += doc[a + 6] == doc[b + 6] && doc[a + 7] == doc[b + 7];
+        }
+    for (int64_t q = q0; q < N; q += 10) {
+        bool found = false;
+        for (int64_t a = first_def; a < q0 && !found; a += 10)
+            found = !memcmp(doc + a + 1, doc + q + 1, 16) && !memcmp(doc + a + 6, doc + q + 6, 16);
+        answered &= found && doc[q] == EVAL_DICT_Q && doc[q + 5] == EVAL_DICT_V;
+    }
+    CHECK(distinct && answered, "confused: keys distinct, every query answered by its definition");
+    CHECK(near_keys > 300 && near_values > 300, "confused: %lld keys and %lld value pairs shared of 383 definitions",
+          (long long)near_keys, (long long)near_values);
     eval_rng_seed(&r, 11);
     CHECK(eval_dict_document(&r, 100, 256, doc, score) == -1, "too short for a definition and the queries");
     free(doc);
