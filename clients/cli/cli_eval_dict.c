@@ -145,7 +145,7 @@ int cli_eval_dict(int argc, char **argv) {
     cli_eval_progress_start(&e, total);
     if (!e.json) printf("%10s %8s %10s %10s %10s %10s\n", "length", "docs", "accuracy", "min", "max", "queries");
     for (int i = 0; i < n_len; i++) {
-        int64_t hits = 0, scored_all = 0, queries_ok = 0, queries = 0;
+        int64_t hits = 0, scored_all = 0, queries_ok = 0, queries = 0, value_hits[4] = {0};
         double lo = 1, hi = 0;
         e.scorer.truncated = false;
         for (int k = 0; k < samples; k++) {
@@ -166,6 +166,7 @@ int cli_eval_dict(int argc, char **argv) {
                 if (!score[t + 1]) continue;
                 h += correct[t - from];
                 run += correct[t - from];
+                value_hits[scored_all % 4] += correct[t - from];
                 if (++scored_all % 4 == 0) { /* a query's four values */
                     queries_ok += run == 4;
                     queries++;
@@ -178,11 +179,16 @@ int cli_eval_dict(int argc, char **argv) {
             if (acc > hi) hi = acc;
         }
         double acc = (double)hits / (double)scored_all, qacc = (double)queries_ok / (double)queries;
+        /* by the value's place: v1 is found by the key alone, v2..v4 can lean on the values before them too, which
+         * a model can learn as a shortcut that fails once many definitions share them */
+        double by_value[4];
+        for (int j = 0; j < 4; j++) by_value[j] = (double)value_hits[j] / (double)queries;
         if (e.json)
-            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "eval", "dict-lookup", "length",
-                                          lengths[i], "samples", samples, "accuracy", acc, "accuracy_min", lo,
-                                          "accuracy_max", hi, "query_accuracy", qacc, "truncated",
-                                          e.scorer.truncated));
+            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
+                                          "dict-lookup", "length", lengths[i], "samples", samples, "accuracy", acc,
+                                          "accuracy_min", lo, "accuracy_max", hi, "query_accuracy", qacc,
+                                          "value_accuracy", by_value[0], by_value[1], by_value[2], by_value[3],
+                                          "truncated", e.scorer.truncated));
         else
             printf("%10d %8d %9.2f%% %9.2f%% %9.2f%% %9.2f%%%s\n", lengths[i], samples, 100 * acc, 100 * lo, 100 * hi,
                    100 * qacc, e.scorer.truncated ? "  (longer than the model sees)" : "");

@@ -131,8 +131,20 @@ if [ "$SCALE" = qk ]; then
     train q_neg dict_65.jsonl 32 "${STEPS_QNEG:-600}" 32 "$W/q_d1" --fot "1/2(0,7),1/2(1,7)"
     LR=5e-4 train q_257 dict_257.jsonl 32 "${STEPS_Q257:-800}" 4 "$W/q_neg" --fot "$(seq -s, -f '1/8(%g,0)' 0 7)"
     LR=1e-3 train q_513 dict_513.jsonl 32 "${STEPS_Q513:-2000}" 2 "$W/q_257" --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
-    # (next: 1025-token documents, as the small scale's 16K figure rose with them; not run yet)
-    with_window q_eval q_513 32
+    # Then many distractors, as the paper's d = 128: the key match learned above used part of a key (at 4K tokens of
+    # dictionary the first value was right 64% of the time, at 16K 23%). Each 65-token document's queries see the
+    # definitions of 63 others besides its own (~190 definitions; 1K docs per 16 steps, so 100000 of them); then
+    # 257-token documents with near misses (--confusable: definitions sharing 2-3 key symbols or their first values),
+    # each row seeing its own earlier rows and 15 other documents' same rows
+    [ -s "$W/dict_65_100k.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_65_100k.jsonl" --lengths 65 \
+        --query-tokens 32 --samples "${DOCS:-100000}" --seed 6565 --loss-on-keys
+    [ -s "$W/dict_257_conf.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_257_conf.jsonl" --lengths 257 \
+        --query-tokens 128 --samples "${DOCS:-20000}" --seed 2571 --loss-on-keys --confusable 50
+    LR=1e-3 train q_d64 dict_65_100k.jsonl 32 "${STEPS_QD64:-800}" 64 "$W/q_513" --fot "1/2(0,0),1/2(1,0,63)" \
+        --stop-at "${STOP_QD64:-452}"
+    LR=5e-4 train q_conf dict_257_conf.jsonl 32 "${STEPS_QCONF:-600}" 16 "$W/q_d64" \
+        --fot "1/8(0,0),$(seq -s, -f '1/8(%g,0,15)' 1 7)"
+    with_window q_eval q_conf 32
     with_window q_base64 q65 64
     FOT=q_eval BASE=q_base64 LOCAL=32 WINDOW=64
 elif [ "$SCALE" = paper ]; then

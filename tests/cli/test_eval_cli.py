@@ -76,6 +76,8 @@ with tempfile.TemporaryDirectory() as td:
     r = lines(out)
     check(rc == 0 and [x["length"] for x in r] == [512, 1024] and all(
         x["accuracy_min"] <= x["accuracy"] <= x["accuracy_max"] <= 1 for x in r), f"dict-lookup: {rc} {out!r} {err!r}")
+    check(rc == 0 and all(len(x["value_accuracy"]) == 4 and abs(sum(x["value_accuracy"]) / 4 - x["accuracy"]) < 1e-9
+                          for x in r), f"dict-lookup value_accuracy: v1..v4, their mean the accuracy: {out!r}")
     results["dict-lookup"] = out
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "1K", "--samples", "1", "--json")
     check(rc == 0 and lines(out)[0]["truncated"], "dict-lookup past a plain model's context is marked truncated")
@@ -105,6 +107,17 @@ with tempfile.TemporaryDirectory() as td:
     check(rc == 2 and "needs --write-data" in err, f"--loss-on-keys without --write-data: {rc} {err!r}")
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "128", "--samples", "20000")
     check(rc == 2 and "more only with --write-data" in err, f"20000 scored documents: {rc} {err!r}")
+    rc, out, err = run("dict-lookup", "--write-data", os.path.join(td, "conf.jsonl"), "--lengths", "257",
+                       "--query-tokens", "128", "--samples", "3", "--confusable", "100")
+    conf = [json.loads(l)["tokens"] for l in open(os.path.join(td, "conf.jsonl"))] if rc == 0 else []
+    def near_misses(t):  # definitions sharing 2+ key symbols with another; every query still answered
+        defs = {tuple(t[i + 1:i + 5]): tuple(t[i + 6:i + 10]) for i in range(len(t) - 9) if t[i] == 3}
+        keys = list(defs)
+        answered = all(defs.get(tuple(t[i + 1:i + 5])) == tuple(t[i + 6:i + 10]) for i in range(len(t) - 9) if t[i] == 5)
+        return answered and sum(sum(a == b for a, b in zip(k, o)) >= 2 for k in keys for o in keys if k != o)
+    check(len(conf) == 3 and all(near_misses(t) >= 10 for t in conf), f"--confusable 100: {rc} {err!r}")
+    rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "128", "--confusable", "10")
+    check(rc == 2 and "--confusable shapes training data" in err, f"--confusable without --write-data: {rc} {err!r}")
     p = subprocess.run([BIN, "train", "--model", MHA, "--data", data, "--seq-len", "127", "--steps", "1",
                         "--batch", "2", "--out", os.path.join(td, "dict_lora")], capture_output=True, timeout=300)
     check(p.returncode == 0, f"mnemo train reads the task's documents: {p.stderr.decode()[-300:]}")
@@ -161,7 +174,8 @@ with tempfile.TemporaryDirectory() as td:
         env = dict(os.environ, BUILD=os.path.dirname(BIN), DOCS="40", SAMPLES="1", LENGTHS="65,256",
                    STEPS_C65="2", STEPS_D1="2", STEPS_NEG="2", STEPS_257="2", STEPS_513="2", STEPS_LAST="2",
                    STEPS_513B="2", STEPS_1025="2", STEPS_2049="2", SCALE="qk", STEPS_Q65="3", STOP_Q65="2",
-                   STEPS_QD1="2", STEPS_QNEG="2", STEPS_Q257="2", STEPS_Q513="2")
+                   STEPS_QD1="2", STEPS_QNEG="2", STEPS_Q257="2", STEPS_Q513="2", STEPS_QD64="3",
+                   STOP_QD64="2", STEPS_QCONF="2")
         script = os.path.join(SRC, "tests", "bench", "proof_dict_lookup.sh")
         p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
         table = [l for l in p.stdout.decode().splitlines() if l.startswith("qk_")]
