@@ -9,8 +9,9 @@
 # Scales (SCALE=qk, the default, small, full or paper):
 #   qk     small's model with "qk_norm": true (q and k heads RMS-normalized: cosine attention with a learned
 #          temperature, as the FoT paper's small models) and a shorter curriculum: 65-token documents (plain, then
-#          FoT d = 1, then d = 7 negatives), 257 and 513 (rows of 32 seeing their document's earlier rows);
-#          ~1 h 15 min on two threads. The committed models/dict-lookup-qk is its output (in bf16)
+#          FoT d = 1, then d = 7 negatives), 257 and 513 (rows of 32 seeing their document's earlier rows), then
+#          63 other documents' definitions as distractors and 257-token documents with near misses;
+#          ~2 h 30 min on two threads. The committed models/dict-lookup-qk is its output (in bf16)
 #   small  FoT with a local context of 32 (the definitions reach the queries through memory alone), trained on
 #          65-, 257-, 513-, 1025- and 2049-token documents, against the plain model trained at 64 on 65-token ones;
 #          ~3 h 20 min on one thread
