@@ -10,8 +10,8 @@
 #   qk     small's model with "qk_norm": true (q and k heads RMS-normalized: cosine attention with a learned
 #          temperature, as the FoT paper's small models) and a shorter curriculum: 65-token documents (plain, then
 #          FoT d = 1, then d = 7 negatives), 257 and 513 (rows of 32 seeing their document's earlier rows), then
-#          63 other documents' definitions as distractors and 257-token documents with near misses;
-#          ~2 h 30 min on two threads. The committed models/dict-lookup-qk is its output (in bf16)
+#          63 other documents' definitions as distractors and 257- and 513-token documents with near misses;
+#          ~3 h on two threads. The committed models/dict-lookup-qk is its output (in bf16)
 #   small  FoT with a local context of 32 (the definitions reach the queries through memory alone), trained on
 #          65-, 257-, 513-, 1025- and 2049-token documents, against the plain model trained at 64 on 65-token ones;
 #          ~3 h 20 min on one thread
@@ -145,7 +145,12 @@ if [ "$SCALE" = qk ]; then
         --stop-at "${STOP_QD64:-452}"
     LR=5e-4 train q_conf dict_257_conf.jsonl 32 "${STEPS_QCONF:-600}" 16 "$W/q_d64" \
         --fot "1/8(0,0),$(seq -s, -f '1/8(%g,0,15)' 1 7)"
-    with_window q_eval q_conf 32
+    # and 513-token ones (25 definitions, their near misses in the same document), 7 other documents' rows
+    [ -s "$W/dict_513_conf.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_513_conf.jsonl" --lengths 513 \
+        --query-tokens 256 --samples "${DOCS:-10000}" --seed 5131 --loss-on-keys --confusable 50
+    LR=3e-4 train q_conf513 dict_513_conf.jsonl 32 "${STEPS_QC513:-300}" 8 "$W/q_conf" --warmup 30 \
+        --fot "1/16(0,0),$(seq -s, -f '1/16(%g,0,7)' 1 15)"
+    with_window q_eval q_conf513 32
     with_window q_base64 q65 64
     FOT=q_eval BASE=q_base64 LOCAL=32 WINDOW=64
 elif [ "$SCALE" = paper ]; then
