@@ -66,7 +66,8 @@ int64_t eval_dict_document(eval_rng *r, int64_t n, int64_t query_tokens, int32_t
 /* Training data only (the evaluation's documents stay the paper's): near misses among a document's definitions, so
  * that part of a key, or a value's first tokens, cannot answer a query. Each definition after the first, with
  * probability percent/100, takes 2 or 3 of its key's positions from an earlier definition (keys stay distinct), and
- * independently its first 2 or 3 values from one. Queries are rewritten to follow their definitions. */
+ * independently its first 2 or 3 values from one. Queries are rewritten to follow their definitions. tokens: a
+ * document eval_dict_document wrote (every query asks a defined key). */
 void eval_dict_confuse(eval_rng *r, int32_t *tokens, int64_t n, int percent);
 
 /* ---- perplexity: sliding windows over a token stream of n tokens (tokens[0] is BOS) */

@@ -17,8 +17,6 @@
 #include "train_mem.h"
 #include "layer_params.h"
 
-static size_t per_layer(const model_config *c) { return layer_param_count(c); }
-
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -31,7 +29,7 @@ static bool tied(const mnemo_model *m) { return m->w.lm_head.data == m->w.tok_em
 
 /* Whether parameter i (model_grads_init's order) belongs to the groups in train. */
 static bool in_groups(const mnemo_model *m, size_t i, unsigned train) {
-    const size_t L = (size_t)m->cfg.num_hidden_layers, PL = per_layer(&m->cfg);
+    const size_t L = (size_t)m->cfg.num_hidden_layers, PL = layer_param_count(&m->cfg);
     if (i == 0) return (train & TRAIN_EMBED) || (tied(m) && (train & TRAIN_HEAD));
     if (i == 1 + L * PL) return train & TRAIN_NORMS;
     if (i == 2 + L * PL) return train & TRAIN_HEAD;
@@ -47,7 +45,7 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
     memset(g, 0, sizeof *g);
     const model_config *c = &m->cfg;
     const size_t d = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
-    const size_t PL = per_layer(c);
+    const size_t PL = layer_param_count(c);
     size_t L = (size_t)c->num_hidden_layers;
     g->count = 1 + L * PL + 1 + (tied(m) ? 0 : 1);
     g->p = calloc(g->count, sizeof *g->p);
@@ -127,7 +125,7 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
         layer_weights *W = &w->layers[l];
         weight_ref *lr[P_MAX_LAYER] = {&W->attn_norm, &W->wq,     &W->wk,   &W->wv,     &W->wo,    &W->ffn_norm,
                                        &W->w_gate,    &W->w_up,   &W->w_down, &W->q_norm, &W->k_norm};
-        for (size_t j = 0; j < per_layer(&m->cfg); j++) refs[k++] = lr[j];
+        for (size_t j = 0; j < layer_param_count(&m->cfg); j++) refs[k++] = lr[j];
     }
     refs[k++] = &w->out_norm;
     bool is_tied = tied(m);
@@ -489,7 +487,7 @@ static int layer_backward(const mnemo_model *m, kern_ctx *kc, model_train_ws *w,
 }
 
 static size_t n_params(const mnemo_model *m) {
-    return 1 + (size_t)m->cfg.num_hidden_layers * per_layer(&m->cfg) + 1 + (tied(m) ? 0 : 1);
+    return 1 + (size_t)m->cfg.num_hidden_layers * layer_param_count(&m->cfg) + 1 + (tied(m) ? 0 : 1);
 }
 
 int model_loss_and_grads(const mnemo_model *m, const int32_t *tokens, const uint8_t *mask, int32_t B, int32_t T,
@@ -567,7 +565,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     /* ---- backward */
     param_grad *P = g ? g->p : NULL;
     const bool t_lin = train & TRAIN_LINEAR, t_norm = train & TRAIN_NORMS;
-    const int64_t PL = (int64_t)per_layer(c);
+    const int64_t PL = (int64_t)layer_param_count(c);
     float *g_embd = train & TRAIN_EMBED ? P[0].g : NULL, *g_norm = t_norm ? P[1 + L * PL].g : NULL;
     float *g_head = tied(m) ? ((train & (TRAIN_EMBED | TRAIN_HEAD)) ? P[0].g : NULL)
                             : (train & TRAIN_HEAD ? P[2 + L * PL].g : NULL);
