@@ -139,22 +139,23 @@ if [ "$SCALE" = qk ]; then
     # each row seeing its own earlier rows and 15 other documents' same rows
     [ -s "$W/dict_65_100k.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_65_100k.jsonl" --lengths 65 \
         --query-tokens 32 --samples "${DOCS:-100000}" --seed 6565 --loss-on-keys
-    [ -s "$W/dict_257_conf.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_257_conf.jsonl" --lengths 257 \
-        --query-tokens 128 --samples "${DOCS:-20000}" --seed 2571 --loss-on-keys --confusable 50
+    confusable_data() { # FILE LENGTH DOCS SEED: documents of LENGTH tokens, half of them queries, 50% near misses
+        [ -s "$W/$1" ] || "$MNEMO" eval dict-lookup --write-data "$W/$1" --lengths "$2" --query-tokens $(($2 / 2)) \
+            --samples "${DOCS:-$3}" --seed "$4" --loss-on-keys --confusable 50
+    }
+    confusable_data dict_257_conf.jsonl 257 20000 2571
     LR=1e-3 train q_d64 dict_65_100k.jsonl 32 "${STEPS_QD64:-800}" 64 "$W/q_513" --fot "1/2(0,0),1/2(1,0,63)" \
         --stop-at "${STOP_QD64:-452}"
     LR=5e-4 train q_conf dict_257_conf.jsonl 32 "${STEPS_QCONF:-600}" 16 "$W/q_d64" \
         --fot "1/8(0,0),$(seq -s, -f '1/8(%g,0,15)' 1 7)"
     # and 513-token ones (25 definitions, their near misses in the same document), 7 other documents' rows
-    [ -s "$W/dict_513_conf.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_513_conf.jsonl" --lengths 513 \
-        --query-tokens 256 --samples "${DOCS:-10000}" --seed 5131 --loss-on-keys --confusable 50
+    confusable_data dict_513_conf.jsonl 513 10000 5131
     LR=3e-4 train q_conf513 dict_513_conf.jsonl 32 "${STEPS_QC513:-300}" 8 "$W/q_conf" --warmup 30 \
         --fot "1/16(0,0),$(seq -s, -f '1/16(%g,0,7)' 1 15)"
     # Last, twice the distractors: at 64K tokens (6500 definitions, ~10 of them sharing two key symbols with a
     # query's by chance) the model above answered 70%, having trained with at most ~300 definitions in memory; here
     # each row sees 15 other documents' rows (up to ~600), new documents (--seed 5132); 19 s a step on two threads
-    [ -s "$W/dict_513_conf2.jsonl" ] || "$MNEMO" eval dict-lookup --write-data "$W/dict_513_conf2.jsonl" \
-        --lengths 513 --query-tokens 256 --samples "${DOCS:-4000}" --seed 5132 --loss-on-keys --confusable 50
+    confusable_data dict_513_conf2.jsonl 513 4000 5132
     LR=3e-4 train q_c513m dict_513_conf2.jsonl 32 "${STEPS_QC513M:-120}" 16 "$W/q_conf513" --warmup 10 \
         --checkpoint-every 10 --fot "1/16(0,0),$(seq -s, -f '1/16(%g,0,15)' 1 15)"
     with_window q_eval q_c513m 32
