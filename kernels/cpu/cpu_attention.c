@@ -54,21 +54,23 @@ void att_gather_heads(float *dst, const float *x, int64_t n, int64_t heads, int6
         for (int64_t j = 0; j < n; j++) memcpy(dst + (g * n + j) * hd, x + (j * heads + g) * hd, (size_t)hd * sizeof(float));
 }
 
+/* Both paths: query i sees keys j <= q_pos0 + i with j < nkeys (the keys that exist: q_pos0 + nq for the causal
+ * op, nkv with q_pos0 = nkv - 1 for attention_cross, where every query sees every key). */
 static int attention_rows(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
-                          const float *v, int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv,
+                          const float *v, int64_t nq, int64_t nkeys, int64_t q_pos0, int64_t hq, int64_t hkv,
                           int64_t hd, float scale) {
     int nt = kc->n_threads;
-    float *scores = kern_cpu_scratch(kc, (size_t)nt * (size_t)nkv);
+    float *scores = kern_cpu_scratch(kc, (size_t)nt * (size_t)nkeys);
     if (!scores) return KERN_ENOMEM;
     int64_t group = hq / hkv, kv_stride = hkv * hd;
 
 #pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 4)
     for (int64_t i = 0; i < nq; i++) {
         for (int64_t h = 0; h < hq; h++) {
-            float *s = scores + (size_t)omp_get_thread_num() * (size_t)nkv;
+            float *s = scores + (size_t)omp_get_thread_num() * (size_t)nkeys;
             const float *qv = q + (i * hq + h) * hd;
             const float *kh = k + (h / group) * hd, *vh = v + (h / group) * hd;
-            int64_t lim = q_pos0 + i + 1;
+            int64_t lim = q_pos0 + i + 1 < nkeys ? q_pos0 + i + 1 : nkeys;
             float mx = -INFINITY;
             for (int64_t j = 0; j < lim; j++) {
                 s[j] = kern_dot_f32(qv, kh + j * kv_stride, hd) * scale;
@@ -89,10 +91,10 @@ static int attention_rows(kern_ctx *kc, const att_tiles *T, float *out, float *l
 }
 
 static int attention_tiles(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
-                           const float *v, int64_t nq, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd,
-                           float scale) {
+                           const float *v, int64_t nq, int64_t nkeys, int64_t q_pos0, int64_t hq, int64_t hkv,
+                           int64_t hd, float scale) {
     const int nt = kc->n_threads;
-    const int64_t nkeys = q_pos0 + nq, nkb = (nkeys + ATT_BK - 1) / ATT_BK, nqb = (nq + ATT_BK - 1) / ATT_BK;
+    const int64_t nkb = (nkeys + ATT_BK - 1) / ATT_BK, nqb = (nq + ATT_BK - 1) / ATT_BK;
     const int64_t group = hq / hkv, q_stride = hq * hd, panel = hd * ATT_BK;
     const size_t kt_floats = (size_t)(hkv * nkb * panel), per_thread = ATT_BK * ATT_BK + 3 * ATT_BK;
     const size_t vh_floats = (size_t)(hkv * nkeys * hd);
@@ -115,13 +117,14 @@ static int attention_tiles(kern_ctx *kc, const att_tiles *T, float *out, float *
                 m[r] = -INFINITY, l[r] = 0.f;
                 memset(o + r * q_stride, 0, (size_t)hd * sizeof(float));
             }
-            const int64_t last_kb = (q_pos0 + i0 + nb - 1) / ATT_BK;
+            const int64_t last_kb = (q_pos0 + i0 + nb - 1) / ATT_BK < nkb ? (q_pos0 + i0 + nb - 1) / ATT_BK : nkb - 1;
             for (int64_t kb = 0; kb <= last_kb; kb++) {
                 const int64_t j0 = kb * ATT_BK;
                 T->scores(s, qr, q_stride, nb, kt + (g * nkb + kb) * panel, hd);
                 int max_nv = 0;
                 for (int r = 0; r < nb; r++) { /* query i0 + r sees keys j0 .. q_pos0 + i0 + r of this block */
                     int64_t nv = q_pos0 + i0 + r - j0 + 1;
+                    if (nv > nkeys - j0) nv = nkeys - j0;
                     int nvi = nv < 0 ? 0 : nv > ATT_BK ? ATT_BK : (int)nv;
                     corr[r] = T->fold(s + r * ATT_BK, nvi, scale, &m[r], &l[r]);
                     if (nvi > max_nv) max_nv = nvi;
@@ -144,6 +147,33 @@ int kern_cpu_attention(kern_ctx *kc, float *out, float *lse, const float *q, con
         return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
     const att_tiles *T = att_tiles_get();
-    if (nq < tile_min_q) return attention_rows(kc, T, out, lse, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale);
-    return attention_tiles(kc, T, out, lse, q, k, v, nq, q_pos0, hq, hkv, hd, scale);
+    if (nq < tile_min_q) return attention_rows(kc, T, out, lse, q, k, v, nq, q_pos0 + nq, q_pos0, hq, hkv, hd, scale);
+    return attention_tiles(kc, T, out, lse, q, k, v, nq, q_pos0 + nq, q_pos0, hq, hkv, hd, scale);
+}
+
+int kern_cpu_attention_cross(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                             int64_t nq, int64_t nkv, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    if (nq < 0 || nkv < 1 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0) return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    const att_tiles *T = att_tiles_get();
+    if (nq < tile_min_q) return attention_rows(kc, T, out, lse, q, k, v, nq, nkv, nkv - 1, hq, hkv, hd, scale);
+    return attention_tiles(kc, T, out, lse, q, k, v, nq, nkv, nkv - 1, hq, hkv, hd, scale);
+}
+
+/* Two softmaxes over disjoint key sets into one: with m = max(lse, lse2), lse' = m + log(e^(lse-m) + e^(lse2-m)).
+ * A set with no visible key (lse = -inf) takes weight 0. */
+int kern_cpu_attention_merge(kern_ctx *kc, float *out, float *lse, const float *out2, const float *lse2, int64_t n,
+                             int64_t hq, int64_t hd) {
+    if (n < 0 || hq <= 0 || hd <= 0) return KERN_ESHAPE;
+#pragma omp parallel for num_threads(kc->n_threads) schedule(static)
+    for (int64_t r = 0; r < n * hq; r++) {
+        const float a = lse[r], b = lse2[r], m = a > b ? a : b;
+        if (m == -INFINITY) continue; /* neither set has a key: leave the row */
+        const float wa = expf(a - m), wb = expf(b - m), sum = wa + wb, ca = wa / sum, cb = wb / sum;
+        float *o = out + r * hd;
+        const float *o2 = out2 + r * hd;
+        for (int64_t d = 0; d < hd; d++) o[d] = ca * o[d] + cb * o2[d];
+        lse[r] = m + logf(sum);
+    }
+    return KERN_OK;
 }

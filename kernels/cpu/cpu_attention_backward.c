@@ -37,15 +37,13 @@ static float dot_chain(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-int kern_cpu_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                const float *k, const float *v, const float *out, const float *lse, int64_t nq,
-                                int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
-    if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv || !lse)
-        return KERN_ESHAPE;
-    if (nq == 0) return KERN_OK;
+/* Query i sees keys j <= q_pos0 + i with j < nkeys: q_pos0 + nq for the causal op (keys past it get nothing),
+ * nkv with q_pos0 = nkv - 1 for attention_cross (every key). */
+static int backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                    const float *v, const float *out, const float *lse, int64_t nq, int64_t nkeys, int64_t q_pos0,
+                    int64_t hq, int64_t hkv, int64_t hd, float scale) {
     const att_tiles *T = att_tiles_get();
     const int nt = kc->n_threads;
-    const int64_t nkeys = q_pos0 + nq; /* keys past q_pos0 + nq get nothing */
     const int64_t nkb = (nkeys + ATT_BK - 1) / ATT_BK, nqb = (nq + ATT_BK - 1) / ATT_BK;
     const int64_t group = hq / hkv, kv_stride = hkv * hd, q_stride = hq * hd, panel = hd * ATT_BK;
     const size_t kf = (size_t)(hkv * nkb * panel), qf = (size_t)(hq * nqb * panel), lf = (size_t)(hq * nqb * ATT_BK);
@@ -75,7 +73,7 @@ int kern_cpu_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, c
             const int nb = (int)(nq - i0 < ATT_BK ? nq - i0 : ATT_BK);
             float *dqr = dq + i0 * q_stride + h * hd;
             for (int r = 0; r < nb; r++) memset(dqr + r * q_stride, 0, (size_t)hd * sizeof(float));
-            const int64_t last_kb = (q_pos0 + i0 + nb - 1) / ATT_BK;
+            const int64_t last_kb = (q_pos0 + i0 + nb - 1) / ATT_BK < nkb ? (q_pos0 + i0 + nb - 1) / ATT_BK : nkb - 1;
             for (int64_t kb = 0; kb <= last_kb; kb++) {
                 const int64_t j0 = kb * ATT_BK;
                 T->scores(s, q + i0 * q_stride + h * hd, q_stride, nb, kt + (g * nkb + kb) * panel, hd);
@@ -83,6 +81,7 @@ int kern_cpu_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, c
                 int max_hi = 0;
                 for (int r = 0; r < nb; r++) { /* query i0 + r sees keys j0 .. q_pos0 + i0 + r of this block */
                     int64_t hi = q_pos0 + i0 + r - j0 + 1;
+                    if (hi > nkeys - j0) hi = nkeys - j0;
                     int hii = hi < 0 ? 0 : hi > ATT_BK ? ATT_BK : (int)hi;
                     T->p_ds(s + r * ATT_BK, dp + r * ATT_BK, scale, lset + h * lrow + i0 + r, Dt + h * lrow + i0 + r, 0,
                             0, hii);
@@ -121,4 +120,22 @@ int kern_cpu_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, c
         }
     }
     return KERN_OK;
+}
+
+int kern_cpu_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                const float *k, const float *v, const float *out, const float *lse, int64_t nq,
+                                int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    if (nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv || !lse)
+        return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    return backward(kc, dq, dk, dv, dout, q, k, v, out, lse, nq, q_pos0 + nq, q_pos0, hq, hkv, hd, scale);
+}
+
+int kern_cpu_attention_cross_backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *out,
+                                      const float *lse, int64_t nq, int64_t nkv, int64_t hq, int64_t hkv, int64_t hd,
+                                      float scale) {
+    if (nq < 0 || nkv < 1 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || !lse) return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    return backward(kc, dq, dk, dv, dout, q, k, v, out, lse, nq, nkv, nkv - 1, hq, hkv, hd, scale);
 }

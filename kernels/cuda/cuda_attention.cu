@@ -458,6 +458,20 @@ static enum prefill_kernel_kind prefill_kind(void) {
     return (enum prefill_kernel_kind)v;
 }
 
+/* The SIMT flash kernel; KERN_EUNSUPPORTED when the device cannot give its shared memory or the grid is too tall.
+ * Query i sees keys j <= q_pos0 + i, j < nkv (the kernel clips at nkv: attention_cross passes q_pos0 = nkv - 1). */
+static int flash_prefill(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                         int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    size_t smem = 0;
+    fa_fn f = hd <= 64 ? prefill_kernel<64>(kc, &smem) : hd <= 128 ? prefill_kernel<128>(kc, &smem)
+                                                                     : prefill_kernel<256>(kc, &smem);
+    const int64_t tiles = mn_cdiv(nq, FA_BQ);
+    if (!f || tiles > 65535) return KERN_EUNSUPPORTED;
+    MN_LAUNCH(f, dim3((unsigned)hq, (unsigned)tiles), FA_THREADS, smem, kc->stream)(
+        out, lse, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+    return kc_check_launch("attention (flash prefill)");
+}
+
 int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
                         int64_t nq, int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     if (!kc_ok(kc) || nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv)
@@ -473,16 +487,40 @@ int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, co
         if (kind == PREFILL_MMA && cuda_attention_prefill_mma(kc, out, lse, q, k, v, (int)nq, (int)nkv, (int)q_pos0,
                                                               (int)hq, (int)hkv, (int)hd, scale) == KERN_OK)
             return KERN_OK;
-        size_t smem = 0;
-        fa_fn f = hd <= 64 ? prefill_kernel<64>(kc, &smem) : hd <= 128 ? prefill_kernel<128>(kc, &smem)
-                                                                         : prefill_kernel<256>(kc, &smem);
-        int64_t tiles = mn_cdiv(nq, FA_BQ);
-        if (f && tiles <= 65535) {
-            MN_LAUNCH(f, dim3((unsigned)hq, (unsigned)tiles), FA_THREADS, smem, kc->stream)(
-                out, lse, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
-            return kc_check_launch("attention (flash prefill)");
-        }
+        const int rc = flash_prefill(kc, out, lse, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale);
+        if (rc != KERN_EUNSUPPORTED) return rc;
         if (nq > 65535) return KERN_ESHAPE; /* decode grid z */
     }
     return attention_decode(kc, out, lse, q, k, v, (int)nq, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+}
+
+int kern_cuda_attention_cross(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
+                              int64_t nq, int64_t nkv, int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    if (!kc_ok(kc) || nq < 0 || nkv < 1 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0) return KERN_ESHAPE;
+    if (hd > MAX_HD || nkv > INT32_MAX / 2 || nq > INT32_MAX / 2 || hq > 65535) return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    return flash_prefill(kc, out, lse, q, k, v, nq, nkv, nkv - 1, hq, hkv, hd, scale);
+}
+
+/* One thread per (row, head): the two softmaxes' weights, then the row's hd outputs. */
+__global__ void merge_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ out2,
+                             const float *__restrict__ lse2, int64_t rows, int hd) {
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float a = lse[r], b = lse2[r], m = fmaxf(a, b);
+    if (m == -INFINITY) return;
+    const float wa = expf(a - m), wb = expf(b - m), sum = wa + wb, ca = wa / sum, cb = wb / sum;
+    float *o = out + r * hd;
+    const float *o2 = out2 + r * hd;
+    for (int d = 0; d < hd; d++) o[d] = ca * o[d] + cb * o2[d];
+    lse[r] = m + logf(sum);
+}
+
+int kern_cuda_attention_merge(kern_ctx *kc, float *out, float *lse, const float *out2, const float *lse2, int64_t n,
+                              int64_t hq, int64_t hd) {
+    if (!kc_ok(kc) || n < 0 || hq <= 0 || hd <= 0 || hd > INT32_MAX) return KERN_ESHAPE;
+    const int64_t rows = n * hq;
+    if (rows == 0) return KERN_OK;
+    MN_LAUNCH(merge_kernel, (unsigned)mn_cdiv(rows, 128), 128, 0, kc->stream)(out, lse, out2, lse2, rows, (int)hd);
+    return kc_check_launch("attention_merge");
 }

@@ -54,7 +54,7 @@ __device__ __forceinline__ void ab_reduce_store(float *dst, const float *acc, fl
 __global__ void __launch_bounds__(AB_THREADS)
     ab_dq_kernel(float *__restrict__ dq, float *__restrict__ D, const float *__restrict__ dout,
                  const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-                 const float *__restrict__ out, const float *__restrict__ lse, int q_pos0, int hq, int hkv, int hd,
+                 const float *__restrict__ out, const float *__restrict__ lse, int nkeys, int q_pos0, int hq, int hkv, int hd,
                  float scale) {
     __shared__ float red[AB_WARPS * AB_MAX_HD];
     const int64_t r = blockIdx.x; /* i * hq + h */
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(AB_THREADS)
 #pragma unroll
     for (int e = 0; e < AB_E; e++) acc[e] = 0.f;
     const float *kb = k + (int64_t)g * hd, *vb = v + (int64_t)g * hd;
-    const int lim = q_pos0 + i + 1;
+    const int lim = min(q_pos0 + i + 1, nkeys); /* attention_cross: q_pos0 = nkeys - 1, every key */
     for (int j = warp; j < lim; j += AB_WARPS) {
         float kr[AB_E], vr[AB_E];
         ab_load(kr, kb + (int64_t)j * ks, lane, hd);
@@ -118,22 +118,37 @@ __global__ void __launch_bounds__(AB_THREADS)
     ab_reduce_store(dv + kr_idx * hd, dv_acc, red, hd, true);
 }
 
+/* Query i sees keys j <= q_pos0 + i with j < nkeys (q_pos0 + nq: causal; nkv with q_pos0 = nkv - 1: cross). */
+static int backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                    const float *v, const float *out, const float *lse, int64_t nq, int64_t nkeys, int64_t q_pos0,
+                    int64_t hq, int64_t hkv, int64_t hd, float scale) {
+    if (hd > AB_MAX_HD || nkeys > INT32_MAX / 2 || nq * hq > INT32_MAX || nkeys * hkv > INT32_MAX) return KERN_ESHAPE;
+    if (nq == 0) return KERN_OK;
+    float *D = (float *)kc_scratch(kc, (size_t)(nq * hq) * sizeof(float)); /* [nq, hq] */
+    if (!D) return KERN_ENOMEM;
+    MN_LAUNCH(ab_dq_kernel, (unsigned)(nq * hq), AB_THREADS, 0, kc->stream)(
+        dq, D, dout, q, k, v, out, lse, (int)nkeys, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+    int rc = kc_check_launch("attention_backward (dq)");
+    if (rc != KERN_OK) return rc;
+    MN_LAUNCH(ab_dkv_kernel, (unsigned)(nkeys * hkv), AB_THREADS, 0, kc->stream)(
+        dk, dv, D, dout, q, k, v, lse, (int)nq, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
+    return kc_check_launch("attention_backward (dkv)");
+}
+
 int kern_cuda_attention_backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout, const float *q,
                                  const float *k, const float *v, const float *out, const float *lse, int64_t nq,
                                  int64_t nkv, int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale) {
     if (!kc_ok(kc) || nq < 0 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || q_pos0 < 0 || q_pos0 + nq > nkv ||
         !lse)
         return KERN_ESHAPE;
-    if (hd > AB_MAX_HD || nkv > INT32_MAX || nq * hq > INT32_MAX || (q_pos0 + nq) * hkv > INT32_MAX)
+    return backward(kc, dq, dk, dv, dout, q, k, v, out, lse, nq, q_pos0 + nq, q_pos0, hq, hkv, hd, scale);
+}
+
+int kern_cuda_attention_cross_backward(kern_ctx *kc, float *dq, float *dk, float *dv, const float *dout,
+                                       const float *q, const float *k, const float *v, const float *out,
+                                       const float *lse, int64_t nq, int64_t nkv, int64_t hq, int64_t hkv, int64_t hd,
+                                       float scale) {
+    if (!kc_ok(kc) || nq < 0 || nkv < 1 || hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || !lse)
         return KERN_ESHAPE;
-    if (nq == 0) return KERN_OK;
-    float *D = (float *)kc_scratch(kc, (size_t)(nq * hq) * sizeof(float)); /* [nq, hq] */
-    if (!D) return KERN_ENOMEM;
-    MN_LAUNCH(ab_dq_kernel, (unsigned)(nq * hq), AB_THREADS, 0, kc->stream)(
-        dq, D, dout, q, k, v, out, lse, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
-    int rc = kc_check_launch("attention_backward (dq)");
-    if (rc != KERN_OK) return rc;
-    MN_LAUNCH(ab_dkv_kernel, (unsigned)((q_pos0 + nq) * hkv), AB_THREADS, 0, kc->stream)(
-        dk, dv, D, dout, q, k, v, lse, (int)nq, (int)q_pos0, (int)hq, (int)hkv, (int)hd, scale);
-    return kc_check_launch("attention_backward (dkv)");
+    return backward(kc, dq, dk, dv, dout, q, k, v, out, lse, nq, nkv, nkv - 1, hq, hkv, hd, scale);
 }

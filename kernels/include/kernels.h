@@ -106,6 +106,22 @@ typedef struct kern_ctx kern_ctx;
        int64_t hkv, int64_t hd, float scale),                                                                    \
       "backward of attention from its inputs, out and lse: dq[nq,hq,hd] = (overwritten); dk, dv[nkv,hkv,hd] += " \
       "(summed over the query heads of a group and every query; zero them before the first chunk of queries)") \
+    X(attention_cross,                                                                                           \
+      (kern_ctx * kc, float *out, float *lse, const float *q, const float *k, const float *v, int64_t nq,      \
+       int64_t nkv, int64_t hq, int64_t hkv, int64_t hd, float scale),                                          \
+      "attention without a mask: every query of q[nq,hq,hd] sees all nkv keys of k,v[nkv,hkv,hd] (FoT's extra " \
+      "contexts, shared by many rows); out and lse (may be NULL) as attention's")                              \
+    X(attention_cross_backward,                                                                                  \
+      (kern_ctx * kc, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,      \
+       const float *v, const float *out, const float *lse, int64_t nq, int64_t nkv, int64_t hq, int64_t hkv,   \
+       int64_t hd, float scale),                                                                                 \
+      "backward of attention_cross as attention_backward's (dq =, dk dv +=); out, lse may be those of a softmax " \
+      "over more keys (merged by attention_merge): then it is the share of these keys, the others' from their call") \
+    X(attention_merge,                                                                                           \
+      (kern_ctx * kc, float *out, float *lse, const float *out2, const float *lse2, int64_t n, int64_t hq,     \
+       int64_t hd),                                                                                              \
+      "out[n,hq,hd], lse[n,hq] := one softmax over both key sets, from attention over one set (out, lse) and " \
+      "over the other (out2, lse2): lse = log(e^lse + e^lse2), out = out e^(lse_old - lse) + out2 e^(lse2 - lse)") \
     X(attention_mem,                                                                                             \
       (kern_ctx * kc, float *out, const float *q, const float *k, const float *v, int64_t nq, int64_t nkv,     \
        int64_t q_pos0, int64_t hq, int64_t hkv, int64_t hd, float scale, const void *const *mem_k,             \

@@ -777,6 +777,73 @@ static void test_attention_backward(const kern_backend *be, kern_ctx *kc) {
           "attention_backward: queries past the cache");
 }
 
+/* ---- attention_cross, attention_merge, attention_cross_backward: FoT's split of one softmax. A row whose queries
+ * see nx extra keys whole and their own nq keys causally is the causal op over [extras | own] with q_pos0 = nx
+ * (checked against fp64 above); the split computes the own part causally, the extras with attention_cross, merges
+ * them, and takes the backward as the sum of the two parts' backwards against the merged out and lse. */
+static void test_attention_cross(const kern_backend *be, kern_ctx *kc) {
+    struct { int64_t nq, nx, hq, hkv, hd; } cases[] = {
+        {1, 1, 2, 2, 16}, {5, 37, 8, 2, 12}, {17, 64, 4, 1, 33}, {32, 200, 8, 8, 32}, {40, 129, 6, 3, 64},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t nq = cases[c].nq, nx = cases[c].nx, hq = cases[c].hq, hkv = cases[c].hkv, hd = cases[c].hd;
+        const int64_t kvd = hkv * hd, n = nx + nq;
+        const size_t nqd = (size_t)(nq * hq * hd), nl = (size_t)(nq * hq), nxd = (size_t)(nx * kvd),
+                     nod = (size_t)(nq * kvd);
+        float *q = rand_vec(nqd, 1.5f), *k = rand_vec((size_t)(n * kvd), 1.5f), *v = rand_vec((size_t)(n * kvd), 1.f);
+        float *dout = rand_vec(nqd, 1.f), *own_k = k + nxd, *own_v = v + nxd;
+        const float scale = 1.f / sqrtf((float)hd);
+        /* reference: one causal call over [extras | own] */
+        float *ro = malloc(nqd * 4), *rl = malloc(nl * 4), *rdq = malloc(nqd * 4);
+        float *rdk = calloc((size_t)(n * kvd), 4), *rdv = calloc((size_t)(n * kvd), 4);
+        int rc = be->attention(kc, ro, rl, q, k, v, nq, n, nx, hq, hkv, hd, scale);
+        if (rc == KERN_OK) rc = be->attention_backward(kc, rdq, rdk, rdv, dout, q, k, v, ro, rl, nq, n, nx, hq, hkv, hd, scale);
+        /* split: own causal, extras whole, merged */
+        float *o = guarded(nqd), *l = guarded(nl), *o2 = guarded(nqd), *l2 = guarded(nl);
+        float *dq = guarded(nqd), *dq2 = guarded(nqd), *dkx = guarded(nxd), *dvx = guarded(nxd), *dko = guarded(nod),
+              *dvo = guarded(nod);
+        memset(dkx, 0, nxd * 4), memset(dvx, 0, nxd * 4), memset(dko, 0, nod * 4), memset(dvo, 0, nod * 4);
+        int rc2 = be->attention(kc, o, l, q, own_k, own_v, nq, nq, 0, hq, hkv, hd, scale);
+        if (rc2 == KERN_OK) rc2 = be->attention_cross(kc, o2, l2, q, k, v, nq, nx, hq, hkv, hd, scale);
+        if (rc2 == KERN_OK) rc2 = be->attention_merge(kc, o, l, o2, l2, nq, hq, hd);
+        if (rc2 == KERN_OK)
+            rc2 = be->attention_backward(kc, dq, dko, dvo, dout, q, own_k, own_v, o, l, nq, nq, 0, hq, hkv, hd, scale);
+        if (rc2 == KERN_OK)
+            rc2 = be->attention_cross_backward(kc, dq2, dkx, dvx, dout, q, k, v, o, l, nq, nx, hq, hkv, hd, scale);
+        for (size_t i = 0; i < nqd; i++) dq[i] += dq2[i];
+        double *go = to_double(o, nqd), *gl = to_double(l, nl), *gq = to_double(dq, nqd);
+        double *wo = to_double(ro, nqd), *wl = to_double(rl, nl), *wq = to_double(rdq, nqd);
+        double *gkx = to_double(dkx, nxd), *gvx = to_double(dvx, nxd), *gko = to_double(dko, nod),
+               *gvo = to_double(dvo, nod);
+        double *wkx = to_double(rdk, nxd), *wvx = to_double(rdv, nxd), *wko = to_double(rdk + nxd, nod),
+               *wvo = to_double(rdv + nxd, nod);
+        const double eo = rel_err_d(go, wo, nqd), el = rel_err_d(gl, wl, nl), eq = rel_err_d(gq, wq, nqd);
+        const double ekx = rel_err_d(gkx, wkx, nxd), evx = rel_err_d(gvx, wvx, nxd), eko = rel_err_d(gko, wko, nod),
+                     evo = rel_err_d(gvo, wvo, nod);
+        CHECK(rc == KERN_OK && rc2 == KERN_OK && eo < 1e-5 && el < 1e-6 && eq < 1e-5 && ekx < 1e-5 && evx < 1e-5 &&
+                  eko < 1e-5 && evo < 1e-5 && guards_ok(o, nqd) && guards_ok(l, nl) && guards_ok(o2, nqd) &&
+                  guards_ok(l2, nl) && guards_ok(dq2, nqd) && guards_ok(dkx, nxd) && guards_ok(dvx, nxd),
+              "attention_cross case %zu (nq %ld, %ld extra keys, hq %ld hkv %ld hd %ld): rc %d/%d out %.2e lse %.2e "
+              "dq %.2e, extras dk %.2e dv %.2e, own dk %.2e dv %.2e",
+              c, (long)nq, (long)nx, (long)hq, (long)hkv, (long)hd, rc, rc2, eo, el, eq, ekx, evx, eko, evo);
+        free(q); free(k); free(v); free(dout); free(ro); free(rl); free(rdq); free(rdk); free(rdv);
+        free(go); free(gl); free(gq); free(wo); free(wl); free(wq); free(gkx); free(gvx); free(gko); free(gvo);
+        free(wkx); free(wvx); free(wko); free(wvo);
+        guarded_free(o); guarded_free(l); guarded_free(o2); guarded_free(l2); guarded_free(dq); guarded_free(dq2);
+        guarded_free(dkx); guarded_free(dvx); guarded_free(dko); guarded_free(dvo);
+    }
+    /* a set with no key (lse -inf) leaves the other's result unchanged */
+    float o[2] = {0.25f, -1.f}, l[1] = {0.5f}, o2[2] = {7.f, 7.f}, l2[1] = {-INFINITY};
+    CHECK(be->attention_merge(kc, o, l, o2, l2, 1, 1, 2) == KERN_OK && o[0] == 0.25f && o[1] == -1.f && l[0] == 0.5f,
+          "attention_merge with an empty second set");
+    float b[4];
+    CHECK(be->attention_cross(kc, b, NULL, b, b, b, 1, 0, 1, 1, 1, 1.f) == KERN_ESHAPE, "attention_cross: no keys");
+    CHECK(be->attention_cross(kc, b, NULL, b, b, b, 1, 1, 3, 2, 1, 1.f) == KERN_ESHAPE,
+          "attention_cross: hq not a multiple of hkv");
+    CHECK(be->attention_cross_backward(kc, b, b, b, b, b, b, b, b, NULL, 1, 1, 1, 1, 1, 1.f) == KERN_ESHAPE,
+          "attention_cross_backward needs lse");
+}
+
 /* ---- swiglu_backward: L = sum dh * silu(gate) * up */
 typedef struct { const double *g, *u, *dh; int64_t n; } swiglu_prob;
 static double swiglu_loss(const void *pp) {
@@ -966,6 +1033,7 @@ int main(void) {
         test_matmul_backward(be, kc);
         test_rope_backward(be, kc);
         test_attention_backward(be, kc);
+        test_attention_cross(be, kc);
         test_swiglu_backward(be, kc);
         test_cross_entropy(be, kc);
         test_adamw(be, kc);

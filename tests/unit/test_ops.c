@@ -1083,6 +1083,105 @@ static void test_attention_backward(void) {
     }
 }
 
+/* attention_cross (every query sees every key; FoT's extra contexts), its backward (against the merged out and lse
+ * of a softmax over more keys, as FoT uses it) and attention_merge: CUDA against the CPU. */
+static void test_attention_cross(void) {
+    struct { int64_t nq, nkv, hq, hkv, hd; } cases[] = {{1, 1, 2, 2, 16}, {5, 37, 8, 2, 12}, {64, 300, 8, 8, 32},
+                                                        {33, 129, 4, 1, 100}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t nq = cases[c].nq, nkv = cases[c].nkv, hq = cases[c].hq, hkv = cases[c].hkv, hd = cases[c].hd;
+        const size_t nqd = (size_t)(nq * hq * hd), nkd = (size_t)(nkv * hkv * hd), nl = (size_t)(nq * hq);
+        float *q = rand_floats(nqd, 2.f), *k = rand_floats(nkd, 2.f), *v = rand_floats(nkd, 1.f);
+        float *out = xmalloc(nqd * 4), *lse = xmalloc(nl * 4), *got = xmalloc(nqd * 4), *lgot = xmalloc(nl * 4);
+        float *d_q = up(q, nqd * 4), *d_k = up(k, nkd * 4), *d_v = up(v, nkd * 4);
+        gbuf o = gout(nqd, NULL), l = gout(nl, NULL);
+        const float scale = 1.f / sqrtf((float)hd);
+        int rc_g = GPU->attention_cross(kc_gpu, o.p, l.p, d_q, d_k, d_v, nq, nkv, hq, hkv, hd, scale);
+        if (!unsupported("attention_cross", rc_g)) {
+            int rc_c = CPU->attention_cross(kc_cpu, out, lse, q, k, v, nq, nkv, hq, hkv, hd, scale);
+            bool g1, g2;
+            int rc_f = gfetch(&o, got, &g1);
+            gfetch(&l, lgot, &g2);
+            char desc[160];
+            snprintf(desc, sizeof desc, "attention_cross(nq=%ld, nkv=%ld, hq=%ld, hkv=%ld, hd=%ld) out", (long)nq,
+                     (long)nkv, (long)hq, (long)hkv, (long)hd);
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, g1, out, got, nqd, 1e-9);
+            snprintf(desc, sizeof desc, "attention_cross(nq=%ld, nkv=%ld) lse", (long)nq, (long)nkv);
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, g2, lse, lgot, nl, 1e-12);
+        }
+        gfree(&o); gfree(&l); GPU->mem_free(d_q); GPU->mem_free(d_k); GPU->mem_free(d_v);
+        free(q); free(k); free(v); free(out); free(lse); free(got); free(lgot);
+        if (rc_g == KERN_EUNSUPPORTED) return;
+    }
+    float b[4], *d = up(b, sizeof b);
+    same_error("attention_cross with no keys", CPU->attention_cross(kc_cpu, b, NULL, b, b, b, 1, 0, 1, 1, 1, 1.f),
+               GPU->attention_cross(kc_gpu, d, NULL, d, d, d, 1, 0, 1, 1, 1, 1.f));
+    GPU->mem_free(d);
+}
+
+static void test_attention_cross_backward(void) {
+    struct { int64_t nq, nkv, hq, hkv, hd; } cases[] = {{5, 37, 8, 2, 12}, {64, 200, 8, 8, 32}, {17, 20, 4, 2, 33}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t nq = cases[c].nq, nkv = cases[c].nkv, hq = cases[c].hq, hkv = cases[c].hkv, hd = cases[c].hd;
+        const size_t nqd = (size_t)(nq * hq * hd), nkd = (size_t)(nkv * hkv * hd), nl = (size_t)(nq * hq);
+        float *q = rand_floats(nqd, 2.f), *k = rand_floats(nkd, 2.f), *v = rand_floats(nkd, 1.f),
+              *dout = rand_floats(nqd, 1.f), *out = xmalloc(nqd * 4), *lse = xmalloc(nl * 4);
+        const float scale = 1.f / sqrtf((float)hd);
+        CPU->attention_cross(kc_cpu, out, lse, q, k, v, nq, nkv, hq, hkv, hd, scale);
+        for (size_t i = 0; i < nl; i++) lse[i] += 0.5f; /* as if other keys shared the softmax */
+        float *dq_c = xmalloc(nqd * 4), *dk_c = rand_floats(nkd, 1.f), *dv_c = rand_floats(nkd, 1.f);
+        float *dq_g = xmalloc(nqd * 4), *dk_g = xmalloc(nkd * 4), *dv_g = xmalloc(nkd * 4);
+        float *d_q = up(q, nqd * 4), *d_k = up(k, nkd * 4), *d_v = up(v, nkd * 4), *d_do = up(dout, nqd * 4),
+              *d_o = up(out, nqd * 4), *d_l = up(lse, nl * 4);
+        gbuf oq = gout(nqd, NULL), okb = gout(nkd, dk_c), ovb = gout(nkd, dv_c);
+        int rc_g = GPU->attention_cross_backward(kc_gpu, oq.p, okb.p, ovb.p, d_do, d_q, d_k, d_v, d_o, d_l, nq, nkv,
+                                                 hq, hkv, hd, scale);
+        if (!unsupported("attention_cross_backward", rc_g)) {
+            int rc_c = CPU->attention_cross_backward(kc_cpu, dq_c, dk_c, dv_c, dout, q, k, v, out, lse, nq, nkv, hq,
+                                                     hkv, hd, scale);
+            bool g1, g2, g3;
+            int rc_f = gfetch(&oq, dq_g, &g1);
+            gfetch(&okb, dk_g, &g2);
+            gfetch(&ovb, dv_g, &g3);
+            const char *names[3] = {"dq", "dk", "dv"};
+            float *refs[3] = {dq_c, dk_c, dv_c}, *gots[3] = {dq_g, dk_g, dv_g};
+            bool guards[3] = {g1, g2, g3};
+            for (int t = 0; t < 3; t++) {
+                char desc[160];
+                snprintf(desc, sizeof desc, "attention_cross_backward(nq=%ld, nkv=%ld, hq=%ld, hkv=%ld, hd=%ld) %s",
+                         (long)nq, (long)nkv, (long)hq, (long)hkv, (long)hd, names[t]);
+                verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards[t], refs[t], gots[t], t ? nkd : nqd, 1e-9);
+            }
+        }
+        gfree(&oq); gfree(&okb); gfree(&ovb);
+        GPU->mem_free(d_q); GPU->mem_free(d_k); GPU->mem_free(d_v); GPU->mem_free(d_do); GPU->mem_free(d_o);
+        GPU->mem_free(d_l);
+        free(q); free(k); free(v); free(dout); free(out); free(lse); free(dq_c); free(dk_c); free(dv_c);
+        free(dq_g); free(dk_g); free(dv_g);
+        if (rc_g == KERN_EUNSUPPORTED) return;
+    }
+}
+
+static void test_attention_merge(void) {
+    const int64_t n = 37, hq = 8, hd = 100;
+    const size_t no = (size_t)(n * hq * hd), nl = (size_t)(n * hq);
+    float *o = rand_floats(no, 1.f), *o2 = rand_floats(no, 1.f), *l = rand_floats(nl, 20.f), *l2 = rand_floats(nl, 20.f);
+    l2[3] = -INFINITY; /* a set with no key */
+    float *d_o2 = up(o2, no * 4), *d_l2 = up(l2, nl * 4), *got = xmalloc(no * 4), *lgot = xmalloc(nl * 4);
+    gbuf go = gout(no, o), gl = gout(nl, l);
+    int rc_g = GPU->attention_merge(kc_gpu, go.p, gl.p, d_o2, d_l2, n, hq, hd);
+    if (!unsupported("attention_merge", rc_g)) {
+        int rc_c = CPU->attention_merge(kc_cpu, o, l, o2, l2, n, hq, hd);
+        bool g1, g2;
+        int rc_f = gfetch(&go, got, &g1);
+        gfetch(&gl, lgot, &g2);
+        verdict("attention_merge(n=37, hq=8, hd=100) out", rc_c, rc_g != KERN_OK ? rc_g : rc_f, g1, o, got, no, 1e-12);
+        verdict("attention_merge(n=37, hq=8, hd=100) lse", rc_c, rc_g != KERN_OK ? rc_g : rc_f, g2, l, lgot, nl, 1e-12);
+    }
+    gfree(&go); gfree(&gl); GPU->mem_free(d_o2); GPU->mem_free(d_l2);
+    free(o); free(o2); free(l); free(l2); free(got); free(lgot);
+}
+
 static void test_swiglu_backward(void) {
     const int64_t ns[] = {1, 17, 1000003, 4096};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
