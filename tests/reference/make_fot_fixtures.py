@@ -18,7 +18,8 @@ Cases (seq_len 8, D documents): d0 "1(0,0)" (no extra context: the plain step), 
 positive), d2 "1/2(0,0),1/2(1,1)" (a positive and a negative), paper "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"
 (LongLLaMA-3B's, d up to 3, 3 documents), nopos: paper's schedule on model_nopos, lora: paper's schedule with a
 LoRA adapter (r 2, scale 2, all seven targets, B non-zero; lora/adapter.safetensors, "<module>.lora_A" [r, in] and
-"<module>.lora_B" [out, r]) over the frozen model — grads.safetensors then holds the adapter's gradients.
+"<module>.lora_B" [out, r]) over the frozen model — grads.safetensors then holds the adapter's gradients; mirror and
+shared: mirrored negatives (shared: every document's row j sees rows 0..j-1 of all three).
 --check: regenerate into a temporary directory and compare bytes with the committed files.
 """
 import argparse
@@ -54,6 +55,9 @@ CASES = [  # name, model, schedule, documents
     ("mirror", "model", "1/4(0,0),1/4(1,0,1),1/4(2,1,2),1/4(3,2,1)", 3),
     # qk_norm: every layer's q and k heads RMS-normalized (weights 1 + 0.3 N(0,1)), the paper's schedule
     ("qknorm", "model_qknorm", "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)", 3),
+    # shared: row j of every document sees rows 0..j-1 of all three (the proof's recipe): mnemo computes each
+    # context's extras once for a group of three rows (fot_attention.c)
+    ("shared", "model_qknorm", "1/4(0,0),1/4(1,0,2),1/4(2,0,2),1/4(3,0,2)", 3),
 ]
 LORA_R, LORA_SCALE = 2, 2.0  # peft's r 2, lora_alpha 4
 

@@ -346,7 +346,7 @@ static void check_resume(void) {
 
 int main(void) {
     check_schedule_parse();
-    const char *cases[] = {"d0", "d1", "d2", "paper", "nopos", "mirror", "qknorm"};
+    const char *cases[] = {"d0", "d1", "d2", "paper", "nopos", "mirror", "qknorm", "shared"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(cases[i]);
     check_lora_case();
     check_trainer_cut();
