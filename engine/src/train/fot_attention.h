@@ -4,10 +4,11 @@
  *
  * Row r's queries (T of them, rotated as usual at positions 0..T-1) see, in ONE softmax, the keys of every extra
  * context fot_extra_rows names — whole, unrotated (RoPE position 0 = identity, as the inference path stores memory)
- * — followed by the row's own causal keys (rotated). As one attention op call: keys
- * [extra_1 | ... | extra_E | own] and q_pos0 = E*T, so query i sees 0..E*T+i. The extra contexts are computed in
- * the same step and the backward flows into them: their keys' gradient is collected unrotated (dk_raw, added to
- * the key gradient after RoPE's backward), their values' straight into dv.
+ * — followed by the row's own causal keys (rotated): as the causal op over keys [extra_1 | ... | extra_E | own] with
+ * q_pos0 = E*T, computed in two parts merged by log-sum-exp (fot_attention.c: the extras once per group of rows
+ * that see the same ones). The extra contexts are computed in the same step and the backward flows into them: their
+ * keys' gradient is collected unrotated (dk_raw, added to the key gradient after RoPE's backward), their values'
+ * straight into dv.
  *
  * mem_positionals false (memory layers without RoPE): model_grad.c rotates nothing in memory layers; raw and local
  * keys are then the same numbers and everything above still holds.
