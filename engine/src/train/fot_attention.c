@@ -71,7 +71,7 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 /* Groups the rows with extras by their set of extras; 0, or -1 when out of memory. */
-static int group_rows(fot_ws *f) {
+static int find_groups(fot_ws *f) {
     const int32_t R = f->rows, M = f->max_extra ? f->max_extra : 1;
     int32_t *sorted = malloc((size_t)R * (size_t)M * sizeof *sorted), *group_of = malloc((size_t)R * sizeof *group_of);
     uint64_t *hash = malloc((size_t)R * sizeof *hash);
@@ -131,7 +131,7 @@ fot_ws *fot_ws_new_on(const kern_backend *be, const model_config *c, const fot_s
     if (!f->extra || !f->n_extra) goto oom;
     for (int32_t r = 0; r < f->rows; r++) f->n_extra[r] = fot_extra_rows(s, docs, r, f->extra + (size_t)r * f->max_extra);
     f->extra_ids = f->extra;
-    if (group_rows(f)) goto oom;
+    if (find_groups(f)) goto oom;
     f->group_row_ids = f->group_rows;
     if (f->be) { /* uploaded once: the schedule fixes every row's extras for the whole run */
         const size_t ib = (size_t)f->rows * (size_t)(f->max_extra ? f->max_extra : 1) * sizeof *f->extra;
