@@ -1036,51 +1036,72 @@ static void test_rope_backward(void) {
     }
 }
 
-/* The forward runs on the CPU (out, lse), so this case checks the backward alone. */
+/* One backward case, CUDA against the CPU: attention_backward with q_pos0 q0, or attention_cross_backward (q0 < 0)
+ * against a softmax over more keys than its own (its lse raised by 0.5, as FoT's merged one). The forward runs on
+ * the CPU (out, lse), so the case checks the backward alone. Returns the CUDA status, so a caller stops at
+ * KERN_EUNSUPPORTED. */
+static int backward_case(int64_t nq, int64_t nkv, int64_t q0, int64_t hq, int64_t hkv, int64_t hd) {
+    const bool cross = q0 < 0;
+    size_t nqd = (size_t)(nq * hq * hd), nkd = (size_t)(nkv * hkv * hd), nl = (size_t)(nq * hq);
+    float *q = rand_floats(nqd, 2.f), *k = rand_floats(nkd, 2.f), *v = rand_floats(nkd, 1.f),
+          *dout = rand_floats(nqd, 1.f), *out = xmalloc(nqd * 4), *lse = xmalloc(nl * 4);
+    float scale = 1.f / sqrtf((float)hd);
+    if (cross) {
+        CPU->attention_cross(kc_cpu, out, lse, q, k, v, nq, nkv, hq, hkv, hd, scale);
+        for (size_t i = 0; i < nl; i++) lse[i] += 0.5f;
+    } else {
+        CPU->attention(kc_cpu, out, lse, q, k, v, nq, nkv, q0, hq, hkv, hd, scale);
+    }
+    float *dq_c = xmalloc(nqd * 4), *dk_c = rand_floats(nkd, 1.f), *dv_c = rand_floats(nkd, 1.f);
+    float *dq_g = xmalloc(nqd * 4), *dk_g = xmalloc(nkd * 4), *dv_g = xmalloc(nkd * 4);
+    float *d_q = up(q, nqd * 4), *d_k = up(k, nkd * 4), *d_v = up(v, nkd * 4), *d_do = up(dout, nqd * 4),
+          *d_o = up(out, nqd * 4), *d_l = up(lse, nl * 4);
+    gbuf oq = gout(nqd, NULL), okb = gout(nkd, dk_c), ovb = gout(nkd, dv_c);
+    const char *op = cross ? "attention_cross_backward" : "attention_backward";
+    int rc_g = cross ? GPU->attention_cross_backward(kc_gpu, oq.p, okb.p, ovb.p, d_do, d_q, d_k, d_v, d_o, d_l, nq,
+                                                     nkv, hq, hkv, hd, scale)
+                     : GPU->attention_backward(kc_gpu, oq.p, okb.p, ovb.p, d_do, d_q, d_k, d_v, d_o, d_l, nq, nkv,
+                                               q0, hq, hkv, hd, scale);
+    if (!unsupported(op, rc_g)) {
+        int rc_c = cross ? CPU->attention_cross_backward(kc_cpu, dq_c, dk_c, dv_c, dout, q, k, v, out, lse, nq, nkv,
+                                                         hq, hkv, hd, scale)
+                         : CPU->attention_backward(kc_cpu, dq_c, dk_c, dv_c, dout, q, k, v, out, lse, nq, nkv, q0,
+                                                   hq, hkv, hd, scale);
+        bool g1, g2, g3;
+        int rc_f = gfetch(&oq, dq_g, &g1);
+        gfetch(&okb, dk_g, &g2);
+        gfetch(&ovb, dv_g, &g3);
+        char desc[160];
+        const char *names[3] = {"dq", "dk", "dv"};
+        float *refs[3] = {dq_c, dk_c, dv_c}, *gots[3] = {dq_g, dk_g, dv_g};
+        bool guards[3] = {g1, g2, g3};
+        for (int t = 0; t < 3; t++) {
+            if (cross)
+                snprintf(desc, sizeof desc, "%s(nq=%ld, nkv=%ld, hq=%ld, hkv=%ld, hd=%ld) %s", op, (long)nq,
+                         (long)nkv, (long)hq, (long)hkv, (long)hd, names[t]);
+            else
+                snprintf(desc, sizeof desc, "%s(nq=%ld, nkv=%ld, q_pos0=%ld, hq=%ld, hkv=%ld, hd=%ld) %s", op,
+                         (long)nq, (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, names[t]);
+            verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards[t], refs[t], gots[t], t ? nkd : nqd, 1e-9);
+        }
+    }
+    gfree(&oq); gfree(&okb); gfree(&ovb);
+    GPU->mem_free(d_q); GPU->mem_free(d_k); GPU->mem_free(d_v); GPU->mem_free(d_do); GPU->mem_free(d_o);
+    GPU->mem_free(d_l);
+    free(q); free(k); free(v); free(dout); free(out); free(lse); free(dq_c); free(dk_c); free(dv_c);
+    free(dq_g); free(dk_g); free(dv_g);
+    return rc_g;
+}
+
 static void test_attention_backward(void) {
     struct { int64_t nq, nkv, q0, hq, hkv, hd; } cases[] = {
         {5, 5, 0, 8, 2, 12}, {1, 37, 36, 8, 2, 100}, {64, 64, 0, 4, 1, 128}, {33, 133, 100, 8, 8, 100},
         {17, 20, 0, 4, 2, 33},
     };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
-                hd = cases[c].hd;
-        size_t nqd = (size_t)(nq * hq * hd), nkd = (size_t)(nkv * hkv * hd), nl = (size_t)(nq * hq);
-        float *q = rand_floats(nqd, 2.f), *k = rand_floats(nkd, 2.f), *v = rand_floats(nkd, 1.f),
-              *dout = rand_floats(nqd, 1.f), *out = xmalloc(nqd * 4), *lse = xmalloc(nl * 4);
-        float scale = 1.f / sqrtf((float)hd);
-        CPU->attention(kc_cpu, out, lse, q, k, v, nq, nkv, q0, hq, hkv, hd, scale);
-        float *dq_c = xmalloc(nqd * 4), *dk_c = rand_floats(nkd, 1.f), *dv_c = rand_floats(nkd, 1.f);
-        float *dq_g = xmalloc(nqd * 4), *dk_g = xmalloc(nkd * 4), *dv_g = xmalloc(nkd * 4);
-        float *d_q = up(q, nqd * 4), *d_k = up(k, nkd * 4), *d_v = up(v, nkd * 4), *d_do = up(dout, nqd * 4),
-              *d_o = up(out, nqd * 4), *d_l = up(lse, nl * 4);
-        gbuf oq = gout(nqd, NULL), okb = gout(nkd, dk_c), ovb = gout(nkd, dv_c);
-        int rc_g = GPU->attention_backward(kc_gpu, oq.p, okb.p, ovb.p, d_do, d_q, d_k, d_v, d_o, d_l, nq, nkv, q0, hq,
-                                           hkv, hd, scale);
-        if (!unsupported("attention_backward", rc_g)) {
-            int rc_c = CPU->attention_backward(kc_cpu, dq_c, dk_c, dv_c, dout, q, k, v, out, lse, nq, nkv, q0, hq,
-                                               hkv, hd, scale);
-            bool g1, g2, g3;
-            int rc_f = gfetch(&oq, dq_g, &g1);
-            gfetch(&okb, dk_g, &g2);
-            gfetch(&ovb, dv_g, &g3);
-            char desc[160];
-            const char *names[3] = {"dq", "dk", "dv"};
-            float *refs[3] = {dq_c, dk_c, dv_c}, *gots[3] = {dq_g, dk_g, dv_g};
-            bool guards[3] = {g1, g2, g3};
-            for (int t = 0; t < 3; t++) {
-                snprintf(desc, sizeof desc, "attention_backward(nq=%ld, nkv=%ld, q_pos0=%ld, hq=%ld, hkv=%ld, "
-                         "hd=%ld) %s", (long)nq, (long)nkv, (long)q0, (long)hq, (long)hkv, (long)hd, names[t]);
-                verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards[t], refs[t], gots[t], t ? nkd : nqd, 1e-9);
-            }
-        }
-        gfree(&oq); gfree(&okb); gfree(&ovb);
-        GPU->mem_free(d_q); GPU->mem_free(d_k); GPU->mem_free(d_v); GPU->mem_free(d_do); GPU->mem_free(d_o);
-        GPU->mem_free(d_l);
-        free(q); free(k); free(v); free(dout); free(out); free(lse); free(dq_c); free(dk_c); free(dv_c);
-        free(dq_g); free(dk_g); free(dv_g);
-        if (rc_g == KERN_EUNSUPPORTED) return;
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        if (backward_case(cases[c].nq, cases[c].nkv, cases[c].q0, cases[c].hq, cases[c].hkv, cases[c].hd) ==
+            KERN_EUNSUPPORTED)
+            return;
 }
 
 /* attention_cross (every query sees every key; FoT's extra contexts), its backward (against the merged out and lse
@@ -1121,45 +1142,9 @@ static void test_attention_cross(void) {
 
 static void test_attention_cross_backward(void) {
     struct { int64_t nq, nkv, hq, hkv, hd; } cases[] = {{5, 37, 8, 2, 12}, {64, 200, 8, 8, 32}, {17, 20, 4, 2, 33}};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const int64_t nq = cases[c].nq, nkv = cases[c].nkv, hq = cases[c].hq, hkv = cases[c].hkv, hd = cases[c].hd;
-        const size_t nqd = (size_t)(nq * hq * hd), nkd = (size_t)(nkv * hkv * hd), nl = (size_t)(nq * hq);
-        float *q = rand_floats(nqd, 2.f), *k = rand_floats(nkd, 2.f), *v = rand_floats(nkd, 1.f),
-              *dout = rand_floats(nqd, 1.f), *out = xmalloc(nqd * 4), *lse = xmalloc(nl * 4);
-        const float scale = 1.f / sqrtf((float)hd);
-        CPU->attention_cross(kc_cpu, out, lse, q, k, v, nq, nkv, hq, hkv, hd, scale);
-        for (size_t i = 0; i < nl; i++) lse[i] += 0.5f; /* as if other keys shared the softmax */
-        float *dq_c = xmalloc(nqd * 4), *dk_c = rand_floats(nkd, 1.f), *dv_c = rand_floats(nkd, 1.f);
-        float *dq_g = xmalloc(nqd * 4), *dk_g = xmalloc(nkd * 4), *dv_g = xmalloc(nkd * 4);
-        float *d_q = up(q, nqd * 4), *d_k = up(k, nkd * 4), *d_v = up(v, nkd * 4), *d_do = up(dout, nqd * 4),
-              *d_o = up(out, nqd * 4), *d_l = up(lse, nl * 4);
-        gbuf oq = gout(nqd, NULL), okb = gout(nkd, dk_c), ovb = gout(nkd, dv_c);
-        int rc_g = GPU->attention_cross_backward(kc_gpu, oq.p, okb.p, ovb.p, d_do, d_q, d_k, d_v, d_o, d_l, nq, nkv,
-                                                 hq, hkv, hd, scale);
-        if (!unsupported("attention_cross_backward", rc_g)) {
-            int rc_c = CPU->attention_cross_backward(kc_cpu, dq_c, dk_c, dv_c, dout, q, k, v, out, lse, nq, nkv, hq,
-                                                     hkv, hd, scale);
-            bool g1, g2, g3;
-            int rc_f = gfetch(&oq, dq_g, &g1);
-            gfetch(&okb, dk_g, &g2);
-            gfetch(&ovb, dv_g, &g3);
-            const char *names[3] = {"dq", "dk", "dv"};
-            float *refs[3] = {dq_c, dk_c, dv_c}, *gots[3] = {dq_g, dk_g, dv_g};
-            bool guards[3] = {g1, g2, g3};
-            for (int t = 0; t < 3; t++) {
-                char desc[160];
-                snprintf(desc, sizeof desc, "attention_cross_backward(nq=%ld, nkv=%ld, hq=%ld, hkv=%ld, hd=%ld) %s",
-                         (long)nq, (long)nkv, (long)hq, (long)hkv, (long)hd, names[t]);
-                verdict(desc, rc_c, rc_g != KERN_OK ? rc_g : rc_f, guards[t], refs[t], gots[t], t ? nkd : nqd, 1e-9);
-            }
-        }
-        gfree(&oq); gfree(&okb); gfree(&ovb);
-        GPU->mem_free(d_q); GPU->mem_free(d_k); GPU->mem_free(d_v); GPU->mem_free(d_do); GPU->mem_free(d_o);
-        GPU->mem_free(d_l);
-        free(q); free(k); free(v); free(dout); free(out); free(lse); free(dq_c); free(dk_c); free(dv_c);
-        free(dq_g); free(dk_g); free(dv_g);
-        if (rc_g == KERN_EUNSUPPORTED) return;
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        if (backward_case(cases[c].nq, cases[c].nkv, -1, cases[c].hq, cases[c].hkv, cases[c].hd) == KERN_EUNSUPPORTED)
+            return;
 }
 
 static void test_attention_merge(void) {
