@@ -19,6 +19,9 @@ static void usage(FILE *f) {
             "  --query-tokens N     tokens of queries closing each document (default 256, as the paper)\n"
             "  --samples N          documents per length (default 10; at most 10000 scored, 10000000 written)\n"
             "  --seed S             the documents' generator seed (default 1)\n"
+            "  --first-sample K     score documents K..K+N-1 of each length (default 0): a long evaluation split\n"
+            "                       over processes or machines; equal-length documents score equally many values,\n"
+            "                       so the shards' mean accuracy is the whole run's\n"
             "  --write-data FILE    write --samples documents of each length as training data instead (JSON lines\n"
             "                       {\"tokens\", \"loss\"}: the loss on the queried values, as FoT trains; no model\n"
             "                       needed; drawn apart from the evaluation's documents, so one seed never trains\n"
@@ -80,7 +83,8 @@ int cli_eval_dict(int argc, char **argv) {
     const char *v, *write_data = NULL;
     bool loss_on_keys = false;
     int32_t confusable = 0;
-    int32_t lengths[CLI_EVAL_MAX_LIST] = {1024, 4096, 16384, 65536}, n_len = 4, query_tokens = 256, samples = 10;
+    int32_t lengths[CLI_EVAL_MAX_LIST] = {1024, 4096, 16384, 65536}, n_len = 4, query_tokens = 256, samples = 10,
+            first_sample = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,6 +100,10 @@ int cli_eval_dict(int argc, char **argv) {
         else if (!strcmp(a, "--query-tokens")) { VALUE(); if (!cli_int(e.cmd, a, v, 10, 1 << 20, &query_tokens)) return 2; }
         else if (!strcmp(a, "--samples")) { VALUE(); if (!cli_int(e.cmd, a, v, 1, 10000000, &samples)) return 2; }
         else if (!strcmp(a, "--seed")) { VALUE(); if (!cli_u64(e.cmd, a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--first-sample")) {
+            VALUE();
+            if (!cli_int(e.cmd, a, v, 0, 10000000, &first_sample)) return 2;
+        }
         else if (!strcmp(a, "--write-data")) { VALUE(); write_data = v; }
         else if (!strcmp(a, "--loss-on-keys")) loss_on_keys = true;
         else if (!strcmp(a, "--confusable")) { VALUE(); if (!cli_int(e.cmd, a, v, 0, 100, &confusable)) return 2; }
@@ -105,6 +113,10 @@ int cli_eval_dict(int argc, char **argv) {
     if (samples > 10000 && !write_data) { /* scoring is minutes a document at long lengths; training data is not */
         fprintf(stderr, "mnemo %s: --samples scores at most 10000 documents a length (more only with --write-data)\n",
                 e.cmd);
+        return 2;
+    }
+    if (first_sample && write_data) { /* training data is written whole: its streams are not the scored ones */
+        fprintf(stderr, "mnemo %s: --first-sample picks scored documents: not with --write-data\n", e.cmd);
         return 2;
     }
     if ((loss_on_keys || confusable) && !write_data) {
@@ -151,7 +163,7 @@ int cli_eval_dict(int argc, char **argv) {
         for (int k = 0; k < samples; k++) {
             /* one stream per (seed, length, sample): a length's documents do not change when others are added */
             eval_rng rng;
-            doc_stream(&rng, seed, lengths[i], k, false);
+            doc_stream(&rng, seed, lengths[i], first_sample + k, false);
             int64_t n_scored = eval_dict_document(&rng, lengths[i], query_tokens, doc, score);
             int64_t from = 0;
             while (!score[from + 1]) from++;
@@ -184,8 +196,9 @@ int cli_eval_dict(int argc, char **argv) {
         double by_value[4];
         for (int j = 0; j < 4; j++) by_value[j] = (double)value_hits[j] / (double)queries;
         if (e.json)
-            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
-                                          "dict-lookup", "length", lengths[i], "samples", samples, "accuracy", acc,
+            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
+                                          "dict-lookup", "length", lengths[i], "samples", samples, "first_sample",
+                                          first_sample, "accuracy", acc,
                                           "accuracy_min", lo, "accuracy_max", hi, "query_accuracy", qacc,
                                           "value_accuracy", by_value[0], by_value[1], by_value[2], by_value[3],
                                           "truncated", e.scorer.truncated));

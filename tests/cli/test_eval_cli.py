@@ -81,6 +81,16 @@ with tempfile.TemporaryDirectory() as td:
     results["dict-lookup"] = out
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "1K", "--samples", "1", "--json")
     check(rc == 0 and lines(out)[0]["truncated"], "dict-lookup past a plain model's context is marked truncated")
+    # --first-sample shards a run: one document at a time, documents 0..2 are the whole run's three
+    whole = lines(run("dict-lookup", "--model", LL, "--lengths", "512", "--samples", "3", "--json")[1])
+    shards = [lines(run("dict-lookup", "--model", LL, "--lengths", "512", "--samples", "1", "--first-sample", str(k),
+                        "--json")[1]) for k in range(3)]
+    accs = [s[0]["accuracy"] for s in shards if s]
+    check(len(whole) == 1 and len(accs) == 3 and len(set(accs)) > 1 and [s[0]["first_sample"] for s in shards] ==
+          [0, 1, 2] and abs(sum(accs) / 3 - whole[0]["accuracy"]) < 1e-9 and min(accs) == whole[0]["accuracy_min"]
+          and max(accs) == whole[0]["accuracy_max"], f"--first-sample shards: {accs} {whole}")
+    rc, out, err = run("dict-lookup", "--write-data", os.path.join(td, "x.jsonl"), "--first-sample", "1")
+    check(rc == 2 and "not with --write-data" in err, f"--first-sample with --write-data: {rc} {err!r}")
 
     # training documents for the task: the loss on the queried values only; mnemo train reads them
     data = os.path.join(td, "dict.jsonl")
