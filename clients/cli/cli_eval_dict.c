@@ -31,6 +31,9 @@ static void usage(FILE *f) {
             "                       teaches the key match sooner; the evaluation scores the values alone)\n"
             "  --confusable P       with --write-data: P%% of definitions share 2-3 key symbols with an earlier one\n"
             "                       and P%% their first 2-3 values, so a partial match cannot answer (default 0)\n\n"
+            "With --json, a memory model's rows carry by_row_boundary: the accuracy on values whose definition lies\n"
+            "whole in one local-window row, on those a row boundary cuts (keys in an earlier row than the value) and\n"
+            "on those whose query a boundary cuts, with their shares of the values.\n"
             "Token ids: 1 BOS, 3 <k>, 4 <v>, 5 <q>, 6..63 the symbols keys and values are written with (4 each).\n");
     cli_eval_usage(f);
 }
@@ -75,6 +78,48 @@ static int write_documents(const char *cmd, const char *path, const int32_t *len
     free(doc);
     free(score);
     return rc;
+}
+
+/* The <k> of the definition a query at q (its <q>) asks for: keys are distinct within a document. */
+static int64_t find_definition(const int32_t *doc, int64_t first_def, int64_t q) {
+    for (int64_t d = first_def; d + EVAL_DICT_RECORD <= q; d += EVAL_DICT_RECORD)
+        if (doc[d] == EVAL_DICT_K && !memcmp(doc + d + 1, doc + q + 1, 4 * sizeof *doc)) return d;
+    return -1;
+}
+
+/* The local window's rows, as the scorer's decode calls fill them: calls of `chunk` tokens are appended until the
+ * next does not fit the window of n_ctx, which then moves to memory, so rows start at multiples of this. */
+static int32_t row_tokens(const cli_eval_task *e) {
+    int32_t n_ctx = mnemo_context_n_ctx(e->ctx), chunk = e->scorer.chunk;
+    return chunk > 0 && chunk <= n_ctx ? n_ctx / chunk * chunk : n_ctx;
+}
+
+/* Values split by the local window's row boundary: a value whose definition's keys lie in an earlier row can only be
+ * matched through memory of a row without them (the 4-token key is 5-9 tokens before the value), and a query whose
+ * keys lie in an earlier row than the value being predicted must carry them through memory too. */
+typedef struct {
+    int64_t hits[3], n[3]; /* 0 whole (neither cut), 1 definition cut, 2 query cut */
+} boundary_split;
+
+static void split_add(boundary_split *b, const int32_t *doc, int64_t first_def, int64_t row, int64_t q, int j,
+                      uint8_t ok) {
+    int64_t d = find_definition(doc, first_def, q);
+    if (d < 0 || row <= 0) return;
+    bool def_cut = (d + 1) / row != (d + 6 + j) / row, query_cut = (q + 1) / row != (q + 5 + j) / row;
+    if (!def_cut && !query_cut) b->hits[0] += ok, b->n[0]++;
+    if (def_cut) b->hits[1] += ok, b->n[1]++;
+    if (query_cut) b->hits[2] += ok, b->n[2]++;
+}
+
+static json_t *split_json(const boundary_split *b, int64_t row, int64_t values) {
+    static const char *names[3] = {"whole", "definition_cut", "query_cut"};
+    json_t *o = json_pack("{s:I}", "row_tokens", (json_int_t)row);
+    for (int i = 0; i < 3; i++)
+        json_object_set_new(o, names[i],
+                            json_pack("{s:f, s:o}", "share", values ? (double)b->n[i] / (double)values : 0.0,
+                                      "accuracy", b->n[i] ? json_real((double)b->hits[i] / (double)b->n[i])
+                                                          : json_null()));
+    return o;
 }
 
 int cli_eval_dict(int argc, char **argv) {
@@ -152,12 +197,16 @@ int cli_eval_dict(int argc, char **argv) {
         fprintf(stderr, "mnemo %s: out of memory\n", e.cmd);
         goto out;
     }
+    /* where the local window's rows cut definitions (memory models: a plain one sees one window or is truncated) */
+    bool memory = mnemo_model_has_memory(e.model);
+    int64_t row = row_tokens(&e);
     int64_t total = 0;
     for (int i = 0; i < n_len; i++) total += (int64_t)samples * lengths[i];
     cli_eval_progress_start(&e, total);
     if (!e.json) printf("%10s %8s %10s %10s %10s %10s\n", "length", "docs", "accuracy", "min", "max", "queries");
     for (int i = 0; i < n_len; i++) {
         int64_t hits = 0, scored_all = 0, queries_ok = 0, queries = 0, value_hits[4] = {0};
+        boundary_split split = {0};
         double lo = 1, hi = 0;
         e.scorer.truncated = false;
         for (int k = 0; k < samples; k++) {
@@ -173,10 +222,13 @@ int cli_eval_dict(int argc, char **argv) {
                 fprintf(stderr, "mnemo %s: %d-token document: %s\n", e.cmd, lengths[i], err);
                 goto out;
             }
-            int64_t h = 0, run = 0;
+            int64_t h = 0, run = 0, first_def = 1;
+            while (doc[first_def] != EVAL_DICT_K) first_def++;
             for (int64_t t = from; t < lengths[i] - 1; t++) {
                 if (!score[t + 1]) continue;
                 h += correct[t - from];
+                if (memory) split_add(&split, doc, first_def, row, t - 5 - (int64_t)(scored_all % 4),
+                                      (int)(scored_all % 4), correct[t - from]);
                 run += correct[t - from];
                 value_hits[scored_all % 4] += correct[t - from];
                 if (++scored_all % 4 == 0) { /* a query's four values */
@@ -195,14 +247,16 @@ int cli_eval_dict(int argc, char **argv) {
          * a model can learn as a shortcut that fails once many definitions share them */
         double by_value[4];
         for (int j = 0; j < 4; j++) by_value[j] = (double)value_hits[j] / (double)queries;
-        if (e.json)
-            cli_eval_print_json(json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
+        if (e.json) {
+            json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
                                           "dict-lookup", "length", lengths[i], "samples", samples, "first_sample",
                                           first_sample, "accuracy", acc,
                                           "accuracy_min", lo, "accuracy_max", hi, "query_accuracy", qacc,
                                           "value_accuracy", by_value[0], by_value[1], by_value[2], by_value[3],
-                                          "truncated", e.scorer.truncated));
-        else
+                                          "truncated", e.scorer.truncated);
+            if (o && memory) json_object_set_new(o, "by_row_boundary", split_json(&split, row, scored_all));
+            cli_eval_print_json(o);
+        } else
             printf("%10d %8d %9.2f%% %9.2f%% %9.2f%% %9.2f%%%s\n", lengths[i], samples, 100 * acc, 100 * lo, 100 * hi,
                    100 * qacc, e.scorer.truncated ? "  (longer than the model sees)" : "");
     }

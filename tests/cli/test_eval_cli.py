@@ -79,8 +79,24 @@ with tempfile.TemporaryDirectory() as td:
     check(rc == 0 and all(len(x["value_accuracy"]) == 4 and abs(sum(x["value_accuracy"]) / 4 - x["accuracy"]) < 1e-9
                           for x in r), f"dict-lookup value_accuracy: v1..v4, their mean the accuracy: {out!r}")
     results["dict-lookup"] = out
+    # the split by the local window's rows (64 tokens here): the four values sit 6-9 tokens after their keys' first,
+    # so a row boundary cuts ~6.5 / 64 of them; the queries (last 30 tokens of 512) lie in one row, so the whole
+    # and the cut values make up the accuracy
+    rc, out, err = run("dict-lookup", "--model", LL, "--lengths", "512", "--query-tokens", "30", "--samples", "4",
+                       "--json")
+    b = lines(out)[0].get("by_row_boundary", {}) if rc == 0 else {}
+    w, d, q = (b.get(k, {}) for k in ("whole", "definition_cut", "query_cut"))
+    check(b.get("row_tokens") == 64 and q.get("share") == 0 and abs(w["share"] + d["share"] - 1) < 1e-9
+          and abs(w["share"] * (w["accuracy"] or 0) + d["share"] * (d["accuracy"] or 0) - lines(out)[0]["accuracy"])
+          < 1e-9, f"dict-lookup by_row_boundary: {rc} {out!r} {err!r}")
+    rc, out, err = run("dict-lookup", "--model", LL, "--lengths", "2K", "--samples", "2", "--json")
+    b = lines(out)[0].get("by_row_boundary", {}) if rc == 0 else {}
+    check(0.04 < b.get("definition_cut", {}).get("share", 0) < 0.2 and 0 < b.get("query_cut", {}).get("share", 0)
+          < 0.2 and b["whole"]["share"] <= 1 - max(b["definition_cut"]["share"], b["query_cut"]["share"]),
+          f"dict-lookup by_row_boundary shares (~0.1 each): {b}")
     rc, out, err = run("dict-lookup", "--model", MHA, "--lengths", "1K", "--samples", "1", "--json")
-    check(rc == 0 and lines(out)[0]["truncated"], "dict-lookup past a plain model's context is marked truncated")
+    check(rc == 0 and lines(out)[0]["truncated"] and "by_row_boundary" not in lines(out)[0],
+          "dict-lookup past a plain model's context is marked truncated (and has no rows to split by)")
     # --first-sample shards a run: one document at a time, documents 0..2 are the whole run's three
     whole = lines(run("dict-lookup", "--model", LL, "--lengths", "512", "--samples", "3", "--json")[1])
     shards = [lines(run("dict-lookup", "--model", LL, "--lengths", "512", "--samples", "1", "--first-sample", str(k),
