@@ -11,8 +11,9 @@
 #          temperature, as the FoT paper's small models) and a shorter curriculum: 65-token documents (plain, then
 #          FoT d = 1, then d = 7 negatives), 257 and 513 (rows of 32 seeing their document's earlier rows), then
 #          63 other documents' definitions as distractors and 257- and 513-token documents with near misses,
-#          then the memory layers' softmax made twice as sharp (scripts/scale_q_norm.py);
-#          ~3 h 40 min on two threads. The committed models/dict-lookup-qk is its output (in bf16)
+#          then the memory layers' softmax made twice as sharp (scripts/scale_q_norm.py), and last a local
+#          context of 64 (rows of 64 cut half the definitions rows of 32 do);
+#          ~4 h on two threads. The committed models/dict-lookup-qk is its output (in bf16)
 #   small  FoT with a local context of 32 (the definitions reach the queries through memory alone), trained on
 #          65-, 257-, 513-, 1025- and 2049-token documents, against the plain model trained at 64 on 65-token ones;
 #          ~3 h 20 min on one thread
@@ -164,9 +165,16 @@ if [ "$SCALE" = qk ]; then
     # 64K tokens: x1 76.7%, x1.5 88.3, x2 91.7, x3 91.7; RESULTS.md, "memory temperature")
     [ -f "$W/q_temp/model.safetensors" ] ||
         /usr/bin/python3 "$SRC/scripts/scale_q_norm.py" "$W/q_c513m" "$W/q_temp" "${MEM_TEMPERATURE:-2}" 1,2,3
-    with_window q_eval q_temp 32
+    # Last, a local context of 64: with rows of 32 every value whose definition lies whole in one row was right
+    # (99-100% at 1K-16K) and those a row boundary cuts (keys in one row, the value in the next: ~20% of them) 48-67%
+    # (eval dict-lookup's by_row_boundary). Rows of 64 cut half as many; the model starts from its own weights read
+    # at 64 positions (the plain stage trained at 64) on new near-miss documents (--seed 5133)
+    confusable_data dict_513_conf3.jsonl 513 8000 5133
+    with_window q_w64 q_temp 64
+    LR=3e-4 train q_r64 dict_513_conf3.jsonl 64 "${STEPS_QR64:-150}" 16 "$W/q_w64" --warmup 10 \
+        --checkpoint-every 10 --fot "1/8(0,0),$(seq -s, -f '1/8(%g,0,15)' 1 7)"
     with_window q_base64 q65 64
-    FOT=q_eval BASE=q_base64 LOCAL=32 WINDOW=64
+    FOT=q_r64 BASE=q_base64 LOCAL=64 WINDOW=64 QUERY_TOKENS=30
 elif [ "$SCALE" = paper ]; then
     # The paper's run: from the lookup learned in a short context (a plain model on 65-token documents, as the
     # small scale starts), FoT at local 256 on 513-token documents, the queries (row 1) reaching the definitions
@@ -231,7 +239,7 @@ ev() { # NAME MODEL extra args...
     local name=${SCALE}_$1 model=$2
     shift 2
     [ -s "$W/results/$name.jsonl" ] || "$MNEMO" eval dict-lookup --model "$W/$model" --lengths "$LENGTHS" \
-        --query-tokens $((LOCAL - 2)) --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" \
+        --query-tokens "${QUERY_TOKENS:-$((LOCAL - 2))}" --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" \
         > "$W/results/$name.jsonl"
 }
 ev fot_dense "$FOT" --mem-knn 0

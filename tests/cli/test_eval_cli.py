@@ -202,7 +202,7 @@ with tempfile.TemporaryDirectory() as td:
                    STEPS_513B="2", STEPS_1025="2", STEPS_2049="2", SCALE="qk", STEPS_Q65="3", STOP_Q65="2",
                    STEPS_QD1="2", STEPS_QNEG="2", STEPS_Q257="2", STEPS_Q513="2", STEPS_QD64="3",
                    STOP_QD64="2", STEPS_QCONF="2", STEPS_QC513="2",
-                   STEPS_QC513M="2")
+                   STEPS_QC513M="2", STEPS_QR64="2")
         script = os.path.join(SRC, "tests", "bench", "proof_dict_lookup.sh")
         p = subprocess.run(["bash", script, work], capture_output=True, timeout=300, env=env)
         table = [l for l in p.stdout.decode().splitlines() if l.startswith("qk_")]
