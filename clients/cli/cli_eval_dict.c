@@ -248,12 +248,11 @@ int cli_eval_dict(int argc, char **argv) {
         double by_value[4];
         for (int j = 0; j < 4; j++) by_value[j] = (double)value_hits[j] / (double)queries;
         if (e.json) {
-            json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval",
-                                          "dict-lookup", "length", lengths[i], "samples", samples, "first_sample",
-                                          first_sample, "accuracy", acc,
-                                          "accuracy_min", lo, "accuracy_max", hi, "query_accuracy", qacc,
-                                          "value_accuracy", by_value[0], by_value[1], by_value[2], by_value[3],
-                                          "truncated", e.scorer.truncated);
+            json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:[f,f,f,f], s:b}", "eval", "dict-lookup",
+                                  "length", lengths[i], "samples", samples, "first_sample", first_sample, "accuracy",
+                                  acc, "accuracy_min", lo, "accuracy_max", hi, "query_accuracy", qacc,
+                                  "value_accuracy", by_value[0], by_value[1], by_value[2], by_value[3], "truncated",
+                                  e.scorer.truncated);
             if (o && memory) json_object_set_new(o, "by_row_boundary", split_json(&split, row, scored_all));
             cli_eval_print_json(o);
         } else

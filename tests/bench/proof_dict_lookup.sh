@@ -239,8 +239,8 @@ ev() { # NAME MODEL extra args...
     local name=${SCALE}_$1 model=$2
     shift 2
     [ -s "$W/results/$name.jsonl" ] || "$MNEMO" eval dict-lookup --model "$W/$model" --lengths "$LENGTHS" \
-        --query-tokens "${QUERY_TOKENS:-$((LOCAL - 2))}" --samples "$SAMPLES" --seed 7 --threads "$THREADS" --json "$@" \
-        > "$W/results/$name.jsonl"
+        --query-tokens "${QUERY_TOKENS:-$((LOCAL - 2))}" --samples "$SAMPLES" --seed 7 --threads "$THREADS" \
+        --json "$@" > "$W/results/$name.jsonl"
 }
 ev fot_dense "$FOT" --mem-knn 0
 ev fot_knn32_flat "$FOT" --mem-knn 32 --mem-dense-rows 0 --mem-index flat
