@@ -270,9 +270,9 @@ int kern_ctx_threads(const kern_ctx *kc);
  * Ops follow the CPU backend's contracts with these CUDA-specific limits, each reported as KERN_ESHAPE:
  * head_dim <= 256 for rope, attention, attention_cross and their backwards; cross_entropy n <= 2^24 rows. GEMM
  * precision for bf16/f16 weights (matmul with m > 8 rows, matmul_backward_x) is chosen per context (see
- * kern_cuda_gemm); every other path computes in fp32. Ids and targets live in device memory, so embed_backward and cross_entropy skip a
- * bad one (its row gets no update / a zero gradient) and report KERN_ERANGE at the next sync, where the CPU
- * refuses before writing anything. */
+ * kern_cuda_gemm); every other path computes in fp32. Ids and targets live in device memory, so embed_backward and
+ * cross_entropy skip a bad one (its row gets no update / a zero gradient) and report KERN_ERANGE at the next sync,
+ * where the CPU refuses before writing anything. */
 const kern_backend *kern_cuda_backend(void); /* NULL when libengine was built without CUDA */
 /* 1 when the backend is built and a CUDA device answers; info receives the device's description ("NVIDIA H100
  * 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"). 0 otherwise, info receives why (not built, no driver, no device).
