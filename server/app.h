@@ -41,6 +41,8 @@ typedef struct {
     mnemo_uio_info uio_info;
     int n_vocab;
     int port;         /* the bound port (--port 0 picks one) */
+    http_server *http; /* connection figures for /metrics, through http_stats (http.c is not in the core library) */
+    void (*http_stats)(http_server *http, http_stats *out);
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
     pthread_mutex_t embed_mu; /* one /v1/embeddings request computes at a time (routes_embeddings.c) */

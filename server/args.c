@@ -42,7 +42,16 @@ static const opt_def OPTS[] = {
     {"--timeout", OPT_DBL, OFF(timeout_s), 0, 1e7, "per-request limit in seconds, queue included (600; 0 none)"},
     {"--grace", OPT_DBL, OFF(grace_s), 0, 3600, "seconds in-flight requests get on SIGINT/SIGTERM (10)"},
     {"--max-body", OPT_SIZE, OFF(max_body), 64, 1 << 30, "largest request body in bytes (8388608)"},
-    {"--max-conns", OPT_INT, OFF(max_conns), 1, 10000, "concurrent connections (default 128)"},
+    {"--max-conns", OPT_INT, OFF(max_conns), 1, 10000,
+     "connections served at once, keep-alive ones included (default 128); past it the longest-idle keep-alive "
+     "connection is closed, else a new one waits up to 1 s, then gets 503"},
+    {"--max-pending", OPT_INT, OFF(max_pending), 1, 1000000,
+     "connections still sending their request headers, held without a thread (default 1024; past it the one "
+     "waiting longest is closed)"},
+    {"--max-body-inflight", OPT_SIZE, OFF(max_body_inflight), 0, 1e15,
+     "request body bytes held at once over all connections (default 4 x --max-body); past it 503"},
+    {"--max-prompt-tokens", OPT_I64, OFF(max_prompt_tokens), 0, 1e12,
+     "tokens one request may send: a prompt (400) or /tokenize text (413) (default 1048576; 0 = no limit)"},
     {"--session-dir", OPT_STR, OFF(session_dir), 0, 0, "directory for session snapshots (default: none, save off)"},
     {"--max-sessions", OPT_INT, OFF(max_sessions), 0, 100000, "live sessions at once (default 16; 0 = no sessions)"},
     {"--session-max-bytes", OPT_SIZE, OFF(session_max_bytes), 0, 1e15,
@@ -101,6 +110,8 @@ void server_opts_defaults(server_opts *o) {
     o->grace_s = 10;
     o->max_body = 8u << 20;
     o->max_conns = 128;
+    o->max_pending = 1024;
+    o->max_prompt_tokens = 1 << 20;
     o->conn_timeout_s = 10;
     o->max_sessions = 16;
     o->train_threads = 1;

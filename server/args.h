@@ -28,7 +28,10 @@ typedef struct {
     double timeout_s;          /* --timeout: per-request limit in seconds (queue + generation); 0 = none */
     double grace_s;            /* --grace: on SIGINT/SIGTERM, how long in-flight requests may finish */
     size_t max_body;           /* --max-body: bytes of request body */
-    int max_conns;             /* --max-conns: concurrent connections */
+    int max_conns;             /* --max-conns: connections served at once (each holds a thread) */
+    int max_pending;           /* --max-pending: connections sending their headers, held by the front door */
+    size_t max_body_inflight;  /* --max-body-inflight: body bytes held at once; 0 = 4 x max_body */
+    int64_t max_prompt_tokens; /* --max-prompt-tokens: tokens a prompt or /tokenize text may have; 0 = no limit */
     int conn_timeout_s;        /* --conn-timeout: seconds idle (or stalled in headers/body) before it is closed */
     const char *session_dir;   /* --session-dir: where session snapshots are saved and restored; NULL = off */
     int max_sessions;          /* --max-sessions: live sessions */

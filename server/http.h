@@ -5,13 +5,14 @@
  *
  * Threading: libmicrohttpd runs one thread per connection, so a handler may block (a non-streaming completion
  * waits for its result) and a stream reader may block until it has bytes. Connection count, idle time, header
- * memory and body size are all bounded here.
+ * memory, body size and the bodies held at once are all bounded here.
  */
 #ifndef MNEMO_SERVER_HTTP_H
 #define MNEMO_SERVER_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct http_request http_request;
@@ -61,15 +62,28 @@ typedef struct {
     const char *host;
     int port;
     size_t max_body;
-    int max_conns;
+    int max_conns;      /* connections handed to libmicrohttpd at once (each holds a thread) */
+    int max_pending;    /* connections held by the front door while their headers arrive */
+    size_t max_inflight; /* request body bytes held at once over all connections (at least max_body) */
     int conn_timeout_s;
 } http_config;
+
+typedef struct {
+    int open;                    /* connections being served (keep-alive ones between requests included) */
+    int waiting_headers;         /* connections in the front door */
+    uint64_t refused_full;       /* answered 503: no room within a second */
+    uint64_t dropped_waiting;    /* closed to make room in the front door (the longest waiting) */
+    uint64_t refused_at_door;    /* answered 400 / 408 / 431 before a request reached a route */
+    uint64_t evicted_idle;       /* idle keep-alive connections closed to make room */
+    size_t body_bytes_inflight;  /* request bodies held now */
+} http_stats;
 
 typedef struct http_server http_server;
 
 /* Binds and starts serving. NULL on failure with the reason in err. */
 http_server *http_start(const http_config *cfg, http_handler handler, void *app, char *err, size_t errlen);
 int http_port(const http_server *s);
+void http_get_stats(http_server *s, http_stats *out);
 /* Requests received and not yet fully answered (keep-alive connections waiting for one do not count). */
 int http_active_requests(const http_server *s);
 /* Stop accepting new connections (existing ones go on). */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,6 +91,20 @@ static int wait_signal(double seconds) {
 
 /* --jobs-dir: an existing directory we can read and write, or one we create (its parent must exist). 0, or -1
  * with the reason in err. */
+/* Every connection the server holds is a file descriptor: raise the soft limit toward the hard one so that
+ * --max-conns + --max-pending (+ models, sessions, files) fit; says so when it cannot. */
+static void raise_fd_limit(int max_conns, int max_pending) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)max_conns * 2 + (rlim_t)max_pending + 256;
+    if (rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
+        log_line("warning: open files limited to %llu (ulimit -n); --max-conns %d + --max-pending %d want %llu",
+                 (unsigned long long)rl.rlim_cur, max_conns, max_pending, (unsigned long long)want);
+}
+
 static int jobs_dir_prepare(const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
@@ -346,7 +361,10 @@ int main(int argc, char **argv) {
                  ft_files_count(app.files), o->jobs_dir, o->max_files, o->max_body);
     }
 
+    raise_fd_limit(o->max_conns, o->max_pending);
     http_config hc = {.host = o->host, .port = o->port, .max_body = o->max_body, .max_conns = o->max_conns,
+                      .max_pending = o->max_pending,
+                      .max_inflight = o->max_body_inflight ? o->max_body_inflight : 4 * o->max_body,
                       .conn_timeout_s = o->conn_timeout_s};
     http_server *http = http_start(&hc, app_handle, &app, err, sizeof err);
     if (!http) {
@@ -356,6 +374,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     app.port = http_port(http);
+    app.http = http;
+    app.http_stats = http_get_stats;
     log_line("loading the model from %s (port %d bound; /health answers 503 until it is ready)", o->model_dir,
              app.port);
 

@@ -178,6 +178,24 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
         gauge(&b, "mnemo_adapters_loaded", "Fine-tuned adapters loaded over the base weights", (double)g->adapters_loaded);
     }
 
+    if (g->have_http) {
+        gauge(&b, "mnemo_http_connections", "Connections being served (--max-conns bounds them)", g->http_open);
+        gauge(&b, "mnemo_http_connections_waiting_headers",
+              "Connections still sending their request headers (--max-pending bounds them)", g->http_waiting_headers);
+        gauge(&b, "mnemo_http_request_body_bytes", "Request body bytes held now (--max-body-inflight bounds them)",
+              (double)g->http_body_bytes);
+        counter(&b, "mnemo_http_connections_refused_total", "Connections answered 503: no room within a second",
+                g->http_refused_full);
+        counter(&b, "mnemo_http_connections_dropped_total",
+                "Connections still sending headers closed to make room for new ones", g->http_dropped_waiting);
+        counter(&b, "mnemo_http_connections_evicted_total", "Idle keep-alive connections closed to make room",
+                g->http_evicted_idle);
+        counter(&b, "mnemo_http_refused_before_routing_total",
+                "Requests answered 400 / 408 / 431 before routing (not HTTP, slow or oversized headers, ambiguous "
+                "framing on a first request)",
+                g->http_refused_at_door);
+    }
+
     pthread_mutex_lock(&m->mu);
     counter(&b, "mnemo_prompt_tokens_total", "Prompt tokens prefilled", m->prompt_tokens);
     counter(&b, "mnemo_generated_tokens_total", "Tokens generated", m->generated_tokens);

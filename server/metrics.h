@@ -35,6 +35,10 @@ typedef struct {
     int jobs_by_status[6];             /* validating_files, queued, running, succeeded, failed, cancelled */
     double train_tokens_per_s;         /* the last step a worker reported */
     long long train_steps, adapters_loaded;
+    bool have_http;
+    int http_open, http_waiting_headers;    /* connections being served / still sending headers */
+    uint64_t http_refused_full, http_dropped_waiting, http_refused_at_door, http_evicted_idle;
+    int64_t http_body_bytes;                /* request bodies held now */
 } metrics_gauges;
 
 metrics *metrics_new(void);

@@ -192,6 +192,15 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
             ireq_unref(j);
             return NULL;
         }
+        if (app->opts.max_prompt_tokens > 0 && t.n > app->opts.max_prompt_tokens) {
+            free(t.v);
+            ireq_unref(j);
+            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                       "the prompt has %d tokens, more than this server takes in one request "
+                       "(--max-prompt-tokens %lld)",
+                       t.n, (long long)app->opts.max_prompt_tokens);
+            return NULL;
+        }
         int32_t held = 0; /* tokens the session holds before this prompt */
         if (sess && !session_is_empty(sess)) {
             drop_bos(app, &t);

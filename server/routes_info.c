@@ -201,6 +201,18 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
         g.train_steps = fs.steps;
         g.adapters_loaded = fs.adapters_loaded;
     }
+    if (app->http && app->http_stats) {
+        http_stats hs;
+        app->http_stats(app->http, &hs);
+        g.have_http = true;
+        g.http_open = hs.open;
+        g.http_waiting_headers = hs.waiting_headers;
+        g.http_refused_full = hs.refused_full;
+        g.http_dropped_waiting = hs.dropped_waiting;
+        g.http_refused_at_door = hs.refused_at_door;
+        g.http_evicted_idle = hs.evicted_idle;
+        g.http_body_bytes = (int64_t)hs.body_bytes_inflight;
+    }
     uint64_t len = 0;
     char *text = metrics_render(app->mx, &g, &len);
     if (!text) {
@@ -218,6 +230,28 @@ static void reply_parse_error(http_reply *rep, const parse_error *pe) {
                 pe->message);
 }
 
+/* One /tokenize item with its piece, as llama.cpp writes it: the piece as a string when it is valid UTF-8, else
+ * its bytes. */
+static void append_piece_item(strbuf *b, const mnemo_model *m, mnemo_token id) {
+    char piece[256];
+    size_t len = token_text(m, id, piece, sizeof piece);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(id));
+    if (utf8_valid_prefix(piece, len) == len) {
+        json_object_set_new(o, "piece", json_stringn(piece, len));
+    } else {
+        json_t *bytes = json_array();
+        for (size_t k = 0; k < len; k++) json_array_append_new(bytes, json_integer((unsigned char)piece[k]));
+        json_object_set_new(o, "piece", bytes);
+    }
+    char *text = json_dumps(o, JSON_COMPACT);
+    if (text) sb_puts(b, text);
+    else b->failed = true;
+    free(text);
+    json_decref(o);
+}
+
+/* The reply is written as text token by token: a JSON value per token would hold ~40 bytes each. */
 void route_tokenize(server_app *app, const http_request *req, http_reply *rep) {
     tokenize_request r;
     parse_error pe;
@@ -233,30 +267,34 @@ void route_tokenize(server_app *app, const http_request *req, http_reply *rep) {
         tokenize_request_free(&r);
         return;
     }
-    json_t *arr = json_array();
-    for (int32_t i = 0; i < n; i++) {
-        if (!r.with_pieces) {
-            json_array_append_new(arr, json_integer(t[i]));
-            continue;
-        }
-        char piece[256];
-        size_t len = token_text(app->model, t[i], piece, sizeof piece);
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_integer(t[i]));
-        /* As llama.cpp: the piece as a string when it is valid UTF-8, else its bytes. */
-        if (utf8_valid_prefix(piece, len) == len) json_object_set_new(o, "piece", json_stringn(piece, len));
-        else {
-            json_t *b = json_array();
-            for (size_t k = 0; k < len; k++) json_array_append_new(b, json_integer((unsigned char)piece[k]));
-            json_object_set_new(o, "piece", b);
-        }
-        json_array_append_new(arr, o);
+    int64_t limit = app->opts.max_prompt_tokens;
+    if (limit > 0 && n > limit) {
+        free(t);
+        tokenize_request_free(&r);
+        reply_error(rep, 413, "request_too_large", "content", NULL,
+                    "the text has %d tokens, more than this server takes in one request (--max-prompt-tokens %lld)",
+                    n, (long long)limit);
+        return;
     }
+    strbuf b = {0};
+    sb_puts(&b, "{\"tokens\":[");
+    for (int32_t i = 0; i < n && !b.failed; i++) {
+        if (i) sb_puts(&b, ",");
+        if (r.with_pieces) append_piece_item(&b, app->model, t[i]);
+        else sb_printf(&b, "%d", t[i]);
+    }
+    sb_puts(&b, "]}");
     free(t);
     tokenize_request_free(&r);
-    json_t *o = json_object();
-    json_object_set_new(o, "tokens", arr);
-    reply_json(rep, 200, o);
+    if (b.failed) {
+        sb_free(&b);
+        reply_error(rep, 500, "out_of_memory", NULL, NULL, "out of memory writing the tokens");
+        return;
+    }
+    rep->status = 200;
+    rep->content_type = "application/json";
+    rep->body = b.data;
+    rep->body_len = b.len;
 }
 
 void route_detokenize(server_app *app, const http_request *req, http_reply *rep) {

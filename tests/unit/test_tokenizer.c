@@ -83,6 +83,53 @@ static bool sbuf_add(sbuf *b, const char *s, size_t n) {
     return true;
 }
 
+/* ---- long texts encoded in pieces equal the whole encoding */
+
+static void random_text(char *out, size_t n) {
+    static const char *const words[] = {"the", "King", "of", "Denmark,", "to-be", "42", "3.14", "(x)", "don't",
+                                        "caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87", "\xf0\x9f\x99\x82", "a", "Z",
+                                        "\"quoted\"", "x_y", "<s>", "...", "#!", "naïve"};
+    static const char *const gaps[] = {" ", " ", " ", " ", "  ", "   ", "\n", "\t", " \n ", "\n\n"};
+    size_t len = 0;
+    while (len + 32 < n) {
+        const char *w = words[rnd() % (sizeof words / sizeof *words)];
+        const char *g = gaps[rnd() % (sizeof gaps / sizeof *gaps)];
+        len += (size_t)snprintf(out + len, n - len, "%s%s", w, g);
+    }
+    out[len] = '\0';
+}
+
+static void test_encode_pieces(const char *rel, bool expect_pieces) {
+    char path[4096], err[512] = "";
+    snprintf(path, sizeof path, "%s/%s", test_fixtures(), rel);
+    tokenizer *tok = NULL;
+    if (tokenizer_load(path, &tok, err, sizeof err) != 0) {
+        CHECK(0, "load %s: %s", path, err);
+        return;
+    }
+    CHECK(tokenizer_encodes_in_pieces(tok) == expect_pieces, "%s: encodes in pieces %d, expected %d", rel,
+          tokenizer_encodes_in_pieces(tok), expect_pieces);
+    static char text[20000];
+    for (int round = 0; round < 12; round++) {
+        random_text(text, 2000 + rnd() % (sizeof text - 2000));
+        size_t len = strlen(text), skip = round % 3; /* also texts that start with spaces */
+        const char *t = round % 4 == 3 ? "  lead" : text + skip;
+        if (round % 4 == 3) len = strlen(t);
+        else len -= skip;
+        int32_t *whole = NULL, *parts = NULL;
+        size_t nw = 0, np = 0;
+        for (size_t piece = 1; piece <= 4096; piece *= 8) {
+            CHECK(tokenizer_encode_pieces(tok, t, len, true, 0, &whole, &nw) == 0, "whole encode");
+            CHECK(tokenizer_encode_pieces(tok, t, len, true, piece, &parts, &np) == 0, "encode in pieces");
+            bool same = whole && parts && nw == np && !memcmp(whole, parts, nw * sizeof *whole);
+            CHECK(same, "%s: round %d, pieces of %zu: %zu ids, whole %zu", rel, round, piece, np, nw);
+            free(whole);
+            free(parts);
+        }
+    }
+    tokenizer_free(tok);
+}
+
 /* ---- specials, pieces, ranges */
 
 static void test_specials(const tokenizer *tok) {
@@ -514,6 +561,10 @@ int main(void) {
     test_stream_targeted(tok);
     test_stream_property(tok);
     test_stream_long(tok);
+    test_encode_pieces("tokenizer.model", true);
+    test_encode_pieces("models/gqa/tokenizer.model", true);
+    test_encode_pieces("longllama/basic/tokenizer.model", true);
+    test_encode_pieces("gguf/rope_q4_0/tokenizer.model", true);
 
     tokenizer_free(tok);
     return test_summary();

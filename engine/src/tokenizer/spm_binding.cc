@@ -10,6 +10,14 @@
  *    model's piece array without bounds checks.
  *  - The special ids are looked up once at load; after that the struct is never written, so concurrent
  *    calls are safe (SentencePieceProcessor's Encode/Decode/lookups are const).
+ *  - Long texts are encoded in pieces of about ENCODE_CHUNK bytes: SentencePiece holds ~150 bytes of working
+ *    memory per input byte, so one 7 MB text took a gigabyte. A piece boundary is put only where the model can
+ *    never join tokens across it: right before a single ASCII space between two other printable ASCII
+ *    characters, in a model trained with split_by_whitespace (no piece crosses a word start) and whitespace as
+ *    a prefix. The space then starts the next piece's first word as it would have in the whole text: with
+ *    remove_extra_whitespaces the normalizer strips it and the dummy prefix puts the "▁" back; without, it is
+ *    kept, and a second processor without the dummy prefix encodes every piece after the first. Models whose
+ *    flags allow no such boundary are encoded whole. test_tokenizer checks whole == pieces on every fixture.
  */
 #include <sentencepiece_processor.h>
 
@@ -29,9 +37,14 @@ extern "C" {
 
 struct tokenizer {
     sentencepiece::SentencePieceProcessor sp;
+    sentencepiece::SentencePieceProcessor sp_next; /* without the dummy prefix: pieces after the first */
+    bool chunkable; /* long texts may be encoded in pieces (see the file comment) */
+    bool use_next;  /* pieces after the first go through sp_next */
     int32_t vocab;
     int32_t bos, eos, unk, pad;
 };
+
+#define ENCODE_CHUNK ((size_t)64 << 10)
 
 namespace {
 
@@ -48,6 +61,93 @@ char *dup_bytes(const char *p, size_t n) {
     if (n) std::memcpy(s, p, n);
     s[n] = '\0';
     return s;
+}
+
+/* Reads a varint at p (protobuf wire format); false past end. */
+bool read_varint(const unsigned char *&p, const unsigned char *end, uint64_t &v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+        const unsigned char b = *p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+/* Calls f(field, value) for every varint field of a serialized message, and g(field, bytes, len) for every
+ * length-delimited one; false when the bytes are not a well-formed message. */
+template <class F, class G>
+bool walk_proto(const unsigned char *p, const unsigned char *end, F f, G g) {
+    while (p < end) {
+        uint64_t key, v;
+        if (!read_varint(p, end, key)) return false;
+        const uint32_t field = (uint32_t)(key >> 3);
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(p, end, v)) return false;
+            f(field, v);
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 2:
+            if (!read_varint(p, end, v) || v > (uint64_t)(end - p)) return false;
+            g(field, p, (size_t)v);
+            p += v;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Decides whether long texts may be encoded in pieces, from the model's normalizer and trainer flags
+ * (sentencepiece_model.proto: ModelProto.trainer_spec = 2, .normalizer_spec = 3; TrainerSpec.split_by_whitespace
+ * = 22, .treat_whitespace_as_suffix = 24; NormalizerSpec.add_dummy_prefix = 3, .remove_extra_whitespaces = 4;
+ * proto2 defaults true, false, true, true). Debian ships no header for these messages, so the bytes are read. */
+void plan_chunking(tokenizer *tok) {
+    tok->chunkable = tok->use_next = false;
+    const std::string proto = tok->sp.serialized_model_proto();
+    bool split_ws = true, ws_suffix = false, dummy = true, remove_extra = true;
+    const auto *b = reinterpret_cast<const unsigned char *>(proto.data());
+    const bool ok = walk_proto(
+        b, b + proto.size(), [](uint32_t, uint64_t) {},
+        [&](uint32_t field, const unsigned char *m, size_t n) {
+            if (field == 2)
+                walk_proto(m, m + n, [&](uint32_t f, uint64_t v) {
+                    if (f == 22) split_ws = v != 0;
+                    if (f == 24) ws_suffix = v != 0;
+                }, [](uint32_t, const unsigned char *, size_t) {});
+            if (field == 3)
+                walk_proto(m, m + n, [&](uint32_t f, uint64_t v) {
+                    if (f == 3) dummy = v != 0;
+                    if (f == 4) remove_extra = v != 0;
+                }, [](uint32_t, const unsigned char *, size_t) {});
+        });
+    if (!ok || !split_ws || ws_suffix || (remove_extra && !dummy)) return;
+    if (dummy && !remove_extra) {
+        /* A second NormalizerSpec field is merged into the first (protobuf's rule for repeated message
+         * fields): only add_dummy_prefix = false changes. */
+        static const char no_dummy[] = {0x1a, 0x02, 0x18, 0x00};
+        if (!tok->sp_next.LoadFromSerializedProto(proto + std::string(no_dummy, sizeof no_dummy)).ok()) return;
+        tok->use_next = true;
+    }
+    tok->chunkable = true;
+}
+
+bool printable_ascii(char c) { return c > ' ' && c < 0x7f; }
+
+/* The end of the piece that starts at from: the first boundary at or past from + target, else len. */
+size_t piece_end(const char *text, size_t len, size_t from, size_t target) {
+    for (size_t i = from + target; i + 1 < len; i++)
+        if (text[i] == ' ' && printable_ascii(text[i - 1]) && printable_ascii(text[i + 1])) return i;
+    return len;
 }
 
 }  // namespace
@@ -105,6 +205,7 @@ int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t er
         }
         tok->vocab = n;
         take_special_ids(tok);
+        plan_chunking(tok);
         *out = tok;
         return 0;
     } catch (const std::exception &e) {
@@ -140,6 +241,7 @@ int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokeni
         }
         tok->vocab = tok->sp.GetPieceSize();
         take_special_ids(tok);
+        plan_chunking(tok);
         *out = tok;
         return 0;
     } catch (const std::exception &e) {
@@ -177,28 +279,55 @@ int32_t tokenizer_eos_id(const tokenizer *tok) { return tok ? tok->eos : -1; }
 int32_t tokenizer_unk_id(const tokenizer *tok) { return tok ? tok->unk : -1; }
 int32_t tokenizer_pad_id(const tokenizer *tok) { return tok ? tok->pad : -1; }
 
-int tokenizer_encode(const tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids,
-                     size_t *n) {
+int tokenizer_encode_pieces(const tokenizer *tok, const char *text, size_t len, bool add_bos, size_t piece_bytes,
+                            int32_t **ids, size_t *n) {
     if (!tok || !ids || !n || (!text && len)) return -1;
     *ids = nullptr;
     *n = 0;
+    if (!text) text = "";
+    if (!tok->chunkable || piece_bytes == 0) piece_bytes = len;
+    int32_t *buf = nullptr;
     try {
-        std::vector<int> v;
-        const auto status = tok->sp.Encode(std::string_view(text ? text : "", len), &v);
-        if (!status.ok()) return -1;
         /* A model without BOS has nothing to prepend: add_bos is then a no-op rather than an error. */
-        const size_t extra = (add_bos && tok->bos >= 0) ? 1 : 0;
-        const size_t total = v.size() + extra;
-        int32_t *buf = static_cast<int32_t *>(std::malloc((total ? total : 1) * sizeof(int32_t)));
+        size_t total = (add_bos && tok->bos >= 0) ? 1 : 0, cap = total + len / 3 + 16;
+        buf = static_cast<int32_t *>(std::malloc(cap * sizeof(int32_t)));
         if (!buf) return -1;
-        if (extra) buf[0] = tok->bos;
-        for (size_t i = 0; i < v.size(); i++) buf[extra + i] = static_cast<int32_t>(v[i]);
+        if (total) buf[0] = tok->bos;
+        std::vector<int> v;
+        for (size_t from = 0; from < len || from == 0;) {
+            const size_t to = piece_end(text, len, from, piece_bytes);
+            const auto &sp = from > 0 && tok->use_next ? tok->sp_next : tok->sp;
+            if (!sp.Encode(std::string_view(text + from, to - from), &v).ok()) {
+                std::free(buf);
+                return -1;
+            }
+            if (total + v.size() > cap) {
+                cap = (total + v.size()) * 2;
+                int32_t *p = static_cast<int32_t *>(std::realloc(buf, cap * sizeof(int32_t)));
+                if (!p) {
+                    std::free(buf);
+                    return -1;
+                }
+                buf = p;
+            }
+            for (size_t i = 0; i < v.size(); i++) buf[total++] = static_cast<int32_t>(v[i]);
+            if (to >= len) break;
+            from = to;
+        }
         *ids = buf;
         *n = total;
         return 0;
     } catch (...) {
+        std::free(buf);
         return -1;
     }
+}
+
+bool tokenizer_encodes_in_pieces(const tokenizer *tok) { return tok && tok->chunkable; }
+
+int tokenizer_encode(const tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids,
+                     size_t *n) {
+    return tokenizer_encode_pieces(tok, text, len, add_bos, ENCODE_CHUNK, ids, n);
 }
 
 int tokenizer_decode(const tokenizer *tok, const int32_t *ids, size_t n, char **text, size_t *len) {

@@ -27,6 +27,11 @@ int32_t tokenizer_pad_id(const tokenizer *tok);
 /* Encode UTF-8 text; *ids is malloc'ed (free() it), *n its length. add_bos prepends the BOS id.
  * 0 on success, -1 on failure (allocation, invalid model state). */
 int tokenizer_encode(const tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids, size_t *n);
+/* The same, encoding long texts in pieces of about piece_bytes where the model allows (0: whole); the ids are
+ * those of the whole text. tokenizer_encode uses 64 KiB pieces, which bound SentencePiece's working memory. */
+int tokenizer_encode_pieces(const tokenizer *tok, const char *text, size_t len, bool add_bos, size_t piece_bytes,
+                            int32_t **ids, size_t *n);
+bool tokenizer_encodes_in_pieces(const tokenizer *tok); /* the model's flags allow it (else always whole) */
 /* Decode ids to text; *text is malloc'ed and NUL-terminated, *len excludes the NUL. Byte-fallback pieces
  * become their bytes. -1 if an id is outside [0, vocab). */
 int tokenizer_decode(const tokenizer *tok, const int32_t *ids, size_t n, char **text, size_t *len);
