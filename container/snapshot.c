@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char MAGIC[8] = {'M', 'N', 'E', 'M', 'O', 'S', 'N', '1'};
@@ -56,30 +57,65 @@ struct snap_writer {
     char err[256];
 };
 
+/* Records the first failure; e is errno as the failing call left it (0: a short read or write that set none). */
+static int io_fail(snap_writer *w, const char *what, int e) {
+    if (!w->failed)
+        snprintf(w->err, sizeof w->err, "%s %s: %s", what, w->tmp, e ? strerror(e) : "short read or write");
+    w->failed = 1;
+    return -1;
+}
+
 static int put(snap_writer *w, const void *data, uint64_t len) {
     if (w->failed) return -1;
-    if (len && fwrite(data, 1, len, w->f) != len) {
-        snprintf(w->err, sizeof w->err, "writing %s: %s", w->tmp, strerror(errno));
-        w->failed = 1;
-        return -1;
-    }
+    errno = 0;
+    if (len && fwrite(data, 1, len, w->f) != len) return io_fail(w, "writing", errno);
     return 0;
 }
 
 static int put_u32(snap_writer *w, uint32_t v) { return put(w, &v, 4); }
 static int put_u64(snap_writer *w, uint64_t v) { return put(w, &v, 8); }
 
+/* Creates "<path>.tmp.XXXXXX", unique to this writer: two saves of one name never share a temporary file, and
+ * the last rename wins with a whole file. Not mkstemp: its 0600 would ignore the umask the final file had. */
+static int create_unique(const char *path, char **tmp) {
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static uint64_t counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 40 ^
+                     __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9E3779B97F4A7C15ull;
+        char suffix[7];
+        for (int i = 0; i < 6; i++, x /= 62) suffix[i] = digits[x % 62];
+        suffix[6] = '\0';
+        free(*tmp);
+        *tmp = NULL;
+        if (asprintf(tmp, "%s" SNAP_TMP_SUFFIX "%s", path, suffix) < 0) {
+            *tmp = NULL;
+            errno = ENOMEM;
+            return -1;
+        }
+        int fd = open(*tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
 snap_writer *snap_writer_open(const char *path, uint64_t fingerprint, char *err, size_t errlen) {
     snap_writer *w = calloc(1, sizeof *w);
-    if (!w || asprintf(&w->tmp, "%s.tmp", path) < 0 || !(w->path = strdup(path))) {
+    if (!w || !(w->path = strdup(path))) {
         msg(err, errlen, "out of memory");
-        if (w) free(w->tmp);
         free(w);
         return NULL;
     }
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        msg(err, errlen, "cannot create %s: %s", w->tmp, strerror(errno));
+    int fd = create_unique(path, &w->tmp);
+    if (fd < 0 || !(w->f = fdopen(fd, "w+b"))) {
+        int e = errno;
+        msg(err, errlen, "cannot create %s" SNAP_TMP_SUFFIX "*: %s", path, strerror(e));
+        if (fd >= 0) {
+            close(fd);
+            unlink(w->tmp);
+        }
         free(w->tmp);
         free(w->path);
         free(w);
@@ -102,6 +138,7 @@ int snap_section_begin(snap_writer *w, uint32_t tag) {
     put_u32(w, tag);
     put_u32(w, 0);
     w->section_len_at = ftell(w->f);
+    if (w->section_len_at < 0) return io_fail(w, "writing", errno);
     w->section_len = 0;
     w->in_section = 1;
     return put_u64(w, 0); /* patched by snap_section_end */
@@ -122,13 +159,12 @@ int snap_section_end(snap_writer *w) {
     static const uint8_t zeros[8] = {0};
     put(w, zeros, (8 - w->section_len % 8) % 8);
     w->in_section = 0;
+    if (w->failed) return -1;
     /* patch the length field in place; the checksum is computed from the finished file at close */
+    errno = 0;
     if (fflush(w->f) != 0 || fseek(w->f, w->section_len_at, SEEK_SET) != 0 ||
-        fwrite(&w->section_len, 8, 1, w->f) != 1 || fseek(w->f, 0, SEEK_END) != 0) {
-        snprintf(w->err, sizeof w->err, "writing %s: %s", w->tmp, strerror(errno));
-        w->failed = 1;
-        return -1;
-    }
+        fwrite(&w->section_len, 8, 1, w->f) != 1 || fseek(w->f, 0, SEEK_END) != 0)
+        return io_fail(w, "writing", errno);
     return 0;
 }
 
@@ -139,13 +175,14 @@ int snap_section(snap_writer *w, uint32_t tag, const void *data, uint64_t len) {
 
 const char *snap_writer_error(const snap_writer *w) { return w->err; }
 
-/* CRC of the first n bytes of f. */
+/* CRC of the first n bytes of f. 0, or -1 with errno (0 for a short read). */
 static int file_crc(FILE *f, uint64_t n, uint32_t *out) {
     uint8_t buf[1 << 16];
     uint32_t crc = 0;
     if (fseek(f, 0, SEEK_SET) != 0) return -1;
     while (n > 0) {
         size_t want = n < sizeof buf ? (size_t)n : sizeof buf;
+        errno = 0;
         if (fread(buf, 1, want, f) != want) return -1;
         crc = snap_crc32(crc, buf, want);
         n -= want;
@@ -154,32 +191,50 @@ static int file_crc(FILE *f, uint64_t n, uint32_t *out) {
     return 0;
 }
 
+/* The trailer, then the file's bytes on disk: 0, or -1 (w->err says which step failed and why). */
+static int finish(snap_writer *w) {
+    put_u32(w, SNAP_TAG_END);
+    put_u32(w, 0);
+    put_u64(w, 0);
+    if (w->failed) return -1;
+    uint32_t crc = 0;
+    errno = 0;
+    long end = ftell(w->f);
+    if (end <= 0 || fflush(w->f) != 0) return io_fail(w, "writing", errno);
+    if (file_crc(w->f, (uint64_t)end, &crc) != 0) return io_fail(w, "reading back", errno);
+    uint32_t tail[2] = {crc, 0};
+    errno = 0;
+    if (fseek(w->f, 0, SEEK_END) != 0 || fwrite(tail, 4, 2, w->f) != 2 || fflush(w->f) != 0)
+        return io_fail(w, "writing", errno);
+    if (fsync(fileno(w->f)) != 0) return io_fail(w, "syncing", errno);
+    return 0;
+}
+
+/* After the rename: the directory entry itself reaches the disk. Best effort: some filesystems cannot sync a
+ * directory, and the file is already whole under its name. */
+static void sync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
 int snap_writer_close(snap_writer *w, int commit, char *err, size_t errlen) {
     int rc = -1;
-    if (commit && !w->failed && !w->in_section) {
-        put_u32(w, SNAP_TAG_END);
-        put_u32(w, 0);
-        put_u64(w, 0);
-        uint32_t crc = 0;
-        long end = ftell(w->f);
-        if (!w->failed && fflush(w->f) == 0 && end > 0 && (w->f = freopen(w->tmp, "r+b", w->f)) &&
-            file_crc(w->f, (uint64_t)end, &crc) == 0 && fseek(w->f, 0, SEEK_END) == 0) {
-            uint32_t tail[2] = {crc, 0};
-            if (fwrite(tail, 4, 2, w->f) == 2 && fflush(w->f) == 0 && fsync(fileno(w->f)) == 0) rc = 0;
-        }
-        if (rc != 0 && !w->failed) snprintf(w->err, sizeof w->err, "writing %s: %s", w->tmp, strerror(errno));
-    } else if (commit && !w->err[0]) {
-        snprintf(w->err, sizeof w->err, "snapshot writer misuse (a section is still open)");
-    }
-    if (w->f && fclose(w->f) != 0 && rc == 0) {
-        snprintf(w->err, sizeof w->err, "closing %s: %s", w->tmp, strerror(errno));
-        rc = -1;
-    }
+    if (commit && !w->failed && !w->in_section) rc = finish(w);
+    else if (commit && !w->err[0]) snprintf(w->err, sizeof w->err, "snapshot writer misuse (a section is still open)");
+    if (fclose(w->f) != 0 && rc == 0) rc = io_fail(w, "closing", errno);
     if (rc == 0 && rename(w->tmp, w->path) != 0) {
-        snprintf(w->err, sizeof w->err, "renaming %s to %s: %s", w->tmp, w->path, strerror(errno));
+        int e = errno;
+        snprintf(w->err, sizeof w->err, "renaming %s to %s: %s", w->tmp, w->path, strerror(e));
         rc = -1;
     }
-    if (rc != 0) unlink(w->tmp);
+    if (rc == 0) sync_dir(w->path);
+    if (rc != 0) unlink(w->tmp); /* this writer's own file: another save of the name has its own */
     if (rc != 0 && commit) msg(err, errlen, "%s", w->err);
     free(w->tmp);
     free(w->path);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,8 +151,8 @@ void mem_store_free(mem_store *s) {
     free(s);
 }
 
-void mem_store_clear(mem_store *s) {
-    if (!s) return;
+/* Keeps the rows' buffers: mem_store_truncate re-indexes the rows it keeps from them. */
+static void forget_rows(mem_store *s) {
     s->size = 0;
     s->trained = 0;
     for (int h = 0; h < s->n_heads; h++)
@@ -161,6 +162,19 @@ void mem_store_clear(mem_store *s) {
             s->index[h] = NULL;
             if (make_index(s, h) != 0) s->p.index = MEM_INDEX_NONE; /* cannot happen twice; stay usable */
         }
+}
+
+void mem_store_clear(mem_store *s) {
+    if (!s) return;
+    forget_rows(s);
+    for (int h = 0; h < s->n_heads; h++) { /* an emptied memory gives its memory back (an idle server holds none) */
+        size_t bytes = s->head_cap[h] * (size_t)s->hd * s->esz;
+        huge_buffer_free(s->k[h], bytes);
+        huge_buffer_free(s->v[h], bytes);
+        s->k[h] = s->v[h] = NULL;
+        s->head_cap[h] = 0;
+    }
+    s->cap = 0;
 }
 
 /* Rows allocated once `need` rows are stored: grows by half (amortized appends), 256 at first. */
@@ -257,6 +271,18 @@ int mem_store_append(mem_store *s, size_t n, const float *k, const float *v, siz
     s->size += n;
     if (index_rows(s, first, n) != 0) { /* keep rows and index in step: forget the rows */
         s->size = first;
+        return -1;
+    }
+    return 0;
+}
+
+int mem_store_truncate(mem_store *s, size_t n) {
+    if (n >= s->size) return 0;
+    forget_rows(s); /* the index forgets every row (IVF its training too); the rows stay in the buffers */
+    if (n == 0) return 0;
+    s->size = n;
+    if (index_rows(s, 0, n) != 0) {
+        s->size = 0;
         return -1;
     }
     return 0;
@@ -415,6 +441,19 @@ int mem_store_save(const mem_store *s, snap_writer *w, uint32_t tag) {
     return snap_section_end(w);
 }
 
+/* Every value finite and within MEM_VALUE_MAX: one NaN or huge row poisons every attention over the memory (and
+ * the index built from it), so a file holding one is refused rather than loaded. */
+static bool values_ok(const void *data, size_t n, mem_dtype dt) {
+    float buf[256];
+    for (size_t at = 0; at < n; at += 256) {
+        size_t m = n - at < 256 ? n - at : 256;
+        mem_widen(buf, (const char *)data + at * dtype_size(dt), dt, m);
+        for (size_t i = 0; i < m; i++)
+            if (!(fabsf(buf[i]) <= MEM_VALUE_MAX)) return false; /* false for NaN too */
+    }
+    return true;
+}
+
 mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errlen) {
     store_header h;
     if (len < sizeof h) {
@@ -435,6 +474,11 @@ mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errl
         if (err && errlen)
             snprintf(err, errlen, "memory section: %llu rows of %u heads x %u do not match its %llu bytes",
                      (unsigned long long)h.rows, h.n_heads, h.head_dim, (unsigned long long)len);
+        return NULL;
+    }
+    if (!values_ok((const char *)data + sizeof h, (size_t)(2 * per * h.n_heads / dtype_size(p.dtype)), p.dtype)) {
+        if (err && errlen) snprintf(err, errlen, "memory section: a key or value is not finite or beyond %g",
+                                    (double)MEM_VALUE_MAX);
         return NULL;
     }
     mem_store *s = mem_store_new((int)h.n_heads, (int)h.head_dim, &p, err, errlen);

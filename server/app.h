@@ -25,7 +25,9 @@
 
 typedef enum { APP_LOADING = 0, APP_READY = 1, APP_STOPPING = 2, APP_STOPPED = 3 } app_state;
 
-typedef struct {
+#define APP_MAX_ALIASES 8
+
+typedef struct server_app {
     server_opts opts;
     atomic_int state;
     mnemo_model *model;
@@ -34,7 +36,9 @@ typedef struct {
     metrics *mx;
     chat_template tmpl;
     mnemo_mem_index mem_index; /* --mem-index, parsed */
-    char alias[256];
+    char alias[256];  /* the base model's first name (model_names.h) */
+    const char *aliases[APP_MAX_ALIASES]; /* every name of the base model, alias first */
+    int n_aliases;
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
     bool uio;         /* a UIO-LLM (--uio): n_ctx bounds memory + raw positions, the engine says what fits */

@@ -13,7 +13,7 @@
 
 #include "engine.h"
 
-typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE, OPT_I64 } opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_DBL, OPT_SIZE, OPT_I64, OPT_NAMES, OPT_FLAG } opt_kind;
 
 typedef struct {
     const char *name;
@@ -29,7 +29,13 @@ static const opt_def OPTS[] = {
      "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the longllama-shakespeare default installed with mnemo)"},
     {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
-    {"--alias", OPT_STR, OFF(alias), 0, 0, "model name served to clients (default: the model directory's name)"},
+    {"--alias", OPT_NAMES, OFF(alias), 0, 0,
+     "a name of the model for clients, repeatable (up to 8; the first is listed first; default: the model "
+     "directory's name)"},
+    {"--served-model-name", OPT_NAMES, OFF(alias), 0, 0, "the same as --alias (vLLM's name for it)"},
+    {"--model-name-strict", OPT_FLAG, OFF(model_name_strict), 0, 0,
+     "answer 404 to a model name that is not the model's (default: any other name that is not a fine-tuned "
+     "'ft:' one is served by the model, as llama.cpp does, and the response names the model)"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require 'Authorization: Bearer KEY' (also $MNEMO_API_KEY)"},
     {"--chat-template", OPT_STR, OFF(chat_template), 0, 0,
      "auto | llama2 | chatml | plain (default auto: tokenizer_config.json, else llama2)"},
@@ -42,6 +48,9 @@ static const opt_def OPTS[] = {
     {"--timeout", OPT_DBL, OFF(timeout_s), 0, 1e7, "per-request limit in seconds, queue included (600; 0 none)"},
     {"--grace", OPT_DBL, OFF(grace_s), 0, 3600, "seconds in-flight requests get on SIGINT/SIGTERM (10)"},
     {"--max-body", OPT_SIZE, OFF(max_body), 64, 1 << 30, "largest request body in bytes (8388608)"},
+    {"--cache-ram", OPT_I64, OFF(cache_ram_mib), -1, 1e9,
+     "MiB of memory (LongLLaMA memory rows and indexes) idle slots keep for prefix reuse; past it the slot idle "
+     "longest forgets (default 1024; 0 = none; -1 = no limit)"},
     {"--max-conns", OPT_INT, OFF(max_conns), 1, 10000,
      "connections served at once, keep-alive ones included (default 128); past it the longest-idle keep-alive "
      "connection is closed, else a new one waits up to 1 s, then gets 503"},
@@ -52,7 +61,7 @@ static const opt_def OPTS[] = {
      "request body bytes held at once over all connections (default 4 x --max-body); past it 503"},
     {"--max-prompt-tokens", OPT_I64, OFF(max_prompt_tokens), 0, 1e12,
      "tokens one request may send: a prompt (400) or /tokenize text (413) (default 1048576; 0 = no limit)"},
-    {"--session-dir", OPT_STR, OFF(session_dir), 0, 0, "directory for session snapshots (default: none, save off)"},
+    {"--session-dir", OPT_STR, OFF(session_dir), 0, 0, "directory for session snapshots, created if missing (default: none, save off)"},
     {"--max-sessions", OPT_INT, OFF(max_sessions), 0, 100000, "live sessions at once (default 16; 0 = no sessions)"},
     {"--session-max-bytes", OPT_SIZE, OFF(session_max_bytes), 0, 1e15,
      "memory per session, keys + values + index (4294967296; 0 = no limit)"},
@@ -81,7 +90,8 @@ static const opt_def OPTS[] = {
      "reference's order); the server prefills through mnemo_decode_batch, one segment per step, so it changes "
      "no result or speed here yet"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
-     "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters (default: none, the /v1/files "
+     "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters, created if missing (default: "
+     "none, the /v1/files "
      "and /v1/fine_tuning endpoints answer 501); uploads are bounded by --max-body"},
     {"--train-threads", OPT_INT, OFF(train_threads), 0, 1024,
      "threads of each fine-tuning worker process (default 1; 0 = one per core)"},
@@ -111,6 +121,7 @@ void server_opts_defaults(server_opts *o) {
     o->max_body = 8u << 20;
     o->max_conns = 128;
     o->max_pending = 1024;
+    o->cache_ram_mib = 1024;
     o->max_prompt_tokens = 1 << 20;
     o->conn_timeout_s = 10;
     o->max_sessions = 16;
@@ -136,7 +147,10 @@ void server_opts_usage(FILE *f, const char *prog) {
             "under /v1/sessions).\n\noptions:\n",
             prog);
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
-        const char *arg = OPTS[i].kind == OPT_STR ? " TEXT" : OPTS[i].kind == OPT_DBL ? " SEC" : " N";
+        const char *arg = OPTS[i].kind == OPT_STR || OPTS[i].kind == OPT_NAMES ? " TEXT"
+                          : OPTS[i].kind == OPT_DBL                          ? " SEC"
+                          : OPTS[i].kind == OPT_FLAG                         ? ""
+                                                                             : " N";
         fprintf(f, "  %s%-*s %s\n", OPTS[i].name, (int)(22 - strlen(OPTS[i].name)), arg, OPTS[i].help);
     }
     fprintf(f, "  -v, --verbose            log every request\n  -h, --help               this text\n");
@@ -147,6 +161,18 @@ void server_opts_usage(FILE *f, const char *prog) {
 
 static int set_value(server_opts *o, const opt_def *d, const char *v, char *err, size_t errlen) {
     char *p = (char *)o + d->off;
+    if (d->kind == OPT_NAMES) {
+        if (!*v) {
+            snprintf(err, errlen, "%s needs a non-empty value", d->name);
+            return ARGS_ERROR;
+        }
+        if (o->n_alias >= 8) {
+            snprintf(err, errlen, "%s: at most 8 names", d->name);
+            return ARGS_ERROR;
+        }
+        o->alias[o->n_alias++] = v;
+        return ARGS_OK;
+    }
     if (d->kind == OPT_STR) {
         if (!*v) {
             snprintf(err, errlen, "%s needs a non-empty value", d->name);
@@ -191,6 +217,14 @@ int server_opts_parse(server_opts *o, int argc, char **argv, char *err, size_t e
         if (!d) {
             snprintf(err, errlen, "unknown option '%s' (see --help)", a);
             return ARGS_ERROR;
+        }
+        if (d->kind == OPT_FLAG) {
+            if (val) {
+                snprintf(err, errlen, "%s takes no value", d->name);
+                return ARGS_ERROR;
+            }
+            *(int *)((char *)o + d->off) = 1;
+            continue;
         }
         if (!val) {
             if (i + 1 >= argc) {

@@ -16,7 +16,9 @@ typedef struct {
     const char *model_dir;     /* --model: checkpoint directory; NULL = mnemo_default_model_dir, resolved by main */
     const char *host;          /* --host: bind address (IPv4 or IPv6 literal) */
     int port;                  /* --port: 0 = pick a free one (printed on stderr) */
-    const char *alias;         /* --alias: the model name clients use; default: the directory's basename */
+    const char *alias[8];      /* --alias (repeatable): the base model's names; default: the directory's basename */
+    int n_alias;
+    int model_name_strict;     /* --model-name-strict: unknown model names are 404 (default: served by the base) */
     const char *api_key;       /* --api-key or $MNEMO_API_KEY: Bearer token required on all but /health */
     const char *chat_template; /* --chat-template: auto | llama2 | chatml | plain */
     const char *device;        /* --device: auto | cpu | cuda */
@@ -29,6 +31,7 @@ typedef struct {
     double grace_s;            /* --grace: on SIGINT/SIGTERM, how long in-flight requests may finish */
     size_t max_body;           /* --max-body: bytes of request body */
     int max_conns;             /* --max-conns: connections served at once (each holds a thread) */
+    int64_t cache_ram_mib;     /* --cache-ram: MiB of memory idle slots keep for prefix reuse; -1 = no limit */
     int max_pending;           /* --max-pending: connections sending their headers, held by the front door */
     size_t max_body_inflight;  /* --max-body-inflight: body bytes held at once; 0 = 4 x max_body */
     int64_t max_prompt_tokens; /* --max-prompt-tokens: tokens a prompt or /tokenize text may have; 0 = no limit */

@@ -121,7 +121,8 @@ int ft_files_validate(const char *data, size_t len, ft_error *e) {
         return -1;
     }
     long line = 0, examples = 0;
-    for (size_t at = 0; at < len;) {
+    size_t first = len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 BOM, as JSON readers take it */
+    for (size_t at = first; at < len;) {
         const char *nl = memchr(data + at, '\n', len - at);
         size_t end = nl ? (size_t)(nl - data) : len;
         line++;

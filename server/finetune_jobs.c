@@ -186,9 +186,55 @@ static const char *str_or(json_t *o, const char *key, const char *dflt) {
     return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
+/* The LoRA learning rate at learning_rate_multiplier 1: small LoRA adapters need a rate well above the 1e-4 .. 2e-4
+ * of full fine-tuning to move a model within the hundred-odd steps a small file gives. */
+#define LORA_BASE_LR 1e-3
+
+/* OpenAI's rule for n_epochs "auto" (its fine-tuning data-preparation guide): 3 epochs, raised so that a small file
+ * is seen at least 100 times in all (at most 25 epochs), lowered so that a large one is seen at most 25000 times (at
+ * least 1 epoch). */
+static double auto_epochs(int64_t examples) {
+    if (examples <= 0) return 3;
+    if (examples * 3 < 100) return fmin(25, ceil(100.0 / (double)examples));
+    if (examples * 3 > 25000) return fmax(1, floor(25000.0 / (double)examples));
+    return 3;
+}
+
+/* The keys each part of a request may have: others are refused by name, as completions do. */
+static const char *const BODY_KEYS[] = {"model", "training_file", "validation_file", "suffix", "seed",
+                                        "hyperparameters", "method", "extra", "metadata", NULL};
+static const char *const HP_KEYS[] = {"n_epochs", "batch_size", "learning_rate_multiplier", "lora_rank", "lora_alpha",
+                                      "lora_targets", "seq_len", "steps", "checkpoint_every", "method", NULL};
+static const char *const UNSUPPORTED_KEYS[] = {"fot", "fot_schedule", "s2_attn", "method_full", "full", NULL};
+
+static bool listed(const char *const *keys, const char *k) {
+    for (; *keys; keys++)
+        if (!strcmp(*keys, k)) return true;
+    return false;
+}
+
+/* 0, or -1 with e naming the first key of o that is not in keys (where: "hyperparameters."). */
+static int only_known(json_t *o, const char *const *keys, const char *where, ft_error *e) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        (void)v;
+        if (listed(UNSUPPORTED_KEYS, k))
+            return set_err(e, 400, "unsupported_value", k, "%s is not supported over HTTP yet", k), -1;
+        if (!listed(keys, k)) {
+            char param[160];
+            snprintf(param, sizeof param, "%s%.100s", where, k);
+            return set_err(e, 400, "unknown_parameter", param, "unknown parameter '%s'", param), -1;
+        }
+    }
+    return 0;
+}
+
 /* The trainer settings (train.json) from the request: OpenAI's hyperparameters plus mnemo's own (LoRA shape,
- * seq_len, steps, checkpoint_every) found under method.supervised.hyperparameters or "extra". */
+ * seq_len, steps, checkpoint_every) found under method.supervised.hyperparameters or "extra". n_epochs "auto" (or
+ * omitted, with no steps) is decided when the file's examples are counted (epochs_auto; see auto_epochs). */
 static json_t *resolve_settings(ft_jobs *J, json_t *body, ft_error *e) {
+    if (only_known(body, BODY_KEYS, "", e)) return NULL;
     json_t *hp = json_object_get(body, "hyperparameters");
     json_t *method = json_object_get(body, "method");
     if (method && !json_is_object(method)) return set_err(e, 400, "invalid_type", "method", "method must be an object"), NULL;
@@ -201,8 +247,10 @@ static json_t *resolve_settings(ft_jobs *J, json_t *body, ft_error *e) {
     if (hp && !json_is_object(hp)) return set_err(e, 400, "invalid_type", "hyperparameters", "hyperparameters must be an object"), NULL;
     json_t *extra = json_object_get(body, "extra");
     if (extra && !json_is_object(extra)) return set_err(e, 400, "invalid_type", "extra", "extra must be an object"), NULL;
+    if ((hp && only_known(hp, HP_KEYS, "hyperparameters.", e)) || (extra && only_known(extra, HP_KEYS, "extra.", e)))
+        return NULL;
     int32_t n_ctx = mnemo_model_n_ctx_train(J->cfg.model);
-    double epochs = 3, batch = 1, lr_mult = 1, rank = 8, alpha = 16, seq_len = n_ctx < 512 ? n_ctx : 512, steps = 0;
+    double epochs = 0, batch = 1, lr_mult = 1, rank = 8, alpha = 16, seq_len = n_ctx < 512 ? n_ctx : 512, steps = 0;
     double every = 10, seed = 0;
     json_t *srcs[2] = {hp, extra};
     for (int k = 0; k < 2; k++) {
@@ -213,11 +261,6 @@ static json_t *resolve_settings(ft_jobs *J, json_t *body, ft_error *e) {
             hp_number(h, "seq_len", 2, n_ctx, true, &seq_len, e) || hp_number(h, "steps", 1, 1e7, true, &steps, e) ||
             hp_number(h, "checkpoint_every", 1, 1e7, true, &every, e))
             return NULL;
-        static const char *const unsupported[] = {"fot", "fot_schedule", "s2_attn", "method_full", "full"};
-        for (size_t u = 0; h && u < sizeof unsupported / sizeof *unsupported; u++)
-            if (json_object_get(h, unsupported[u]))
-                return set_err(e, 400, "unsupported_value", unsupported[u], "%s is not supported over HTTP yet",
-                               unsupported[u]), NULL;
     }
     json_t *js = json_object_get(body, "seed");
     if (js && !json_is_null(js)) {
@@ -232,10 +275,26 @@ static json_t *resolve_settings(ft_jobs *J, json_t *body, ft_error *e) {
     if (strcmp(mth, "lora") != 0)
         return set_err(e, 400, "unsupported_value", "method", "training method '%s' is not served over HTTP yet (lora)",
                        mth), NULL;
-    return json_pack("{s:s, s:i, s:f, s:s, s:f, s:I, s:i, s:i, s:f, s:I, s:I}", "method", "lora", "lora_rank", (int)rank,
-                     "lora_alpha", alpha, "lora_targets", targets, "epochs", epochs, "steps", (json_int_t)steps,
-                     "batch", (int)batch, "seq_len", (int)seq_len, "lr", 2e-4 * lr_mult, "checkpoint_every",
-                     (json_int_t)every, "seed", (json_int_t)seed);
+    bool epochs_auto = epochs == 0 && steps == 0;
+    return json_pack("{s:s, s:i, s:f, s:s, s:f, s:b, s:I, s:i, s:i, s:f, s:f, s:I, s:I}", "method", "lora",
+                     "lora_rank", (int)rank, "lora_alpha", alpha, "lora_targets", targets, "epochs",
+                     epochs ? epochs : 3, "epochs_auto", epochs_auto, "steps", (json_int_t)steps, "batch",
+                     (int)batch, "seq_len", (int)seq_len, "lr", LORA_BASE_LR * lr_mult, "lr_multiplier", lr_mult,
+                     "checkpoint_every", (json_int_t)every, "seed", (json_int_t)seed);
+}
+
+/* The hyperparameters a job reports: n_epochs "auto" until the examples are counted. */
+static json_t *hp_echo(json_t *settings, json_t *n_epochs) {
+    return json_pack("{s:o, s:i, s:f}", "n_epochs", n_epochs, "batch_size",
+                     (int)json_integer_value(json_object_get(settings, "batch")), "learning_rate_multiplier",
+                     json_real_value(json_object_get(settings, "lr_multiplier")));
+}
+
+static void set_hyperparameters(ft_job *j, json_t *hp) {
+    json_object_set(j->obj, "hyperparameters", hp);
+    json_object_set_new(j->obj, "method", json_pack("{s:s, s:{s:O}}", "type", "supervised", "supervised",
+                                                    "hyperparameters", hp));
+    json_decref(hp);
 }
 
 static int copy_file(const char *src, const char *dst) {
@@ -300,16 +359,18 @@ int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
     random_hex(hex, 24);
     snprintf(j->id, sizeof j->id, "ftjob-%s", hex);
     long long now = now_unix();
-    json_t *hp_echo = json_pack("{s:f, s:i, s:f}", "n_epochs", json_real_value(json_object_get(settings, "epochs")),
-                                "batch_size", (int)json_integer_value(json_object_get(settings, "batch")),
-                                "learning_rate_multiplier", json_real_value(json_object_get(settings, "lr")) / 2e-4);
-    j->obj = json_pack("{s:s, s:s, s:s, s:I, s:n, s:n, s:o, s:s, s:s, s:n, s:o, s:o, s:n, s:I, s:n, s:o}", "object",
+    bool auto_n = json_is_true(json_object_get(settings, "epochs_auto"));
+    json_t *hp = hp_echo(settings, auto_n || json_integer_value(json_object_get(settings, "steps"))
+                                      ? json_string("auto")
+                                      : json_real(json_real_value(json_object_get(settings, "epochs"))));
+    j->obj = json_pack("{s:s, s:s, s:s, s:I, s:n, s:n, s:s, s:s, s:n, s:o, s:o, s:n, s:I, s:n}", "object",
                        "fine_tuning.job", "id", j->id, "model", model, "created_at", (json_int_t)now, "finished_at",
-                       "fine_tuned_model", "hyperparameters", hp_echo, "organization_id", "mnemo", "status",
-                       STATUS[ST_VALIDATING], "validation_file", "training_file", json_string(tf), "result_files",
-                       json_array(), "trained_tokens", "seed", json_integer_value(json_object_get(settings, "seed")),
-                       "error", "method", json_pack("{s:s, s:{s:O}}", "type", "supervised", "supervised",
-                                                     "hyperparameters", hp_echo));
+                       "fine_tuned_model", "organization_id", "mnemo", "status", STATUS[ST_VALIDATING],
+                       "validation_file", "training_file", json_string(tf), "result_files", json_array(),
+                       "trained_tokens", "seed", json_integer_value(json_object_get(settings, "seed")), "error");
+    set_hyperparameters(j, hp);
+    json_t *meta = json_object_get(body, "metadata");
+    if (json_is_object(meta)) json_object_set(j->obj, "metadata", meta);
     if (vf) json_object_set_new(j->obj, "validation_file", json_string(vf));
     if (suffix) json_object_set_new(j->obj, "user_provided_suffix", json_string(suffix));
     json_object_set_new(j->obj, "estimated_finish", json_null());
@@ -434,12 +495,18 @@ int ft_jobs_cancel(ft_jobs *J, const char *id, json_t **out, ft_error *e) {
         set_err(e, 404, "job_not_found", "fine_tuning_job_id", "no fine-tuning job '%.100s'", id);
         rc = -1;
     } else if (j->status >= ST_SUCCEEDED) {
-        set_err(e, 409, "job_finished", "fine_tuning_job_id", "the job has already %s", STATUS[j->status]);
+        set_err(e, 409, "job_finished", "fine_tuning_job_id", "the job %s",
+                j->status == ST_CANCELLED ? "was already cancelled" : j->status == ST_FAILED ? "has already failed"
+                                                                                           : "has already succeeded");
         rc = -1;
     } else if (j->status == ST_RUNNING && j->pid > 0) {
+        /* cancelled from now on, as OpenAI answers; the worker saves a checkpoint and stops (its place is held,
+         * through its pid, until it has) */
         j->cancel = true;
-        kill(j->pid, SIGTERM); /* it checkpoints and exits; the supervisor then marks it cancelled */
-        add_event(J, j, "info", "message", NULL, "Cancelling: the worker is saving a checkpoint and stopping");
+        kill(j->pid, SIGTERM);
+        add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled; the worker is saving a checkpoint and "
+                  "stopping");
+        set_status(J, j, ST_CANCELLED);
     } else {
         j->cancel = true;
         add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled");
@@ -507,6 +574,39 @@ void ft_jobs_get_stats(ft_jobs *J, ft_jobs_stats *s) {
 
 /* ------------------------------------------------------------------ the supervisor */
 
+/* Once the examples are counted: n_epochs "auto" becomes a number (train.json and the job say which), and an
+ * event says what the job will run with (J->mu held). */
+static void choose_hyperparameters(ft_jobs *J, ft_job *j, int64_t examples) {
+    char path[4200];
+    job_path(J, j, "train.json", path, sizeof path);
+    json_t *s = json_load_file(path, 0, NULL);
+    if (!s) return;
+    bool auto_n = json_is_true(json_object_get(s, "epochs_auto"));
+    double epochs = auto_n ? auto_epochs(examples) : json_real_value(json_object_get(s, "epochs"));
+    int64_t steps = json_integer_value(json_object_get(s, "steps"));
+    int batch = (int)json_integer_value(json_object_get(s, "batch"));
+    if (auto_n) {
+        json_object_set_new(s, "epochs", json_real(epochs));
+        json_object_set_new(s, "epochs_auto", json_false());
+        if (write_json_atomic(path, s) != 0) fprintf(stderr, "mnemo-server: warning: cannot write %s\n", path);
+    }
+    /* given steps, the epochs they make */
+    double shown = steps && examples ? round((double)steps * batch / (double)examples * 100) / 100 : epochs;
+    if (!steps) steps = (int64_t)ceil(epochs * (double)examples / batch);
+    set_hyperparameters(j, hp_echo(s, json_real(shown)));
+    add_event(J, j, "info", "message",
+              json_pack("{s:f, s:b, s:i, s:f, s:f, s:I}", "n_epochs", shown, "n_epochs_auto", auto_n, "batch_size",
+                        batch, "learning_rate_multiplier", json_real_value(json_object_get(s, "lr_multiplier")),
+                        "learning_rate", json_real_value(json_object_get(s, "lr")), "steps", (json_int_t)steps),
+              "Hyperparameters: n_epochs=%g%s, batch_size=%d, learning_rate_multiplier=%g (learning rate %g), about "
+              "%lld steps",
+              shown, auto_n ? " (auto: 3, raised to reach 100 examples seen in all or lowered to stay under 25000; "
+                              "1 to 25)" : "",
+              batch, json_real_value(json_object_get(s, "lr_multiplier")), json_real_value(json_object_get(s, "lr")),
+              (long long)steps);
+    json_decref(s);
+}
+
 /* validating_files -> queued | failed: the data read with the model's tokenizer at the job's seq_len. */
 static void validate_one(ft_jobs *J) {
     pthread_mutex_lock(&J->mu);
@@ -552,6 +652,7 @@ static void validate_one(ft_jobs *J) {
         } else {
             add_event(J, j, "info", "message", json_pack("{s:I}", "examples", (json_int_t)examples),
                       "Files validated: %lld examples; queued", (long long)examples);
+            choose_hyperparameters(J, j, examples);
             set_status(J, j, ST_QUEUED);
         }
     }
@@ -676,7 +777,8 @@ static void reap(ft_jobs *J, ft_job *j, int wstatus) {
                   "The job has successfully completed: %s", name);
         set_status(J, j, ST_SUCCEEDED);
     } else if (j->cancel) {
-        add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled");
+        if (j->status != ST_CANCELLED) add_event(J, j, "info", "message", NULL, "Fine-tuning job cancelled");
+        else add_event(J, j, "info", "message", NULL, "The worker has stopped");
         set_status(J, j, ST_CANCELLED);
     } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 1) {
         json_t *err = json_object_get(j->obj, "error");

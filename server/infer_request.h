@@ -57,7 +57,8 @@ typedef struct {
     ireq_end end;
     mnemo_finish_reason finish;
     int32_t n_generated;
-    int32_t n_fed;         /* prompt tokens decoded before it ended */
+    int32_t n_fed;         /* prompt tokens decoded before it ended (cached ones included) */
+    int32_t n_cached;      /* of those, tokens its slot already held (prefix reuse): not decoded again */
     double queue_ms, prefill_ms, decode_ms;
 } ireq_choice;
 

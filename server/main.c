@@ -105,18 +105,19 @@ static void raise_fd_limit(int max_conns, int max_pending) {
                  (unsigned long long)rl.rlim_cur, max_conns, max_pending, (unsigned long long)want);
 }
 
-static int jobs_dir_prepare(const char *dir, char *err, size_t errlen) {
+/* A directory option: created (one level) when missing, as a reader of the README expects. */
+static int dir_prepare(const char *opt, const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         if (errno != ENOENT || mkdir(dir, 0700) != 0)
-            return snprintf(err, errlen, "--jobs-dir '%s' does not exist and cannot be created: %s", dir,
+            return snprintf(err, errlen, "%s '%s' does not exist and cannot be created: %s", opt, dir,
                             strerror(errno)), -1;
-        log_line("created --jobs-dir %s", dir);
+        log_line("created %s %s", opt, dir);
     } else if (!S_ISDIR(sb.st_mode)) {
-        return snprintf(err, errlen, "--jobs-dir '%s' is not a directory", dir), -1;
+        return snprintf(err, errlen, "%s '%s' is not a directory", opt, dir), -1;
     }
     if (access(dir, R_OK | W_OK | X_OK) != 0)
-        return snprintf(err, errlen, "--jobs-dir '%s' is not readable and writable", dir), -1;
+        return snprintf(err, errlen, "%s '%s' is not readable and writable", opt, dir), -1;
     return 0;
 }
 
@@ -161,7 +162,8 @@ static int load(server_app *app) {
     cp.uio_keep_raw = o->uio_keep_raw;
     cp.uio_mem_budget = o->uio_mem_budget;
     cp.uio_encode_batch = o->uio_encode_batch;
-    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch, .ctx = cp};
+    sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
+                       .cache_bytes = o->cache_ram_mib < 0 ? -1 : o->cache_ram_mib << 20, .ctx = cp};
     char err[512];
     app->sched = sched_new(m, &sc, app->mx, err, sizeof err);
     if (!app->sched) {
@@ -316,11 +318,12 @@ int main(int argc, char **argv) {
         }
         app.opts.model_dir = default_model;
     }
-    if (o->session_dir && sessions_check_dir(o->session_dir, err, sizeof err) != 0) {
+    if (o->session_dir && (dir_prepare("--session-dir", o->session_dir, err, sizeof err) != 0 ||
+                           sessions_check_dir(o->session_dir, err, sizeof err) != 0)) {
         fprintf(stderr, "mnemo-server: %s\n", err);
         return 2;
     }
-    if (o->jobs_dir && jobs_dir_prepare(o->jobs_dir, err, sizeof err) != 0) {
+    if (o->jobs_dir && dir_prepare("--jobs-dir", o->jobs_dir, err, sizeof err) != 0) {
         fprintf(stderr, "mnemo-server: %s\n", err);
         return 2;
     }
@@ -333,8 +336,8 @@ int main(int argc, char **argv) {
     engine_log_max = o->verbose ? MNEMO_LOG_INFO : MNEMO_LOG_WARN;
     mnemo_log_set(engine_log, NULL);
 
-    if (o->alias) {
-        snprintf(app.alias, sizeof app.alias, "%s", o->alias);
+    if (o->n_alias) {
+        snprintf(app.alias, sizeof app.alias, "%s", o->alias[0]);
     } else {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", o->model_dir);
@@ -342,6 +345,8 @@ int main(int argc, char **argv) {
         while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
         snprintf(app.alias, sizeof app.alias, "%s", basename(dir));
     }
+    app.aliases[app.n_aliases++] = app.alias;
+    for (int i = 1; i < o->n_alias; i++) app.aliases[app.n_aliases++] = o->alias[i];
     app.created = (long long)time(NULL);
     pthread_mutex_init(&app.embed_mu, NULL);
     app.mx = metrics_new();

@@ -27,7 +27,7 @@ static const char *OUTCOMES[] = {"ok", "client_gone", "timeout", "shutdown", "er
 struct metrics {
     pthread_mutex_t mu;
     histogram h[HIST_COUNT];
-    uint64_t prompt_tokens, generated_tokens, steps, step_tokens, step_seqs;
+    uint64_t prompt_tokens, cached_tokens, generated_tokens, steps, step_tokens, step_seqs;
     uint64_t outcomes[N_OUTCOMES];
     uint64_t status_counts[600];
 };
@@ -81,6 +81,13 @@ void metrics_tokens(metrics *m, int64_t prompt, int64_t generated) {
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += (uint64_t)prompt;
     m->generated_tokens += (uint64_t)generated;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_cached_tokens(metrics *m, int64_t cached) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->cached_tokens += (uint64_t)cached;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -198,6 +205,8 @@ char *metrics_render(metrics *m, const metrics_gauges *g, uint64_t *len) {
 
     pthread_mutex_lock(&m->mu);
     counter(&b, "mnemo_prompt_tokens_total", "Prompt tokens prefilled", m->prompt_tokens);
+    counter(&b, "mnemo_prompt_tokens_cached_total", "Prompt tokens a slot already held, not prefilled again",
+            m->cached_tokens);
     counter(&b, "mnemo_generated_tokens_total", "Tokens generated", m->generated_tokens);
     counter(&b, "mnemo_batch_steps_total", "Forward passes run by the scheduler", m->steps);
     counter(&b, "mnemo_batch_tokens_total", "Tokens processed by those forward passes", m->step_tokens);

@@ -46,6 +46,7 @@ void metrics_free(metrics *m);
 void metrics_observe(metrics *m, hist_id h, double seconds);
 void metrics_http_status(metrics *m, int status);
 void metrics_tokens(metrics *m, int64_t prompt, int64_t generated);
+void metrics_cached_tokens(metrics *m, int64_t cached); /* prompt tokens a slot already held (prefix reuse) */
 void metrics_step(metrics *m, int64_t tokens, int64_t sequences);
 void metrics_request_end(metrics *m, const char *outcome); /* "ok", "client_gone", "timeout", "shutdown", "error" */
 /* The whole exposition text, malloc'd (NULL when out of memory). */

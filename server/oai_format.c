@@ -141,13 +141,13 @@ json_t *oai_chunk(const oai_ctx *c, int index, const char *text, size_t len, jso
 }
 
 json_t *oai_usage(const ireq *j) {
-    long long prompt = 0, gen = 0;
+    long long prompt = 0, gen = 0, cached = 0;
     for (int i = 0; i < j->n_choices; i++) {
         const ireq_choice *ch = &j->choices[i];
         bool first_of_prompt = true; /* each prompt counts once, however many choices continue it */
         for (int k = 0; k < i; k++)
             if (j->choices[k].prompt_index == ch->prompt_index) first_of_prompt = false;
-        if (first_of_prompt) prompt += ch->n_prompt;
+        if (first_of_prompt) prompt += ch->n_prompt, cached += ch->n_cached;
         gen += ch->n_generated;
     }
     json_t *u = json_object();
@@ -155,7 +155,7 @@ json_t *oai_usage(const ireq *j) {
     json_object_set_new(u, "completion_tokens", json_integer(gen));
     json_object_set_new(u, "total_tokens", json_integer(prompt + gen));
     json_t *d = json_object();
-    json_object_set_new(d, "cached_tokens", json_integer(0));
+    json_object_set_new(d, "cached_tokens", json_integer(cached));
     json_object_set_new(u, "prompt_tokens_details", d);
     return u;
 }

@@ -19,6 +19,7 @@
 
 #include "api_error.h"
 #include "app.h"
+#include "model_names.h"
 #include "request_parse.h"
 #include "text_util.h"
 
@@ -117,7 +118,8 @@ void route_embeddings(server_app *app, const http_request *req, http_reply *rep)
                     pe.message);
         goto out;
     }
-    if (r.model && strcmp(r.model, app->alias) != 0) {
+    const char *model_name = NULL;
+    if (model_resolve(app, r.model, &model_name) != MODEL_BASE) { /* fine-tuned models do not embed */
         reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
                     r.model, app->alias);
         goto out;
@@ -178,7 +180,7 @@ void route_embeddings(server_app *app, const http_request *req, http_reply *rep)
         goto out;
     }
     json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I}}", "object", "list", "data", data, "model",
-                          json_text(app->alias, strlen(app->alias)), "usage", "prompt_tokens", (json_int_t)total,
+                          json_text(model_name, strlen(model_name)), "usage", "prompt_tokens", (json_int_t)total,
                           "total_tokens", (json_int_t)total);
     reply_json(rep, 200, o);
 out:

@@ -17,6 +17,7 @@
 
 #include "api_error.h"
 #include "app.h"
+#include "model_names.h"
 #include "text_util.h"
 
 static bool enabled(server_app *app, http_reply *rep) {
@@ -58,6 +59,12 @@ void route_ft_jobs_create(server_app *app, const http_request *req, http_reply *
         reply_error(rep, 400, "invalid_json", NULL, NULL, "the body is not valid JSON: %s (line %d)", je.text, je.line);
         return;
     }
+    /* Any name of the base model (or, unless --model-name-strict, a name that is no fine-tuned model's) fine-tunes
+     * the base, as completions serve it (model_names.h); the job records the base's first name. */
+    json_t *model = json_is_object(body) ? json_object_get(body, "model") : NULL;
+    const char *resolved = NULL;
+    if (json_is_string(model) && model_resolve(app, json_string_value(model), &resolved) == MODEL_BASE)
+        json_object_set_new(body, "model", json_string(app->alias));
     json_t *out = NULL;
     ft_error e;
     if (ft_jobs_create(app->jobs, body, &out, &e) != 0) reply_ft_error(rep, &e);

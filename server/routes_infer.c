@@ -18,6 +18,7 @@
 
 #include "api_error.h"
 #include "app.h"
+#include "model_names.h"
 #include "infer_request.h"
 #include "llama_compat.h"
 #include "oai_format.h"
@@ -270,6 +271,7 @@ typedef enum { API_COMPLETIONS, API_CHAT, API_LLAMA } infer_api;
 
 typedef struct {
     server_app *app;
+    char model_name[256]; /* what the response names (model_names.h) */
     ireq *j;
     oai_ctx oc;
     bool llama;           /* llama.cpp's /completion shapes instead of OpenAI's */
@@ -297,7 +299,7 @@ static void consumer_free(consumer *c) {
     free(c);
 }
 
-static consumer *consumer_new(server_app *app, ireq *j, const infer_request *r) {
+static consumer *consumer_new(server_app *app, ireq *j, const infer_request *r, const char *model_name) {
     consumer *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->app = app;
@@ -305,7 +307,8 @@ static consumer *consumer_new(server_app *app, ireq *j, const infer_request *r) 
     c->oc.model = app->model;
     c->oc.chat = r->chat;
     c->oc.logprobs = r->logprobs >= 0;
-    c->oc.model_name = app->alias;
+    snprintf(c->model_name, sizeof c->model_name, "%s", model_name);
+    c->oc.model_name = c->model_name;
     c->oc.created = (long long)time(NULL);
     oai_make_id(&c->oc, atomic_fetch_add(&app->seq, 1));
     c->n_top = r->logprobs > 0 ? r->logprobs : 0;
@@ -414,7 +417,7 @@ static void respond_collected(consumer *c, http_reply *rep) {
         }
     }
     if (c->llama) {
-        reply_json(rep, 200, llama_result(c->app->alias, c->text[0].data, c->text[0].len, j));
+        reply_json(rep, 200, llama_result(c->model_name, c->text[0].data, c->text[0].len, j));
         return;
     }
     json_t *o = oai_envelope(&c->oc, false);
@@ -447,7 +450,7 @@ static void stream_fill_llama(consumer *c) {
     }
     ireq_events_free(ev, n);
     if (all_done) { /* the closing object; llama.cpp sends no [DONE] here */
-        sse_event(&c->out, llama_result(c->app->alias, "", 0, j));
+        sse_event(&c->out, llama_result(c->model_name, "", 0, j));
         c->finished = true;
         metrics_request_end(c->app->mx, outcome(j));
     }
@@ -560,12 +563,18 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         r.max_tokens_param = "n_predict";
     }
     const mnemo_adapter *adapter = NULL; /* a fine-tuned model: its adapter over the shared base weights */
-    if (r.model && strcmp(r.model, app->alias) != 0) {
+    const char *model_name = NULL;      /* what the response names: what was asked for (model_names.h) */
+    model_match mm = model_resolve(app, r.model, &model_name);
+    if (mm == MODEL_NOT_FOUND || (mm == MODEL_FINETUNED && !app->jobs)) {
+        reply_error(rep, 404, "model_not_found", "model", NULL,
+                    "the model '%s' does not exist (this server has '%s'%s)", r.model, app->alias,
+                    mm == MODEL_NOT_FOUND ? "; it was started with --model-name-strict" : "");
+        goto out;
+    }
+    if (mm == MODEL_FINETUNED) {
         ft_error fe;
-        if (!app->jobs || !(adapter = ft_jobs_adapter(app->jobs, r.model, &fe))) {
-            if (app->jobs) reply_error(rep, fe.status, fe.code, fe.param, NULL, "%s", fe.message);
-            else reply_error(rep, 404, "model_not_found", "model", NULL,
-                             "the model '%s' does not exist (this server has '%s')", r.model, app->alias);
+        if (!(adapter = ft_jobs_adapter(app->jobs, r.model, &fe))) {
+            reply_error(rep, fe.status, fe.code, fe.param, NULL, "%s", fe.message);
             goto out;
         }
         if (r.session) {
@@ -607,7 +616,7 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
     j->t_arrival = t_arrival;
     j->deadline = app->opts.timeout_s > 0 ? t_arrival + app->opts.timeout_s : 0;
     ireq_watch_fd(j, req->fd);
-    consumer *c = consumer_new(app, j, &r);
+    consumer *c = consumer_new(app, j, &r, model_name);
     if (c) c->llama = api == API_LLAMA;
     if (!c) {
         ireq_unref(j);

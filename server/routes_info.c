@@ -9,6 +9,7 @@
 
 #include "api_error.h"
 #include "app.h"
+#include "model_names.h"
 #include "request_parse.h"
 #include "text_util.h"
 
@@ -27,9 +28,9 @@ void route_health(server_app *app, const http_request *req, http_reply *rep) {
     reply_json(rep, 200, o);
 }
 
-static json_t *model_object(server_app *app) {
+static json_t *model_object(server_app *app, const char *name) {
     json_t *m = json_object();
-    json_object_set_new(m, "id", json_text(app->alias, strlen(app->alias)));
+    json_object_set_new(m, "id", json_text(name, strlen(name)));
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(app->created));
     json_object_set_new(m, "owned_by", json_string("mnemo"));
@@ -51,7 +52,7 @@ void route_models(server_app *app, const http_request *req, http_reply *rep) {
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_t *data = json_array();
-    json_array_append_new(data, model_object(app));
+    for (int i = 0; i < app->n_aliases; i++) json_array_append_new(data, model_object(app, app->aliases[i]));
     if (app->jobs) ft_jobs_models(app->jobs, data, app->created);
     json_object_set_new(o, "data", data);
     reply_json(rep, 200, o);
@@ -59,7 +60,7 @@ void route_models(server_app *app, const http_request *req, http_reply *rep) {
 
 void route_model_get(server_app *app, const http_request *req, http_reply *rep) {
     const char *id = req->path + strlen("/v1/models/");
-    if (strcmp(id, app->alias) != 0 && app->jobs) { /* a fine-tuned model? */
+    if (!model_is_alias(app, id) && app->jobs) { /* a fine-tuned model? */
         json_t *all = json_array();
         ft_jobs_models(app->jobs, all, app->created);
         size_t i;
@@ -73,12 +74,12 @@ void route_model_get(server_app *app, const http_request *req, http_reply *rep) 
         }
         json_decref(all);
     }
-    if (strcmp(id, app->alias) != 0) {
+    if (!model_is_alias(app, id)) {
         reply_error(rep, 404, "model_not_found", "model", NULL, "the model '%s' does not exist (this server has '%s')",
                     id, app->alias);
         return;
     }
-    reply_json(rep, 200, model_object(app));
+    reply_json(rep, 200, model_object(app, id));
 }
 
 json_t *memory_json(const mnemo_memory_stats *m) {

@@ -77,7 +77,7 @@ static void stop_cancelled_running(scheduler *s, double t) {
 
 static void assign_slots(scheduler *s) {
     int slot;
-    while (s->head && (slot = worker_idle_slot(s->w)) >= 0) {
+    while (s->head && (slot = worker_pick_slot(s->w, s->head, s->head->next_choice)) >= 0) {
         ireq *j = s->head;
         worker_start(s->w, slot, j, j->next_choice++);
         if (j->next_choice == j->n_choices) { /* fully placed: the queue's reference goes */
@@ -142,7 +142,8 @@ scheduler *sched_new(mnemo_model *model, const sched_config *cfg, metrics *mx, c
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch, .ctx = cfg->ctx};
+    worker_config wc = {.n_slots = cfg->parallel, .n_ctx = cfg->n_ctx, .batch = cfg->batch,
+                        .cache_bytes = cfg->cache_bytes, .ctx = cfg->ctx};
     s->w = worker_new(model, &wc, mx, err, errlen);
     if (!s->w) {
         free(s);

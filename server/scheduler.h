@@ -26,6 +26,7 @@ typedef struct {
     int queue;      /* waiting requests beyond the free slots */
     int n_ctx;      /* per slot */
     int batch;      /* tokens per step */
+    int64_t cache_bytes; /* memory idle slots may keep for prefix reuse (--cache-ram); < 0: no limit */
     mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } sched_config;
 

@@ -68,6 +68,35 @@ bool snapshot_name_valid(const char *name) {
 
 static long long now_unix(void) { return (long long)time(NULL); }
 
+/* A save's temporary file: "<name>.mnemo.tmp.XXXXXX" (container/snapshot.c, X alphanumeric), or the
+ * "<name>.mnemo.tmp" that saves used before. */
+static bool is_temp_name(const char *name) {
+    static const char tmp[] = SNAPSHOT_EXT ".tmp";
+    size_t n = strlen(name), t = sizeof tmp - 1;
+    if (n > t && !strcmp(name + n - t, tmp)) return true;
+    if (n <= t + 7 || strncmp(name + n - 7 - t, tmp, t) != 0 || name[n - 7] != '.') return false;
+    for (size_t i = n - 6; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+    }
+    return true;
+}
+
+/* At start no save of ours is running: a temporary file is what a crash left (never listed, never deletable
+ * through the API, as big as a snapshot). */
+static void remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!is_temp_name(e->d_name)) continue;
+        char path[4352];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+    }
+    if (d) closedir(d);
+}
+
 int sessions_check_dir(const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -93,6 +122,7 @@ session_store *sessions_new(mnemo_model *model, const session_config *cfg, char 
     st->cfg = *cfg;
     if (cfg->dir) snprintf(st->dir, sizeof st->dir, "%s", cfg->dir);
     st->cfg.dir = cfg->dir ? st->dir : NULL;
+    if (cfg->dir) remove_stale_temps(st->dir);
     st->next_id = (uint64_t)now_unix() << 20;
     return st;
 }

@@ -4,7 +4,8 @@
  *
  * A session is used by one request at a time: acquire marks it busy (a second request gets 409), release puts it
  * back. Snapshots are files `<dir>/<name>.mnemo` (mnemo_context_save/load); names are checked so that nothing is
- * read or written outside the directory. Limits: at most max_sessions live sessions; each session's memory stops
+ * read or written outside the directory; concurrent saves of one name each write their own temporary file and the
+ * last to finish replaces the snapshot whole. Limits: at most max_sessions live sessions; each session's memory stops
  * growing at max_bytes (the engine's mem_max_bytes: the request that would pass it fails with a clear error).
  *
  * Thread safety: every function may be called from any thread. A busy session's context belongs to whoever
@@ -53,6 +54,7 @@ typedef struct {
 
 /* 0 when dir is a readable, writable directory; else -1 and a message naming --session-dir. */
 int sessions_check_dir(const char *dir, char *err, size_t errlen);
+/* Removes the temporary files of saves a crash interrupted ("<name>.mnemo.tmp.XXXXXX") from cfg->dir. */
 session_store *sessions_new(mnemo_model *model, const session_config *cfg, char *err, size_t errlen);
 void sessions_free(session_store *st);
 

@@ -1,5 +1,12 @@
 /*
  * worker.c — slots, chunked prefill and the batched decode step (see worker.h).
+ *
+ * Prefix reuse: a slot's own context keeps what its last request left (prompt and generated tokens, and for a
+ * LongLLaMA model its memory), and the slot records those tokens. A new request goes to the idle slot whose tokens
+ * share the longest prefix with its prompt (same adapter; else the slot idle longest), which keeps that prefix
+ * (mnemo_context_keep_prefix) and prefills only the rest: a second question about a long document decodes the
+ * question. What idle slots hold beyond their fixed KV cache (memory rows, index) is bounded by --cache-ram: past
+ * it, the slots idle longest forget everything.
  */
 #include "worker.h"
 
@@ -24,7 +31,12 @@ typedef struct {
     mnemo_token pending;    /* the sampled token this step decodes */
     uint64_t order;         /* admission order: the oldest prompt is prefilled first */
     int32_t n_tokens;       /* tokens streamed so far */
+    int32_t n_cached;       /* prompt tokens the slot already held (prefix reuse) */
     double t_start, t_gen, t_last;
+    mnemo_token *held;      /* the tokens `own` holds, in order (prefix reuse) */
+    int32_t n_held, cap_held;
+    const mnemo_adapter *held_adapter; /* the adapter `own` decodes with */
+    double t_idle;          /* when it last became idle */
 } slot;
 
 struct worker {
@@ -32,6 +44,7 @@ struct worker {
     metrics *mx;
     slot *slots;
     int n_slots, n_ctx, batch;
+    int64_t cache_bytes;    /* what idle slots may hold beyond their KV cache; < 0: no limit */
     uint64_t next_order;
     mnemo_batch_entry *entries;
     slot **entry_slot;      /* which slot each batch entry belongs to */
@@ -45,6 +58,7 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     w->n_slots = cfg->n_slots;
     w->n_ctx = cfg->n_ctx;
     w->batch = cfg->batch;
+    w->cache_bytes = cfg->cache_bytes;
     w->slots = calloc((size_t)cfg->n_slots, sizeof *w->slots);
     w->entries = calloc((size_t)cfg->n_slots, sizeof *w->entries);
     w->entry_slot = calloc((size_t)cfg->n_slots, sizeof *w->entry_slot);
@@ -73,6 +87,7 @@ void worker_free(worker *w) {
     for (int i = 0; w->slots && i < w->n_slots; i++) {
         if (w->slots[i].state != SLOT_IDLE) worker_stop(w, i, IREQ_END_SHUTDOWN);
         mnemo_context_free(w->slots[i].own);
+        free(w->slots[i].held);
     }
     free(w->slots);
     free(w->entries);
@@ -86,6 +101,30 @@ int worker_idle_slot(const worker *w) {
     for (int i = 0; i < w->n_slots; i++)
         if (w->slots[i].state == SLOT_IDLE) return i;
     return -1;
+}
+
+static int32_t common_prefix(const mnemo_token *a, int32_t na, const mnemo_token *b, int32_t nb) {
+    int32_t n = 0;
+    while (n < na && n < nb && a[n] == b[n]) n++;
+    return n;
+}
+
+int worker_pick_slot(const worker *w, const ireq *j, int choice) {
+    const ireq_choice *c = &j->choices[choice];
+    int best = -1;
+    int32_t best_common = -1;
+    for (int i = 0; i < w->n_slots; i++) {
+        const slot *s = &w->slots[i];
+        if (s->state != SLOT_IDLE) continue;
+        int32_t common = !j->session && s->held_adapter == j->adapter
+                             ? common_prefix(s->held, s->n_held, c->prompt, c->n_prompt)
+                             : 0;
+        if (common > best_common || (common == best_common && s->t_idle < w->slots[best].t_idle)) {
+            best = i;
+            best_common = common;
+        }
+    }
+    return best;
 }
 
 int worker_busy(const worker *w) {
@@ -124,17 +163,78 @@ void worker_memory(const worker *w, mnemo_memory_stats *sum) {
     }
 }
 
+static void forget(slot *s) {
+    mnemo_context_reset(s->own);
+    s->n_held = 0;
+}
+
+/* The slot's own context keeps the longest prefix it shares with the prompt (at most all but the prompt's last
+ * token, whose logits the generation needs); returns how many tokens it kept. */
+static int32_t reuse_prefix(slot *s, const ireq *j, const ireq_choice *c) {
+    if (s->held_adapter != j->adapter || mnemo_context_n_past(s->own) != s->n_held) {
+        /* set_adapter resets the context, and fails only for lack of memory: then the base model would answer */
+        if (mnemo_context_set_adapter(s->own, j->adapter) != MNEMO_OK) mnemo_context_reset(s->own);
+        s->held_adapter = j->adapter;
+        s->n_held = 0;
+        return 0;
+    }
+    int32_t keep = common_prefix(s->held, s->n_held, c->prompt, c->n_prompt - 1), kept = 0;
+    if (keep == s->n_held) return keep; /* everything it holds is the prompt's prefix */
+    if (mnemo_context_keep_prefix(s->own, s->held, keep, &kept) != MNEMO_OK) kept = 0, mnemo_context_reset(s->own);
+    s->n_held = kept;
+    return kept;
+}
+
+/* Records tokens that went into the slot's own context. On allocation failure the record is dropped and the context
+ * forgets too, so they never disagree. */
+static void hold(slot *s, const mnemo_token *t, int32_t n) {
+    if (s->ctx != s->own) return;
+    if (s->n_held + n > s->cap_held) {
+        int32_t cap = s->cap_held ? s->cap_held : 256;
+        while (cap < s->n_held + n) cap *= 2;
+        mnemo_token *p = realloc(s->held, (size_t)cap * sizeof *p);
+        if (!p) {
+            forget(s);
+            return;
+        }
+        s->held = p;
+        s->cap_held = cap;
+    }
+    memcpy(s->held + s->n_held, t, (size_t)n * sizeof *t);
+    s->n_held += n;
+}
+
+/* Idle slots past the --cache-ram budget forget everything, idle longest first (only memory rows and indexes
+ * count: the KV cache is allocated whatever it holds). */
+static void enforce_cache_budget(worker *w) {
+    if (w->cache_bytes < 0) return;
+    for (;;) {
+        int64_t total = 0;
+        int lru = -1;
+        for (int i = 0; i < w->n_slots; i++) {
+            slot *s = &w->slots[i];
+            mnemo_memory_stats m;
+            if (s->state != SLOT_IDLE || mnemo_context_memory(s->own, &m) != MNEMO_OK) continue;
+            int64_t b = (int64_t)(m.mem_key_bytes + m.mem_value_bytes + m.mem_index_bytes);
+            total += b;
+            if (b > 0 && (lru < 0 || s->t_idle < w->slots[lru].t_idle)) lru = i;
+        }
+        if (total <= w->cache_bytes || lru < 0) return;
+        forget(&w->slots[lru]);
+    }
+}
+
 void worker_start(worker *w, int i, ireq *j, int choice) {
     slot *s = &w->slots[i];
     ireq_ref(j);
     s->ctx = j->session ? session_context(j->session) : s->own;
-    /* a session continues where its last request ended; a fresh sequence starts empty, with its request's adapter
-     * (set_adapter resets the context, and fails only for lack of memory: then the base model would answer) */
-    if (!j->session && mnemo_context_set_adapter(s->ctx, j->adapter) != MNEMO_OK) mnemo_context_reset(s->ctx);
+    /* a session continues where its last request ended; a fresh sequence reuses what the slot holds of its prompt */
+    s->n_cached = j->session ? 0 : reuse_prefix(s, j, &j->choices[choice]);
     s->state = SLOT_PREFILL;
     s->ireq = j;
     s->choice = choice;
-    s->n_fed = s->chunk = s->n_tokens = 0;
+    s->n_fed = s->n_cached;
+    s->chunk = s->n_tokens = 0;
     s->gen = NULL;
     s->order = w->next_order++;
     s->t_start = now_s();
@@ -150,18 +250,22 @@ static void end_slot(worker *w, slot *s, ireq_end why, mnemo_finish_reason finis
     double prefill_end = s->t_gen ? s->t_gen : t;
     int32_t n_gen = s->gen ? mnemo_generation_n_generated(s->gen) : 0;
     j->choices[s->choice].n_fed = s->n_fed;
+    j->choices[s->choice].n_cached = s->n_cached;
     /* Metrics first: ending the choice wakes the client, which may read /metrics at once. */
-    metrics_tokens(w->mx, s->n_fed, n_gen);
+    metrics_tokens(w->mx, s->n_fed - s->n_cached, n_gen);
+    metrics_cached_tokens(w->mx, s->n_cached);
     if (why == IREQ_END_OK) metrics_observe(w->mx, HIST_E2E, t - j->t_arrival);
     /* Done with the context before the choice ends: that gives a session back for its next request. */
     mnemo_generation_free(s->gen);
     s->gen = NULL;
     s->ctx = s->own;
     s->state = SLOT_IDLE;
+    s->t_idle = t;
     s->ireq = NULL;
     ireq_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
                    (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
     ireq_unref(j);
+    enforce_cache_budget(w);
 }
 
 void worker_stop(worker *w, int i, ireq_end why) {
@@ -173,6 +277,7 @@ void worker_stop(worker *w, int i, ireq_end why) {
 static void fail_slot(worker *w, slot *s, const char *what) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s: %s", what, mnemo_context_error(s->ctx));
+    if (s->ctx == s->own) forget(s); /* what it holds after a failure is not worth trusting */
     fprintf(stderr, "mnemo-server: error: %s\n", msg);
     ireq_cancel(s->ireq, IREQ_END_ERROR);
     end_slot(w, s, IREQ_END_ERROR, MNEMO_FINISH_CANCELLED, msg);
@@ -256,9 +361,11 @@ static void advance(worker *w, slot *s) {
         end_slot(w, s, IREQ_END_OK, mnemo_generation_finish_reason(s->gen), NULL);
         return;
     }
+    if (s->state == SLOT_GENERATE) hold(s, &s->pending, 1);
     if (s->state != SLOT_PREFILL) return;
     ireq *j = s->ireq;
     ireq_choice *c = &j->choices[s->choice];
+    hold(s, c->prompt + s->n_fed, s->chunk);
     s->n_fed += s->chunk;
     s->chunk = 0;
     if (j->progress && ireq_push_progress(j, s->choice, s->n_fed, c->n_prompt, (now_s() - s->t_start) * 1e3) != 0) {

@@ -25,6 +25,7 @@ typedef struct {
     int n_slots;
     int n_ctx;   /* KV positions per slot */
     int batch;   /* token budget per step */
+    int64_t cache_bytes; /* memory rows and indexes idle slots may keep for prefix reuse; < 0: no limit */
     mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } worker_config;
 
@@ -33,6 +34,9 @@ void worker_free(worker *w);
 
 int worker_n_slots(const worker *w);
 int worker_idle_slot(const worker *w);      /* an idle slot's index, or -1 */
+/* The idle slot for choice `choice` of j: the one holding the longest prefix of its prompt, else the one idle
+ * longest; -1 when none is idle. */
+int worker_pick_slot(const worker *w, const ireq *j, int choice);
 int worker_busy(const worker *w);           /* slots in use */
 ireq *worker_slot_job(const worker *w, int slot); /* NULL when idle */
 int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy slots */

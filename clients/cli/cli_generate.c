@@ -20,10 +20,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mnemo generate [--model DIR] (--prompt TEXT | -f FILE) [options]\n\n"
+            "usage: mnemo generate [--model DIR] (TEXT | --prompt TEXT | -f FILE) [options]\n\n"
             "  --model DIR            Hugging Face LLaMA checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the\n"
             "                         demo model)\n"
-            "  --prompt TEXT          the prompt\n"
+            "  --prompt TEXT          the prompt (or give it as the one argument that is not an option)\n"
             "  -f, --file FILE        read the prompt from FILE (- = standard input), for prompts of any length\n"
             "  -n, --max-tokens N     tokens to generate (default 128)\n"
             "  --temp T               temperature, 0 = greedy (default 0.8)\n"
@@ -41,7 +41,9 @@ static void usage(FILE *f) {
             "  --ctx N                context length (default: the model's max_position_embeddings)\n"
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device D             auto | cpu | cuda (default auto)\n"
-            "  --progress             show the prompt's progress bar on stderr even when it is not a terminal\n"
+            "  --progress             show the prompt's progress bar on stderr even when it is not a terminal (by\n"
+            "                         default it shows on a terminal only: a long prompt read on a pipe prints\n"
+            "                         nothing until its first token)\n"
             "  --adapter DIR          apply a peft LoRA adapter (adapter_config.json + adapter_model.safetensors)\n"
             "                         over the model's weights, unmerged\n"
             "  --uio DIR              a UIO-LLM: UIO weights over the model (uio_config.json + uio.pth or\n"
@@ -168,6 +170,8 @@ int cli_generate(int argc, char **argv) {
         else if (!strcmp(a, "--save-session")) { VALUE(); save_session = v; }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
+        else if (a[0] != '-' && !prompt) prompt = a; /* `mnemo generate "To be"`, as `mnemo tokenize TEXT` */
+        else if (a[0] != '-') { fprintf(stderr, "mnemo generate: one prompt only (got '%s' too)\n", a); return 2; }
         else { fprintf(stderr, "mnemo generate: unknown option '%s' (try --help)\n", a); return 2; }
 #undef VALUE
     }
@@ -176,7 +180,7 @@ int cli_generate(int argc, char **argv) {
         return 2;
     }
     if (!prompt && !prompt_file) {
-        fprintf(stderr, "mnemo generate: --prompt or --file is required (try --help)\n");
+        fprintf(stderr, "mnemo generate: a prompt is required: TEXT, --prompt TEXT or --file FILE (try --help)\n");
         return 2;
     }
     gp.stop = stops;
@@ -222,9 +226,10 @@ int cli_generate(int argc, char **argv) {
     } else if (gp.n_logprobs == 0) {
         putchar('\n');
     }
-    if (verbose)
-        fprintf(stderr, "mnemo: %s\nmnemo: prompt %d tokens in %.1f ms (%.1f tok/s); %d tokens in %.1f ms (%.1f tok/s); finish: %s\n",
-                mnemo_model_desc(model), res.n_prompt_tokens, res.prefill_ms,
+    fflush(stdout); /* the text ends before the timings on stderr, also when both go to one pipe */
+    if (verbose) /* (the model's description was logged when it loaded) */
+        fprintf(stderr, "mnemo: prompt %d tokens in %.1f ms (%.1f tok/s); %d tokens in %.1f ms (%.1f tok/s); finish: %s\n",
+                res.n_prompt_tokens, res.prefill_ms,
                 res.prefill_ms > 0 ? res.n_prompt_tokens * 1e3 / res.prefill_ms : 0.0, res.n_generated, res.decode_ms,
                 res.decode_ms > 0 ? res.n_generated * 1e3 / res.decode_ms : 0.0, finish_name(res.finish_reason));
     mnemo_uio_info uio;

@@ -7,8 +7,10 @@
  *   sections u32 tag, u32 0, u64 length, bytes, zero padding to a multiple of 8
  *   trailer  u32 SNAP_TAG_END, u32 0, u64 0, u32 CRC-32 (IEEE, as zlib's crc32) of every byte before it, u32 0
  * A reader checks magic, version, fingerprint, every length against the file size, the end marker and the
- * checksum before it hands out a single section. Writers write to "<path>.tmp" and rename on success, so a
- * crash never leaves a half-written snapshot under the final name.
+ * checksum before it hands out a single section. Writers write to "<path>.tmp.XXXXXX" (unique to the writer),
+ * fsync it and rename on success, so a crash never leaves a half-written snapshot under the final name and two
+ * writers of one path each rename a whole file (the last one wins). A crash can leave the temporary file behind
+ * (X: six of A-Z a-z 0-9) for whoever owns the directory to remove.
  */
 #ifndef MNEMO_SNAPSHOT_H
 #define MNEMO_SNAPSHOT_H
@@ -26,6 +28,8 @@ extern "C" {
 
 typedef struct snap_writer snap_writer;
 typedef struct snap_reader snap_reader;
+
+#define SNAP_TMP_SUFFIX ".tmp."
 
 /* NULL with a message in err (cannot create the file). */
 snap_writer *snap_writer_open(const char *path, uint64_t fingerprint, char *err, size_t errlen);

@@ -287,6 +287,14 @@ MNEMO_API void mnemo_context_free(mnemo_context *ctx);
 MNEMO_API const char *mnemo_context_error(const mnemo_context *ctx);
 /* Forget every token: position back to 0, KV cache emptied. */
 MNEMO_API void mnemo_context_reset(mnemo_context *ctx);
+/* Prefix reuse (llama.cpp's cache_prompt, vLLM's prefix caching): keeps the first n tokens the context holds and
+ * forgets the rest, so that a prompt sharing them decodes only what follows. tokens: those first n tokens, as the
+ * caller recorded them (they become the context for detokenization). *kept receives how many were kept: n for a
+ * plain LLaMA context; a LongLLaMA context whose memory took tokens past n cuts its memory back to the last window
+ * moved at or before n (fewer); a UIO context cannot cut its compressed memory and forgets everything (0). The next
+ * decode computes logits again. MNEMO_ERR_INVALID_ARG when n > mnemo_context_n_past (nothing changes). */
+MNEMO_API mnemo_status mnemo_context_keep_prefix(mnemo_context *ctx, const mnemo_token *tokens, int32_t n,
+                                                 int32_t *kept);
 MNEMO_API int32_t mnemo_context_n_past(const mnemo_context *ctx);
 MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
 /* Bytes of KV cache this context holds allocated (keys + values, all layers, n_ctx positions). */
@@ -328,17 +336,18 @@ typedef bool (*mnemo_progress_fn)(int64_t done, int64_t total, void *user);
 MNEMO_API void mnemo_context_set_progress(mnemo_context *ctx, mnemo_progress_fn fn, void *user);
 
 /* ---- session snapshots
- * mnemo_context_save writes the context's state — its cached tokens' keys and values, for LongLLaMA the local
- * window and every memory layer's memory, for UIO the <mem> entries, the raw tokens and the accumulator — to one
- * file (versioned, model fingerprint, CRC-32; written to path.tmp and renamed, so a crash never leaves half a
- * file). mnemo_context_load replaces a context's state with a saved one: a long document is ingested once and
- * queried many times. The model must be the same (the fingerprint hashes its config and weight samples, and a UIO
- * model's settings and UIO weight samples) and the state must fit the context (n_ctx; mem_max_bytes); a corrupt,
- * truncated or foreign file is refused with a message (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves
- * the context as it was. After a load, mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it
- * had them) and every later decode gives what the saved context would have given. The context keeps its own
- * parameters (n_batch, mem_knn_k); a memory's index is rebuilt as it was saved. A UIO snapshot records uio_keep_raw
- * and loads only into a context with the same value (MNEMO_ERR_FORMAT otherwise). */
+ * mnemo_context_save writes the context's state — its cached tokens' keys and values, for LongLLaMA the local window
+ * and every memory layer's memory, for UIO the <mem> entries, the raw tokens and the accumulator — to one file
+ * (versioned, model fingerprint, CRC-32; written to a unique path.tmp.XXXXXX, synced and renamed, so a crash never
+ * leaves half a file and two saves to one path each leave a whole one). mnemo_context_load replaces a context's state
+ * with a saved one: a long document is ingested once and queried many times. The model must be the same (the
+ * fingerprint hashes its config and weight samples, and a UIO model's settings and UIO weight samples) and the state
+ * must fit the context (n_ctx; mem_max_bytes); a corrupt, truncated or foreign file is refused with a message
+ * (MNEMO_ERR_FORMAT, _INVALID_ARG, _CONTEXT_FULL) and leaves the context as it was. After a load,
+ * mnemo_get_logits(ctx, -1) returns the saved context's last logits (when it had them) and every later decode gives
+ * what the saved context would have given. The context keeps its own parameters (n_batch, mem_knn_k); a memory's index
+ * is rebuilt as it was saved. A UIO snapshot records uio_keep_raw and loads only into a context with the same value
+ * (MNEMO_ERR_FORMAT otherwise). */
 MNEMO_API mnemo_status mnemo_context_save(mnemo_context *ctx, const char *path);
 MNEMO_API mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path);
 

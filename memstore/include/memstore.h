@@ -59,6 +59,9 @@ void mem_store_clear(mem_store *s);
 /* Append n token rows: k and v are [n][n_heads*head_dim] fp32 with row stride ld floats. Rows are rounded to
  * the storage dtype; the index (if any) receives the rounded keys. 0, or -1 with mem_store_error() set. */
 int mem_store_append(mem_store *s, size_t n, const float *k, const float *v, size_t ld);
+/* Keeps the first n rows and forgets the rest (n >= size: nothing changes); the index is rebuilt over the rows
+ * kept. 0, or -1 with the reason in mem_store_error (the store is then empty). */
+int mem_store_truncate(mem_store *s, size_t n);
 size_t mem_store_size(const mem_store *s);
 int mem_store_n_heads(const mem_store *s);
 int mem_store_head_dim(const mem_store *s);
@@ -94,7 +97,10 @@ void mem_topk_bruteforce(const float *keys, size_t n, int d, const float *q, siz
  * with the given tag. 0, or -1 (the writer holds the message). */
 struct snap_writer;
 int mem_store_save(const mem_store *s, struct snap_writer *w, uint32_t tag);
-/* A new store from a section's bytes; NULL with a message in err when they do not describe a valid store. */
+/* A new store from a section's bytes; NULL with a message in err when they do not describe a valid store (its
+ * sizes, or a key or value that is not finite or beyond +-MEM_VALUE_MAX: no model's memory holds one, and one
+ * would turn every attention over the memory into NaN). */
+#define MEM_VALUE_MAX 1e8f
 mem_store *mem_store_load(const void *data, uint64_t len, char *err, size_t errlen);
 
 /* ---- the device backend (mem_device.c): a store's rows in a kernel backend's memory (kernels.h; a GPU)

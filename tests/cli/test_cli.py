@@ -81,7 +81,7 @@ check(rc == 0 and "$MNEMO_MODEL" in out and "default model (no --model) now: " i
       f"--help names the default model and MNEMO_MODEL: {out!r}")
 
 bad = [
-    (["generate"], 2, "--prompt or --file is required"),
+    (["generate"], 2, "a prompt is required: TEXT, --prompt TEXT or --file FILE"),
     (["generate", "--prompt", "x", "-f", "/dev/null"], 2, "--prompt or with --file, not both"),
     (["generate", "--prompt", "x", "--temp", "abc"], 2, "--temp expects a number"),
     (["generate", "--prompt", "x", "--temp", "-1"], 2, "--temp expects a number"),
@@ -111,6 +111,20 @@ for sub in (["generate", "--prompt", "x"], ["tokenize", "x"], ["passkey"]):
           f"mnemo {sub[0]}: the load error once: {err!r}")
 rc, out, err = run("generate", "--model", mha, "--prompt", "x", "-n", "1", "-v")
 check(rc == 0 and "mnemo: info: loaded" in err, f"generate -v keeps the library's info lines: {err!r}")
+desc = err.split("mnemo: info: loaded ", 1)[-1].split(": ", 1)[-1].splitlines()[0]
+check(err.count(desc) == 1, f"generate -v names the model once: {err!r}")
+# The prompt as the one positional argument, as tokenize takes it; the text ends with a newline before -v's timings
+# even when both streams go to one pipe.
+rc_a, out_a, _ = run("generate", "--model", mha, "To be", "-n", "6", "--temp", "0")
+rc_b, out_b, _ = run("generate", "--model", mha, "--prompt", "To be", "-n", "6", "--temp", "0")
+check(rc_a == 0 and out_a == out_b and out_a.endswith("\n"), f"generate TEXT: {out_a!r} vs {out_b!r}")
+p = subprocess.run([BIN, "generate", "--model", mha, "To be", "-n", "6", "--temp", "0", "-v"], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, timeout=120)
+both = p.stdout.decode("utf-8", "replace")
+check(p.returncode == 0 and out_b in both and both.index(out_b) < both.index("mnemo: prompt "),
+      f"the text, then its newline, then the timings: {both!r}")
+rc, out, err = run("generate", "--model", mha, "one", "two")
+check(rc == 2 and "one prompt only" in err, f"two positional prompts: {err!r}")
 # A prompt longer than the context: the message gives the context's size, use and room without contradicting itself.
 rc, out, err = run("generate", "--model", mha, "--prompt", "To be, or not to be, that is the question", "--ctx", "8")
 check(rc == 1 and "does not fit in the context: it has 8 positions, 0 in use, 8 free" in err,
@@ -118,6 +132,10 @@ check(rc == 1 and "does not fit in the context: it has 8 positions, 0 in use, 8 
 for sub in ("generate", "tokenize", "passkey"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "usage: mnemo " + sub in out, f"{sub} --help")
+rc, out, err = run("quantize", "--help")
+rc2, out2, err2 = run("--help")
+types = out.split("--type ", 1)[1].split()[0].split("|")
+check(len(types) >= 7 and all(t in out2 + err2 for t in types), f"mnemo --help names every quantize type {types}")
 
 # A long prompt on a LongLLaMA model (window 64): no length limit, a progress bar on stderr with --progress that
 # leaves stdout as it is without it.

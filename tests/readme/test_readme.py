@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""The README's commands run as written (issue 17): every fenced code block in README.md carries a marker on the
-line before it that says how it is checked, and this test checks each one on the tiny models.
+"""The README's commands run as a reader runs them: every fenced code block in README.md carries a marker on the
+line before it that says how it is checked, and the blocks run in the order printed, in one directory that stands
+for the repository root (build/, models/, tests/, scripts/ and clients/ point at this checkout; what a block
+writes, the next one sees).
 
 Markers (an HTML comment, invisible on the rendered page):
-  <!-- readme-test: run -->             run the block with bash (set -euo pipefail) in a scratch directory whose
-                                        build/, models/, tests/, scripts/ and clients/ point at this checkout
+  <!-- readme-test: run -->             run the block with bash (set -euo pipefail)
   <!-- readme-test: run-after-build -->  the same, minus the install and cmake steps that CI (scripts/test.sh) runs
                                         itself just before this test
-  <!-- readme-test: server ARGS -->     start build/mnemo-server ARGS on a free loopback port first (the block's
-                                        :8080 becomes that port; {scratch} in ARGS, the scratch directory), run
-                                        the block with curl failing on any HTTP error, stop the server (exit 0)
+  <!-- readme-test: server -->          a block that starts its own server, as printed (`build/mnemo-server ... &`),
+                                        waits for it and talks to it with curl: run with curl failing on any HTTP
+                                        error; its port 8080 becomes a free one (the only change made to the block)
+                                        and the server it started must stop with exit 0 on SIGTERM
   <!-- readme-test: launch -->          each line starting mnemo-server (no --help) is started on a free port, must
                                         print "listening" and stop cleanly on SIGTERM; other lines run as with run
-  <!-- readme-test: python-server ARGS -->  the same for a Python block (the server venv's python: openai client)
+  <!-- readme-test: python-server -->   a Python block (the server venv's python: openai client) whose first line is
+                                        the comment "# with the server running: build/mnemo-server ...": that
+                                        command, as printed, is started first (port 8080 made a free one)
   <!-- readme-test: skip REASON -->     not run here; REASON says why (a real checkpoint, or another test covers it)
 A block without a marker fails the test, so no new README command escapes it.
 
@@ -81,8 +85,8 @@ def free_port():
     return port
 
 
-def start_server(args, cwd):
-    port = free_port()
+def start_server(args, cwd, port=None):
+    port = port or free_port()
     proc = subprocess.Popen([os.path.join(BUILD, "mnemo-server"), *args, "--port", str(port)], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for _ in range(600):
@@ -99,6 +103,22 @@ def start_server(args, cwd):
     raise RuntimeError("mnemo-server did not come up: " + (proc.stderr.read() if proc.stderr else ""))
 
 
+def own_server(code, port):
+    """A server block with its port made a free one and its server line given that port."""
+    out = []
+    for line in code.replace(":8080", f":{port}").split("\n"):
+        if line.lstrip().startswith("build/mnemo-server") and "--port" not in line:
+            cmd, amp, rest = line.partition("&")
+            line = f"{cmd.rstrip()} --port {port} {amp}{rest}"
+        out.append(line)
+    return "\n".join(out)
+
+
+# A block's background server gets SIGTERM when the block ends; its exit status is kept for the check.
+SERVER_TRAP = ("stop_servers() { for p in $(jobs -p); do kill -TERM $p 2>/dev/null; wait $p; echo \"server exit $?\" "
+               ">&2; done; }\ntrap stop_servers EXIT\n")
+
+
 STRICT_CURL = "curl() { command curl --fail-with-body -sS \"$@\"; echo; }\n"  # an HTTP error fails the block
 
 
@@ -106,7 +126,7 @@ def run(code, cwd, lang="sh", strict_curl=False):
     if lang == "python":
         cmd = [PYTHON, "-c", code]
     else:
-        cmd = ["bash", "-c", "set -euo pipefail\n" + (STRICT_CURL if strict_curl else "") + code]
+        cmd = ["bash", "-c", "set -euo pipefail\n" + (STRICT_CURL + SERVER_TRAP if strict_curl else "") + code]
     env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
@@ -153,51 +173,75 @@ def after_build(code):
     return "\n".join(keep)
 
 
+def printed_server(code):
+    """The server command a Python block's first line names ("# with the server running: build/mnemo-server ...")."""
+    first = code.split("\n", 1)[0]
+    m = re.match(r"^#.*?(build/mnemo-server[^&#]*)", first)
+    return m.group(1).split()[1:] if m else None
+
+
 def main():
     found = blocks(open(README, encoding="utf-8").read())
     check(len(found) > 0, "README has code blocks")
-    for line, lang, marker, code in found:
-        if lang not in CODE_LANGS:
-            continue
-        where = f"README.md:{line} ({lang or 'text'})"
-        if marker is None:
-            check(False, f"{where}: no <!-- readme-test: ... --> marker before the block")
-            continue
-        kind, _, arg = marker.partition(" ")
-        if kind == "skip":
-            check(len(arg.strip()) > 10, f"{where}: a skip says why", marker)
-            continue
-        d = scratch()
-        server = None
-        try:
-            t0 = time.time()
-            if kind == "launch":
-                ok, detail = launch(code, d)
-                check(ok, f"{where}: {detail}")
-                if ok:
-                    print(f"ok   {where} ({time.time() - t0:.1f} s)")
-                continue
-            if kind in ("server", "python-server"):
-                server, port = start_server(arg.replace("{scratch}", d).split(), d)
-                code = code.replace(":8080", f":{port}")
-            if kind == "run-after-build":
-                code = after_build(code)
-            if kind not in ("run", "run-after-build", "server", "python-server"):
-                check(False, f"{where}: unknown marker '{kind}'")
-                continue
-            r = run(code, d, "python" if kind == "python-server" else "sh", strict_curl=kind == "server")
-            ok = r.returncode == 0 and "Traceback" not in r.stderr
-            check(ok, f"{where}: exit {r.returncode} after {time.time() - t0:.1f} s",
-                  f"--- block ---\n{code}\n--- stdout ---\n{r.stdout[-2000:]}\n--- stderr ---\n{r.stderr[-2000:]}")
-            if ok:
-                print(f"ok   {where} ({time.time() - t0:.1f} s)")
-        finally:
-            if server:
-                rc = stop_server(server)
-                check(rc == 0, f"{where}: the server exited {rc} on SIGTERM")
-            shutil.rmtree(d, ignore_errors=True)
+    d = scratch()  # one directory for every block, in order, as a reader's checkout
+    try:
+        for line, lang, marker, code in found:
+            if lang in CODE_LANGS:
+                run_block(line, lang, marker, code, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def run_block(line, lang, marker, code, d):
+    where = f"README.md:{line} ({lang or 'text'})"
+    if marker is None:
+        check(False, f"{where}: no <!-- readme-test: ... --> marker before the block")
+        return
+    kind, _, arg = marker.partition(" ")
+    if kind == "skip":
+        check(len(arg.strip()) > 10, f"{where}: a skip says why", marker)
+        return
+    if kind not in ("run", "run-after-build", "server", "python-server", "launch"):
+        check(False, f"{where}: unknown marker '{kind}'")
+        return
+    server = None
+    t0 = time.time()
+    try:
+        if kind == "launch":
+            ok, detail = launch(code, d)
+            check(ok, f"{where}: {detail}")
+            if ok:
+                print(f"ok   {where} ({time.time() - t0:.1f} s)")
+            return
+        if kind == "server":
+            if "build/mnemo-server" not in code:
+                check(False, f"{where}: a server block starts its own server (build/mnemo-server ... &)")
+                return
+            code = own_server(code, free_port())
+        if kind == "python-server":
+            args = printed_server(code)
+            if args is None:
+                check(False, f"{where}: the first line names the server: # with the server running: build/mnemo-server")
+                return
+            server, port = start_server(args, d)
+            code = code.replace(":8080", f":{port}")
+        if kind == "run-after-build":
+            code = after_build(code)
+        r = run(code, d, "python" if kind == "python-server" else "sh", strict_curl=kind == "server")
+        ok = r.returncode == 0 and "Traceback" not in r.stderr
+        check(ok, f"{where}: exit {r.returncode} after {time.time() - t0:.1f} s",
+              f"--- block ---\n{code}\n--- stdout ---\n{r.stdout[-2000:]}\n--- stderr ---\n{r.stderr[-2000:]}")
+        if kind == "server":
+            exits = re.findall(r"server exit (\d+)", r.stderr)
+            check(exits and all(e == "0" for e in exits), f"{where}: its server exited {exits} on SIGTERM")
+        if ok:
+            print(f"ok   {where} ({time.time() - t0:.1f} s)")
+    finally:
+        if server:
+            rc = stop_server(server)
+            check(rc == 0, f"{where}: the server exited {rc} on SIGTERM")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ CLI = os.environ.get("MNEMO_CLI_BIN")
 EXAMPLES = [{"prompt": f"Question {i}: what is the colour of the sky?", "completion": " Blue, always blue."}
             for i in range(16)]
 EXTRA = {"steps": 12, "seq_len": 48, "checkpoint_every": 3}
-HYPER = {"n_epochs": 1, "batch_size": 2, "learning_rate_multiplier": 50}
+HYPER = {"n_epochs": 1, "batch_size": 2, "learning_rate_multiplier": 10}
 # Long enough (a few seconds) that a worker can be caught alive between its checkpoints and killed.
 LONG = {"steps": 3000, "seq_len": 48, "checkpoint_every": 100}
 
@@ -170,7 +170,7 @@ def test_cancel_and_list(reference):
     queued = create(c, f.id, suffix="q")  # --max-jobs 1: waits behind it
     assert wait_status(c, queued.id, {"queued"}).status == "queued"
     assert c.fine_tuning.jobs.cancel(queued.id).status == "cancelled"
-    c.fine_tuning.jobs.cancel(long_job.id)
+    assert c.fine_tuning.jobs.cancel(long_job.id).status == "cancelled"  # at once, as OpenAI answers
     assert wait_status(c, long_job.id, {"cancelled", "failed", "succeeded"}).status == "cancelled"
     page = c.fine_tuning.jobs.list(limit=2)
     assert [x.id for x in page.data] == [queued.id, long_job.id] and page.has_more
@@ -179,6 +179,12 @@ def test_cancel_and_list(reference):
     s = reference["server"]
     st, body = s.post(f"/v1/fine_tuning/jobs/{long_job.id}/cancel", {})
     assert st == 409 and body["error"]["param"] == "fine_tuning_job_id"
+    assert body["error"]["message"] == "the job was already cancelled"
+    end = time.time() + 30
+    while worker_pid(long_job.id) and time.time() < end:  # its worker saves a checkpoint and stops
+        time.sleep(0.1)
+    assert not worker_pid(long_job.id)
+    assert any(e.message == "The worker has stopped" for e in all_events(c, long_job.id))
 
 
 def test_validation_file(reference):
@@ -226,7 +232,10 @@ def test_bad_requests(reference):
     s, fid = reference["server"], reference["file"].id
     ok = {"model": "mha", "training_file": fid}
     cases = [
-        ({**ok, "model": "gpt-4o"}, 404, "model"),
+        ({**ok, "model": "ft:mha:x:ftjob-000000000000000000000000"}, 404, "model"),
+        ({**ok, "extra": {"stepz": 5}}, 400, "extra.stepz"),
+        ({**ok, "hyperparameters": {"n_epoch": 2}}, 400, "hyperparameters.n_epoch"),
+        ({**ok, "colour": "blue"}, 400, "colour"),
         ({"model": "mha"}, 400, "training_file"),
         ({**ok, "training_file": "file-000000000000000000000000"}, 404, "training_file"),
         ({**ok, "training_file": "../../etc/passwd"}, 404, "training_file"),
@@ -251,6 +260,43 @@ def test_bad_requests(reference):
     assert st == 400 and r["error"]["param"] == "limit"
     st, r = s.post("/v1/completions", {"model": "ft:mha:nope:ftjob-0", "prompt": "x", "max_tokens": 1})
     assert st == 404 and r["error"]["param"] == "model"
+
+
+def test_defaults_teach_a_small_file(reference):
+    """No hyperparameters at all: n_epochs "auto" from the file's size, a learning rate that moves a LoRA adapter,
+    and a model that answers what the file taught; the events say what was chosen."""
+    c, tmp = reference["client"], reference["dir"]
+    rows = [{"prompt": f"Q{i}: the password?", "completion": " Swordfish."} for i in range(8)]
+    f = upload(c, tmp, rows=rows, name="small.jsonl")
+    j = c.fine_tuning.jobs.create(model="mha", training_file=f.id, seed=3)
+    assert j.hyperparameters.n_epochs == "auto"
+    j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+    assert j.status == "succeeded", j.error
+    assert j.hyperparameters.n_epochs == 13  # 8 examples: ceil(100 / 8)
+    chosen = [e for e in all_events(c, j.id) if e.message.startswith("Hyperparameters:")]
+    assert chosen and "n_epochs=13 (auto" in chosen[0].message and chosen[0].data["steps"] == 104
+    prompt = "Q99: the password?"
+    base = c.completions.create(model="mha", prompt=prompt, max_tokens=4, temperature=0).choices[0].text
+    tuned = c.completions.create(model=j.fine_tuned_model, prompt=prompt, max_tokens=4, temperature=0)
+    assert tuned.model == j.fine_tuned_model  # the response names what was asked for
+    # the tiny fixture's vocabulary spells it "▁S w ord f is h": the tuned model answers with those pieces
+    assert "ord" in tuned.choices[0].text and "ord" not in base, (tuned.choices[0].text, base)
+    losses = [e.data["train_loss"] for e in reversed(all_events(c, j.id)) if e.type == "metrics"]
+    assert len(losses) == 104 and losses[-1] < 0.3 * losses[0], (losses[0], losses[-1])
+
+
+def test_given_steps_report_their_epochs_and_a_bom_is_accepted(reference):
+    c, tmp, s = reference["client"], reference["dir"], reference["server"]
+    path = os.path.join(tmp, "bom.jsonl")
+    with open(path, "w", encoding="utf-8-sig") as fh:  # a UTF-8 BOM first, as some editors write
+        for r in EXAMPLES:
+            fh.write(json.dumps(r) + "\n")
+    with open(path, "rb") as fh:
+        f = c.files.create(file=fh, purpose="fine-tune")
+    j = create(c, f.id, suffix="bom")  # steps 12, batch 2, 16 examples: 1.5 epochs
+    j = wait_status(c, j.id, {"succeeded", "failed", "cancelled"})
+    assert j.status == "succeeded", j.error
+    assert j.hyperparameters.n_epochs == 1.5 and j.hyperparameters.batch_size == 2
 
 
 def test_too_long_example_fails_the_job(reference):

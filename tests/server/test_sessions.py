@@ -208,10 +208,12 @@ def test_error_bodies_name_the_snapshot_never_the_directory(plain):
     (plain.dir / "cut.mnemo").write_bytes(data[: len(data) // 2])  # truncated: the engine names the file
     st, refused = plain.post(f"/v1/sessions/{sid}/restore", {"name": "cut"})
     assert st == 422 and "cut.mnemo" in refused["error"]["message"], refused
-    (plain.dir / "busy.mnemo.tmp").mkdir()  # the save's temporary file cannot be created
+    (plain.dir / "busy.mnemo").mkdir()  # the save's file cannot be renamed into place
     st, failed = plain.post(f"/v1/sessions/{sid}/save", {"name": "busy"})
-    assert st == 500 and "busy.mnemo.tmp" in failed["error"]["message"], failed
-    (plain.dir / "busy.mnemo.tmp").rmdir()
+    assert st == 500 and "busy.mnemo" in failed["error"]["message"], failed
+    assert "Is a directory" in failed["error"]["message"], failed  # the failing call's errno, not a later one's
+    (plain.dir / "busy.mnemo").rmdir()
+    assert not [p.name for p in plain.dir.iterdir() if ".tmp" in p.name]  # the failed save removed its file
     for body in (refused, failed):
         assert str(plain.dir) not in body["error"]["message"], body
     for name in ("full", "cut"):
@@ -233,9 +235,19 @@ def test_snapshots_off_without_session_dir():
 
 
 def test_bad_session_dir_fails_at_start(tmp_path):
-    r = subprocess.run([BIN, "--model", MODEL, "--port", "0", "--session-dir", str(tmp_path / "absent")],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "--session-dir" in r.stderr and "not a directory" in r.stderr
+    (tmp_path / "file").write_text("x")
+    for bad, text in [(tmp_path / "file", "not a directory"), (tmp_path / "no" / "such", "cannot be created")]:
+        r = subprocess.run([BIN, "--model", MODEL, "--port", "0", "--session-dir", str(bad)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--session-dir" in r.stderr and text in r.stderr
+
+
+def test_missing_session_dir_is_created(tmp_path):
+    s = Server("--session-dir", str(tmp_path / "sessions"))
+    try:
+        assert (tmp_path / "sessions").is_dir() and s.wait_log("created --session-dir")
+    finally:
+        assert s.stop() == 0
 
 
 def test_metrics_and_props_count_sessions(plain):
@@ -317,8 +329,9 @@ def test_progress_needs_asking(longllama):
 def test_openai_client_reads_a_stream_with_progress(longllama):
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=longllama.base + "/v1", api_key="none")
-    chunks = list(client.completions.create(model="basic", prompt=DOC, max_tokens=3, temperature=0, stream=True,
-                                            extra_body={"stream_options": {"include_progress": True}}))
+    # A prompt no earlier test sent: a slot holding its prefix would prefill only the rest, in one step.
+    chunks = list(client.completions.create(model="basic", prompt="Progress. " + DOC, max_tokens=3, temperature=0,
+                                            stream=True, extra_body={"stream_options": {"include_progress": True}}))
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert len([c for c in chunks if not c.choices]) > 5 and isinstance(text, str)
 

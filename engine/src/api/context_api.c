@@ -125,6 +125,24 @@ void mnemo_context_reset(mnemo_context *ctx) {
     if (ctx->mem) ctx->mem->reset(ctx->mem_state);
 }
 
+mnemo_status mnemo_context_keep_prefix(mnemo_context *ctx, const mnemo_token *tokens, int32_t n, int32_t *kept) {
+    if (kept) *kept = 0;
+    if (!ctx || ctx->failed) return MNEMO_ERR_MISUSE;
+    if (n < 0 || n > ctx->n_past || (n > 0 && !tokens))
+        return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "keep_prefix: %d tokens asked of the %d the context holds", n,
+                        ctx->n_past);
+    int64_t k = n;
+    if (ctx->mem) {
+        if (ctx->mem->keep_prefix) k = ctx->mem->keep_prefix(ctx->mem_state, n);
+        else ctx->mem->reset(ctx->mem_state), k = 0;
+    }
+    ctx->n_past = (int32_t)k;
+    ctx->last_token = k > 0 ? tokens[k - 1] : -1;
+    ctx->logits_rows = ctx->last_n = 0; /* the next decode computes them again */
+    if (kept) *kept = (int32_t)k;
+    return MNEMO_OK;
+}
+
 int32_t mnemo_context_n_past(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_past : 0; }
 int32_t mnemo_context_n_ctx(const mnemo_context *ctx) { return ctx && !ctx->failed ? ctx->n_ctx : 0; }
 

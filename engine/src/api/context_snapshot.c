@@ -1,6 +1,7 @@
 /*
  * context_snapshot.c — mnemo_context_save / mnemo_context_load: a context's whole state in one snapshot file
- * (container/include/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to path.tmp and renamed).
+ * (container/include/snapshot.h: magic, version, model fingerprint, tagged sections, CRC-32, written to a unique
+ * path.tmp.XXXXXX and renamed).
  *
  * Sections:
  *   CTXH  the header below (which memory, how many rows, the memory's settings)
@@ -22,6 +23,7 @@
 #include "engine_impl.h"
 #include "lora.h"
 #include "snapshot.h"
+#include "snapshot_values.h"
 #include "uio_weights.h"
 
 #define TAG_HEADER SNAP_TAG('C', 'T', 'X', 'H')
@@ -219,7 +221,8 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     }
     /* plain LLaMA: every past token has its cache row in the file; with memory the rest is there (its check) */
     if (hd.n_layer != ctx->kv.n_layer || hd.kv_dim != ctx->kv.kv_dim || hd.n_rows < 0 || hd.n_past < hd.n_rows ||
-        (!mem && hd.n_past != hd.n_rows) || hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size) {
+        (!mem && hd.n_past != hd.n_rows) || hd.last_token < -1 || hd.last_token >= ctx->model->cfg.vocab_size ||
+        (hd.n_past == 0) != (hd.last_token == -1)) { /* a context's last token is -1 exactly while it is empty */
         problem = "its header does not describe a context of this model";
         goto fail;
     }
@@ -232,6 +235,11 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     const float *keys = section(r, TAG_KEYS, rows_bytes, &problem);
     const float *values = keys ? section(r, TAG_VALUES, rows_bytes, &problem) : NULL;
     if (!values) goto fail;
+    size_t n_floats = (size_t)(rows_bytes / sizeof(float));
+    if (!snap_floats_ok(keys, n_floats) || !snap_floats_ok(values, n_floats)) {
+        problem = "a cached key or value is not finite or out of range";
+        goto fail;
+    }
     memory_snap ms = {.n_rows = hd.n_rows, .n_past = hd.n_past};
     memcpy(ms.settings, hd.mem_settings, sizeof ms.settings);
     if (mem && (st = mem->load_check(ctx->mem_state, r, &ms, &staged, why, sizeof why)) != MNEMO_OK) {
@@ -245,6 +253,10 @@ mnemo_status mnemo_context_load(mnemo_context *ctx, const char *path) {
     if (snap_reader_find(r, TAG_LOGITS, (const void **)&logits, &logits_len) == 0 &&
         logits_len != (uint64_t)ctx->model->cfg.vocab_size * sizeof(float)) {
         problem = "its logits section has the wrong size";
+        goto fail;
+    }
+    if (logits && !snap_floats_ok(logits, (size_t)ctx->model->cfg.vocab_size)) {
+        problem = "a logit is not finite or out of range";
         goto fail;
     }
     if (logits && ctx->logits_cap < (size_t)ctx->model->cfg.vocab_size) { /* logits are allocated at first decode */

@@ -52,6 +52,8 @@ oom:
 
 void longllama_free(longllama_state *s) {
     longllama_device_free(s);
+    free(s->marks);
+    s->marks = NULL;
     for (int32_t l = 0; l < s->n_layer; l++) {
         if (s->mem) mem_store_free(s->mem[l]);
         if (s->raw_k) free(s->raw_k[l]);
@@ -69,7 +71,46 @@ void longllama_clear(longllama_state *s) {
     for (int32_t l = 0; l < s->n_layer; l++)
         if (s->mem[l]) mem_store_clear(s->mem[l]);
     s->n_local = 0;
+    s->n_marks = 0;
     longllama_device_invalidate(s);
+}
+
+/* Records the memory's size after a flush (out of memory: the mark is lost, and a later cut goes back further). */
+static void add_mark(longllama_state *s) {
+    if (s->n_marks == s->marks_cap) {
+        int32_t cap = s->marks_cap ? s->marks_cap * 2 : 64;
+        int64_t *p = realloc(s->marks, (size_t)cap * sizeof *p);
+        if (!p) return;
+        s->marks = p;
+        s->marks_cap = cap;
+    }
+    s->marks[s->n_marks++] = (int64_t)longllama_mem_tokens(s);
+}
+
+int64_t longllama_keep_prefix(longllama_state *s, int64_t keep) {
+    const int64_t mem = (int64_t)longllama_mem_tokens(s);
+    if (keep >= mem) {
+        if (keep - mem < s->n_local) s->n_local = (int32_t)(keep - mem);
+        return mem + s->n_local;
+    }
+    /* The marks describe this memory only if the last one is its size (a snapshot load replaces the stores). */
+    int64_t cut = 0;
+    if (s->n_marks > 0 && s->marks[s->n_marks - 1] == mem)
+        for (int32_t i = s->n_marks - 1; i >= 0 && !cut; i--)
+            if (s->marks[i] <= keep) cut = s->marks[i];
+    if (cut == 0) {
+        longllama_clear(s);
+        return 0;
+    }
+    for (int32_t l = 0; l < s->n_layer; l++)
+        if (s->mem[l] && mem_store_truncate(s->mem[l], (size_t)cut) != 0) {
+            longllama_clear(s);
+            return 0;
+        }
+    while (s->n_marks > 0 && s->marks[s->n_marks - 1] > cut) s->n_marks--;
+    s->n_local = 0;
+    longllama_device_invalidate(s);
+    return cut;
 }
 
 int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int32_t cache_ctx) {
@@ -91,6 +132,7 @@ int longllama_flush(longllama_state *s, kern_ctx *kc, const float *v_cache, int3
             return -1;
         }
     }
+    if (s->n_local > 0) add_mark(s);
     s->n_local = 0;
     return 0;
 }

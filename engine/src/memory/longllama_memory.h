@@ -49,6 +49,8 @@ typedef struct longllama_state {
     int64_t *dev_sel;            /* kNN ids on the device */
     bool knn_on_device;          /* exact kNN searched on the device copy (mem_device_search), not by the host stores */
     size_t dev_sel_cap;
+    int64_t *marks;              /* the memory's rows after each flush since it was last emptied: where it can be cut */
+    int32_t n_marks, marks_cap;
     float *stage;                /* host staging: values at flush, queries for a kNN search */
     size_t stage_cap;            /* floats */
     char err[256];
@@ -63,6 +65,11 @@ int longllama_init(longllama_state *s, const model_config *cfg, const mem_params
 void longllama_free(longllama_state *s);
 /* Empties the local cache and every memory. */
 void longllama_clear(longllama_state *s);
+
+/* Forgets every token past the first keep (prefix reuse): the local window is cut when keep reaches past the
+ * memory; else the memory is cut back to the last flush at or before keep and the local window emptied (a local
+ * window's keys of ordinary layers are gone once flushed). Returns the tokens kept (<= keep; 0: all forgotten). */
+int64_t longllama_keep_prefix(longllama_state *s, int64_t keep);
 
 /* Moves the local cache to the memory layers' stores and empties it, refusing first (MNEMO_ERR_CONTEXT_FULL,
  * nothing moved) when that would take the memory past mem_max_bytes. Messages go to h->err. */

@@ -78,6 +78,8 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
 
 static void reset(void *st) { longllama_clear(st); }
 
+static int64_t keep_prefix(void *st, int64_t keep) { return longllama_keep_prefix(st, keep); }
+
 static const uint8_t *layers(const void *st) { return ((const longllama_state *)st)->layer_flags; }
 
 /* Memory layers keep their keys before RoPE: what moves to memory when the local window is flushed. raw_k is host
@@ -157,6 +159,7 @@ const memory_ops longllama_memory_ops = {
     .create = create,
     .free = destroy,
     .reset = reset,
+    .keep_prefix = keep_prefix,
     .layers = layers,
     .on_layer_kv = on_layer_kv,
     .attend = attend,

@@ -12,6 +12,7 @@
 
 #include "longllama_memory.h"
 #include "snapshot.h"
+#include "snapshot_values.h"
 
 #define TAG_RAWK SNAP_TAG('R', 'A', 'W', 'K')
 #define TAG_MEM(l) SNAP_TAG('M', (l) & 0xff, ((l) >> 8) & 0xff, 0x7f)
@@ -73,6 +74,8 @@ mnemo_status longllama_load_check(const void *st, const snap_reader *r, const me
         return refuse(err, errlen, MNEMO_ERR_FORMAT, "a section is missing");
     if (len != (uint64_t)ll->n_mem_layers * (uint64_t)sn->n_rows * (uint64_t)ll->kv_dim * sizeof(float))
         return refuse(err, errlen, MNEMO_ERR_FORMAT, "a section has the wrong size");
+    if (!snap_floats_ok(rawk, (size_t)(len / sizeof(float))))
+        return refuse(err, errlen, MNEMO_ERR_FORMAT, "a local key is not finite or out of range");
     staged_load *sl = calloc(1, sizeof *sl);
     if (sl) sl->stores = calloc((size_t)ll->n_layer, sizeof *sl->stores);
     if (!sl || !sl->stores) {
@@ -139,6 +142,7 @@ void longllama_load_commit(void *st, void *staged, const memory_snap *sn) {
     }
     ll->n_local = sn->n_rows;
     ll->last_context_length = sn->settings[SET_LAST_CONTEXT_LENGTH];
+    ll->n_marks = 0; /* where the loaded memory's windows began is not known: it can be cut only whole */
     longllama_device_invalidate(ll); /* new stores: the device copy is rebuilt at the next attention */
     longllama_load_discard(ll, sl);
 }

@@ -83,6 +83,9 @@ typedef struct memory_ops {
     mnemo_status (*create)(void **state, const memory_args *a, char *err, size_t errlen);
     void (*free)(void *st);  /* NULL is a no-op */
     void (*reset)(void *st); /* forget every token: empty local window and memory, settings kept */
+    /* Forget every token past the first keep (keep <= the tokens held); returns how many were kept, which may be
+     * fewer (0: all forgotten, as reset). NULL: the memory cannot be cut, the context resets instead. */
+    int64_t (*keep_prefix)(void *st, int64_t keep);
 
     /* ---- forward pass (llama_forward.c): at most one call each per layer and sequence */
     /* [n_layer] MEMORY_LAYER_* flags, the same for every state of one model; valid while st lives. */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "snapshot_values.h"
 #include "uio_memory.h"
 
 #define TAG_KNN SNAP_TAG('U', 'K', 'N', 'N')                   /* budget, local entries, stored entries, kpre */
@@ -368,7 +369,8 @@ mnemo_status uio_knn_load_check(const uio_state *s, const snap_reader *r, int32_
     }
     const size_t kvd = kv_dim(s), L = (size_t)s->cfg->num_hidden_layers;
     if (head[1] != n_mem_local || head[1] > k->budget || head[2] != n_stored ||
-        len != sizeof head + L * (size_t)n_mem_local * kvd * sizeof(float))
+        len != sizeof head + L * (size_t)n_mem_local * kvd * sizeof(float) ||
+        !snap_floats_ok((const float *)((const char *)data + sizeof head), L * (size_t)n_mem_local * kvd))
         goto format;
     knn_staged *ks = calloc(1, sizeof *ks);
     if (!ks || !(ks->stores = calloc(L, sizeof *ks->stores))) {
@@ -395,7 +397,8 @@ mnemo_status uio_knn_load_check(const uio_state *s, const snap_reader *r, int32_
     }
     return MNEMO_OK;
 format:
-    snprintf(err, errlen, "its UIO memory store sections are missing or do not match its counts");
+    snprintf(err, errlen, "its UIO memory store sections are missing, do not match its counts or hold a value out "
+                          "of range");
     return MNEMO_ERR_FORMAT;
 }
 

@@ -1,7 +1,7 @@
 /*
  * train_checkpoint.h — a training run's state in one file (issue 18, item 7): what a resumed run needs to continue
  * bit for bit. The file is the checksummed container (container/include/snapshot.h: magic, version, the model's
- * fingerprint, CRC-32, written to path.tmp and renamed), with sections:
+ * fingerprint, CRC-32, written to a unique path.tmp.XXXXXX and renamed), with sections:
  *   TRNM  u32 version (1), u32 0, i64 step, u64 data_seed, u64 rng[4]
  *   TRNS  the run's settings as the trainer serialises them (e.g. JSON): a resume with other settings is refused
  *   TRNB  one per buffer: u32 name length, name, zero padding to 8, u64 floats, fp32 values (parameters being

@@ -414,6 +414,7 @@ train_data *train_data_open_bytes(const mnemo_model *m, const char *name, const 
     d->pad = mnemo_model_eos(m);
     size_t nl = strlen(name);
     d->text = !(nl >= 6 && !strcmp(name + nl - 6, ".jsonl"));
+    if (len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) buf += 3, len -= 3; /* a UTF-8 BOM: not text of the file */
     int64_t bad = utf8_error_at((const unsigned char *)buf, len);
     if (len == 0) return fail(d, err, errlen, "%s: the file is empty", name);
     if (bad >= 0) return fail(d, err, errlen, "%s: not UTF-8 text (byte %lld)", name, (long long)bad);
