@@ -13,6 +13,7 @@ int cli_passkey(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_train(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
+int cli_chat(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 
 static void usage(FILE *f) {
@@ -21,6 +22,7 @@ static void usage(FILE *f) {
             "usage: mnemo <command> [options]\n\n"
             "commands:\n"
             "  generate   stream a completion for a prompt\n"
+            "  chat       talk with a model through its chat template, one message per line\n"
             "  tokenize   print the token ids of a text\n"
             "  eval       what a model remembers: perplexity, forgetting-curve, dict-lookup, passkey\n"
             "  passkey    passkey retrieval accuracy at chosen prompt lengths (= 'mnemo eval passkey')\n"
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "passkey")) return cli_passkey(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return cli_export(argc - 1, argv + 1);

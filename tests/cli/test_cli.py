@@ -123,13 +123,23 @@ p = subprocess.run([BIN, "generate", "--model", mha, "To be", "-n", "6", "--temp
 both = p.stdout.decode("utf-8", "replace")
 check(p.returncode == 0 and out_b in both and both.index(out_b) < both.index("mnemo: prompt "),
       f"the text, then its newline, then the timings: {both!r}")
+# mnemo chat: one answer per line read, later turns reuse the context's prefix, /reset starts over
+ll_basic = os.path.join(FIX, "longllama", "basic")
+rc, out, err = run("chat", "--model", ll_basic, "--chat-template", "chatml", "-n", "4", "--temp", "0", "-v",
+                   stdin=b"Hello!\nWho are you?\n/reset\nHello!\n")
+reused = [int(l.split("(")[1].split()[0]) for l in err.splitlines() if "prompt tokens (" in l]
+answers = out.split("\n")
+check(rc == 0 and reused == [0, reused[1], 0] and reused[1] > 20 and answers[0] == answers[2],
+      f"mnemo chat: three turns, the second reusing, the one after /reset as the first: {reused} {out!r} {err!r}")
+rc, out, err = run("chat", "--model", mha, "--chat-template", "jinja")
+check(rc == 2 and "--chat-template" in err, f"chat with an unknown template: {err!r}")
 rc, out, err = run("generate", "--model", mha, "one", "two")
 check(rc == 2 and "one prompt only" in err, f"two positional prompts: {err!r}")
 # A prompt longer than the context: the message gives the context's size, use and room without contradicting itself.
 rc, out, err = run("generate", "--model", mha, "--prompt", "To be, or not to be, that is the question", "--ctx", "8")
 check(rc == 1 and "does not fit in the context: it has 8 positions, 0 in use, 8 free" in err,
       f"a prompt past --ctx: {err!r}")
-for sub in ("generate", "tokenize", "passkey"):
+for sub in ("generate", "tokenize", "passkey", "chat"):
     rc, out, err = run(sub, "--help")
     check(rc == 0 and "usage: mnemo " + sub in out, f"{sub} --help")
 rc, out, err = run("quantize", "--help")
