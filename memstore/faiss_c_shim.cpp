@@ -7,6 +7,7 @@
 #include <faiss/Index.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
+#include <faiss/utils/distances.h>
 
 #include <exception>
 #include <string>
@@ -15,6 +16,7 @@
 extern "C" {
 #include <faiss/c_api/AutoTune_c.h>
 #include <faiss/c_api/Clustering_c.h>
+#include <faiss/c_api/utils/distances_c.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/error_c.h>
 #include <faiss/c_api/index_factory_c.h>
@@ -46,6 +48,9 @@ const faiss::Index *idx(const FaissIndex *p) { return reinterpret_cast<const fai
 extern "C" {
 
 const char *faiss_get_last_error() { return last_error.c_str(); }
+
+void faiss_set_distance_compute_blas_threshold(int value) { faiss::distance_compute_blas_threshold = value; }
+int faiss_get_distance_compute_blas_threshold() { return faiss::distance_compute_blas_threshold; }
 
 int faiss_index_factory(FaissIndex **p_index, int d, const char *description, FaissMetricType metric) {
     return guarded([&] {

@@ -9,6 +9,8 @@
  * this file).
  */
 #include <math.h>
+#include <faiss/c_api/utils/distances_c.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +53,15 @@ static int setup(void) {
     return ok ? 0 : -1;
 }
 
-/* Before OpenMP starts: its idle workers would otherwise spin through every input. */
+/* One thread: idle OpenMP workers would otherwise spin through every input (the runtime may have read the
+ * environment already, hence omp_set_num_threads too); FAISS's BLAS search path takes a 16 MiB tile per call
+ * whatever the size, where the direct loop gives the same answer for the few rows an input holds. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     setenv("OMP_NUM_THREADS", "1", 0);
     setenv("OMP_WAIT_POLICY", "passive", 0);
+    omp_set_num_threads(1);
+    faiss_set_distance_compute_blas_threshold(1 << 30);
     return 0;
 }
 

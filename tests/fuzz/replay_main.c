@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional in a target, as with libFuzzer: run once before the first input. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 static int replay_file(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -24,6 +26,7 @@ static int replay_file(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
     int files = 0, fails = 0;
     for (int a = 1; a < argc; a++) {
         struct stat st;
