@@ -38,7 +38,7 @@ static const opt_def OPTS[] = {
      "'ft:' one is served by the model, as llama.cpp does, and the response names the model)"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require 'Authorization: Bearer KEY' (also $MNEMO_API_KEY)"},
     {"--chat-template", OPT_STR, OFF(chat_template), 0, 0,
-     "auto | llama2 | chatml | plain (default auto: tokenizer_config.json, else llama2)"},
+     "auto | llama2 | chatml | llama3 | plain (default auto: tokenizer_config.json or the GGUF's, else llama2)"},
     {"--device", OPT_STR, OFF(device), 0, 0, "auto | cpu | cuda (default auto)"},
     {"--parallel", OPT_INT, OFF(parallel), 1, 256, "slots decoded together in one batch (default 4)"},
     {"--queue", OPT_INT, OFF(queue), 0, 100000, "requests waiting for a slot before 503 (default 64)"},

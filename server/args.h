@@ -20,7 +20,7 @@ typedef struct {
     int n_alias;
     int model_name_strict;     /* --model-name-strict: unknown model names are 404 (default: served by the base) */
     const char *api_key;       /* --api-key or $MNEMO_API_KEY: Bearer token required on all but /health */
-    const char *chat_template; /* --chat-template: auto | llama2 | chatml | plain */
+    const char *chat_template; /* --chat-template: auto | llama2 | chatml | llama3 | plain */
     const char *device;        /* --device: auto | cpu | cuda */
     int parallel;              /* --parallel: slots (sequences decoded together) */
     int queue;                 /* --queue: requests waiting for a slot before 503 */

@@ -277,7 +277,7 @@ int main(int argc, char **argv) {
     }
     const server_opts *o = &app.opts;
     if (strcmp(o->chat_template, "auto") != 0 && chat_template_parse(o->chat_template, &app.tmpl) != 0) {
-        fprintf(stderr, "mnemo-server: --chat-template must be auto, llama2, chatml or plain (got '%s')\n",
+        fprintf(stderr, "mnemo-server: --chat-template must be auto, llama2, chatml, llama3 or plain (got '%s')\n",
                 o->chat_template);
         return 2;
     }

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "usage: mnemo chat [--model DIR|FILE.gguf] [options]   (then one user message per line on stdin)\n\n"
             "  --model DIR           checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the demo model)\n"
             "  --system TEXT         a system message first\n"
-            "  --chat-template T     auto | llama2 | chatml | plain (default auto: the model's own, else llama2)\n"
+            "  --chat-template T     auto | llama2 | chatml | llama3 | plain (default auto: the model's own, else llama2)\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
             "  --temp T              temperature, 0 = greedy (default 0.7)\n"
             "  --top-p P             nucleus sampling mass (default 0.95)\n"
@@ -163,7 +163,7 @@ int cli_chat(int argc, char **argv) {
     mnemo_chat_template tmpl = MNEMO_CHAT_TEMPLATE_DEFAULT;
     bool tmpl_auto = !strcmp(tmpl_name, "auto");
     if (!tmpl_auto && mnemo_chat_template_parse(tmpl_name, &tmpl) != MNEMO_OK) {
-        fprintf(stderr, "mnemo chat: --chat-template must be auto, llama2, chatml or plain (got '%s')\n", tmpl_name);
+        fprintf(stderr, "mnemo chat: --chat-template must be auto, llama2, chatml, llama3 or plain (got '%s')\n", tmpl_name);
         return 2;
     }
     cli_log_init(verbose);

@@ -75,6 +75,9 @@ typedef struct {
     mnemo_device device;  /* AUTO takes a GPU when the CUDA backend is built and a GPU is present */
     const char *uio_dir;  /* NULL: the checkpoint alone; else a UIO directory loaded over it (see "UIO-LLM
                            * compression"): every context of the model compresses segments into <mem> entries */
+    bool vocab_only;      /* load the tokenizer only (mnemo tokenize): no weights are read, the model's tokenize /
+                           * detokenize / n_vocab / bos / eos work, contexts and adapters are refused
+                           * (MNEMO_ERR_UNSUPPORTED). A GGUF file without tensors always loads this way. */
 } mnemo_model_params;
 
 MNEMO_API mnemo_model_params mnemo_model_default_params(void);
@@ -89,7 +92,8 @@ MNEMO_API mnemo_model_params mnemo_model_default_params(void);
 MNEMO_API void mnemo_threads_prefer_passive(char **argv);
 
 /* Load a checkpoint directory: config.json, model.safetensors | model.safetensors.index.json + shards |
- * pytorch_model.bin | pytorch_model.bin.index.json + shards, and tokenizer.model. Weights are memory-mapped.
+ * pytorch_model.bin | pytorch_model.bin.index.json + shards, and tokenizer.model (SentencePiece) or, without one,
+ * tokenizer.json (byte-level BPE, with tokenizer_config.json's special tokens). Weights are memory-mapped.
  * With params->uio_dir, that UIO directory too: a missing file is MNEMO_ERR_IO, a malformed or mismatched one
  * (bad JSON, chunk_size not a multiple of num_memory, a wrong tensor count, shape or dtype for this base model)
  * MNEMO_ERR_FORMAT, UIO over a LongLLaMA checkpoint MNEMO_ERR_UNSUPPORTED; the message names the file.
@@ -170,12 +174,14 @@ MNEMO_API mnemo_status mnemo_token_to_piece(const mnemo_model *model, mnemo_toke
  *           system message, roles must alternate user/assistant/user/...)
  *   chatml  <s><|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n   (stop: "<|im_end|>")
  *   plain   <s>{role}: {content}\n ... assistant:                                      (stop: "\nuser:")
+ *   llama3  <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|> ...
+ *           <|start_header_id|>assistant<|end_header_id|>\n\n       (Meta's Llama 3; contents trimmed; stop: "<|eot_id|>")
  *
  * The sink marks the pieces of each assistant message's answer — what the model produces after a prompt rendered
  * with the generation prompt, up to and including the end of its turn: llama2 " {content} " + EOS, chatml
  * "{content}<|im_end|>", plain " {content}\n" — so that training can put the loss there. Every other piece (the
  * framing, the other roles' contents, chatml's "\n" after "<|im_end|>") is unmarked. */
-typedef enum { MNEMO_CHAT_LLAMA2 = 0, MNEMO_CHAT_CHATML = 1, MNEMO_CHAT_PLAIN = 2 } mnemo_chat_template;
+typedef enum { MNEMO_CHAT_LLAMA2 = 0, MNEMO_CHAT_CHATML = 1, MNEMO_CHAT_PLAIN = 2, MNEMO_CHAT_LLAMA3 = 3 } mnemo_chat_template;
 #define MNEMO_CHAT_TEMPLATE_DEFAULT MNEMO_CHAT_LLAMA2 /* when a model names no template mnemo knows */
 
 typedef enum { MNEMO_ROLE_SYSTEM = 0, MNEMO_ROLE_USER = 1, MNEMO_ROLE_ASSISTANT = 2 } mnemo_chat_role;
@@ -196,15 +202,18 @@ typedef struct {
     void *user;
 } mnemo_chat_sink;
 
-/* "llama2", "chatml", "plain" <-> mnemo_chat_template. parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other
+/* "llama2", "chatml", "plain", "llama3" <-> mnemo_chat_template. parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other
  * name; name: "?" for an unknown value. */
 MNEMO_API mnemo_status mnemo_chat_template_parse(const char *name, mnemo_chat_template *out);
 MNEMO_API const char *mnemo_chat_template_name(mnemo_chat_template tmpl);
 /* The stop string the template implies, NULL for none (llama2 ends with EOS): generation must end at the next
  * turn's marker. */
 MNEMO_API const char *mnemo_chat_template_stop(mnemo_chat_template tmpl);
+/* Recognises a Jinja chat template by its markers: "[INST]" -> llama2, "<|im_start|>" -> chatml,
+ * "<|start_header_id|>" -> llama3. MNEMO_OK, or MNEMO_ERR_UNSUPPORTED (*out then the default). */
+MNEMO_API mnemo_status mnemo_chat_template_classify(const char *jinja, mnemo_chat_template *out);
 /* Reads <model_dir>/tokenizer_config.json (at most 64 MiB) and recognises its chat_template, a string or the
- * "default" entry of a list: "[INST]" -> llama2, "<|im_start|>" -> chatml. *out always receives a template: the
+ * "default" entry of a list (see mnemo_chat_template_classify); for a GGUF file its tokenizer.chat_template. *out always receives a template: the
  * one recognised, else MNEMO_CHAT_TEMPLATE_DEFAULT. MNEMO_OK when recognised; MNEMO_ERR_IO when there is nothing to
  * recognise (no tokenizer_config.json, or none with a chat_template; why ""); MNEMO_ERR_UNSUPPORTED when the
  * chat_template is not one mnemo knows, MNEMO_ERR_FORMAT when the file is not JSON or too large (why says what

@@ -63,8 +63,8 @@ static void misfit(mnemo_chat_template t, const mnemo_chat_msg *m, int n, int32_
 }
 
 static void test_names(void) {
-    const char *names[] = {"llama2", "chatml", "plain"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"llama2", "chatml", "plain", "llama3"};
+    for (int i = 0; i < 4; i++) {
         mnemo_chat_template t = MNEMO_CHAT_PLAIN;
         CHECK(mnemo_chat_template_parse(names[i], &t) == MNEMO_OK && (int)t == i &&
                   !strcmp(mnemo_chat_template_name(t), names[i]),
@@ -76,7 +76,8 @@ static void test_names(void) {
           "unknown names refused, *out untouched");
     CHECK(!strcmp(mnemo_chat_template_name((mnemo_chat_template)9), "?"), "unknown value named ?");
     CHECK(!mnemo_chat_template_stop(MNEMO_CHAT_LLAMA2) && !strcmp(mnemo_chat_template_stop(MNEMO_CHAT_CHATML),
-          "<|im_end|>") && !strcmp(mnemo_chat_template_stop(MNEMO_CHAT_PLAIN), "\nuser:"), "stop strings");
+          "<|im_end|>") && !strcmp(mnemo_chat_template_stop(MNEMO_CHAT_PLAIN), "\nuser:") &&
+          !strcmp(mnemo_chat_template_stop(MNEMO_CHAT_LLAMA3), "<|eot_id|>"), "stop strings");
     CHECK(MNEMO_CHAT_TEMPLATE_DEFAULT == MNEMO_CHAT_LLAMA2, "llama2 is the default");
 }
 
@@ -108,7 +109,8 @@ static void test_detect(void) {
     detect_case("{\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"[INST]\"},"
                 "{\"name\":\"default\",\"template\":\"<|im_start|>{{ m }}\"}]}",
                 MNEMO_OK, MNEMO_CHAT_CHATML, NULL);
-    detect_case("{\"chat_template\":\"<|start_header_id|>\"}", MNEMO_ERR_UNSUPPORTED, MNEMO_CHAT_LLAMA2,
+    detect_case("{\"chat_template\":\"{{ '<|start_header_id|>' + m.role }}\"}", MNEMO_OK, MNEMO_CHAT_LLAMA3, NULL);
+    detect_case("{\"chat_template\":\"<|user|>{{ m }}\"}", MNEMO_ERR_UNSUPPORTED, MNEMO_CHAT_LLAMA2,
                 "is not one mnemo knows");
     detect_case("not json", MNEMO_ERR_FORMAT, MNEMO_CHAT_LLAMA2, "is not valid JSON");
     mnemo_chat_template t = MNEMO_CHAT_PLAIN;
@@ -135,6 +137,13 @@ static void test_render(void) {
            "<BOS><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <s> <|im_end|>\n<|im_start|>assistant\n"
            "{Hello.<|im_end|>}\n");
     render(MNEMO_CHAT_PLAIN, CONV + 1, 2, false, "<BOS>user:  Hi <s> \nassistant:{ Hello.\n}");
+    /* Meta's Llama 3 template (contents trimmed), as its tokenizer_config.json renders it */
+    render(MNEMO_CHAT_LLAMA3, CONV, 2, true,
+           "<BOS><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+           "<|end_header_id|>\n\nHi <s><|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    render(MNEMO_CHAT_LLAMA3, CONV + 1, 2, false,
+           "<BOS><|start_header_id|>user<|end_header_id|>\n\nHi <s><|eot_id|><|start_header_id|>assistant"
+           "<|end_header_id|>\n\n{Hello.<|eot_id|>}");
     const mnemo_chat_msg two[] = {MSG(MNEMO_ROLE_USER, "a"), MSG(MNEMO_ROLE_ASSISTANT, "  b  "),
                                   MSG(MNEMO_ROLE_USER, "c"), MSG(MNEMO_ROLE_ASSISTANT, "")};
     render(MNEMO_CHAT_LLAMA2, two, 4, false, "<BOS>[INST] a [/INST]{ b <EOS>}<BOS>[INST] c [/INST]{  <EOS>}");
@@ -152,7 +161,7 @@ static void test_render(void) {
     misfit(MNEMO_CHAT_LLAMA2, late_sys, 3, 2, "message 2 is system");
     const mnemo_chat_msg bad_role[] = {MSG(MNEMO_ROLE_USER, "a"), {(mnemo_chat_role)5, "b", 1}};
     misfit(MNEMO_CHAT_CHATML, bad_role, 2, 1, "invalid role");
-    misfit((mnemo_chat_template)3, CONV, 2, -1, "unknown chat template");
+    misfit((mnemo_chat_template)9, CONV, 2, -1, "unknown chat template");
     misfit(MNEMO_CHAT_CHATML, CONV, -1, -1, "invalid arguments");
     CHECK(mnemo_chat_template_render(MNEMO_CHAT_CHATML, CONV, 2, true, NULL, NULL, NULL, 0) == MNEMO_ERR_INVALID_ARG,
           "no sink");

@@ -16,8 +16,14 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-static const char *const NAMES[] = {"llama2", "chatml", "plain"};
+#include "gguf.h"
+
+static const char *const NAMES[] = {"llama2", "chatml", "plain", "llama3"};
 #define N_TEMPLATES ((int)(sizeof NAMES / sizeof *NAMES))
 
 mnemo_status mnemo_chat_template_parse(const char *name, mnemo_chat_template *out) {
@@ -34,14 +40,62 @@ const char *mnemo_chat_template_name(mnemo_chat_template t) { return (unsigned)t
 const char *mnemo_chat_template_stop(mnemo_chat_template t) {
     if (t == MNEMO_CHAT_CHATML) return "<|im_end|>";
     if (t == MNEMO_CHAT_PLAIN) return "\nuser:";
+    if (t == MNEMO_CHAT_LLAMA3) return "<|eot_id|>";
     return NULL; /* llama2 ends with EOS */
 }
 
 static mnemo_status classify(const char *tmpl, mnemo_chat_template *out) {
     if (strstr(tmpl, "[INST]")) *out = MNEMO_CHAT_LLAMA2;
     else if (strstr(tmpl, "<|im_start|>")) *out = MNEMO_CHAT_CHATML;
+    else if (strstr(tmpl, "<|start_header_id|>")) *out = MNEMO_CHAT_LLAMA3;
     else return MNEMO_ERR_UNSUPPORTED;
     return MNEMO_OK;
+}
+
+mnemo_status mnemo_chat_template_classify(const char *jinja, mnemo_chat_template *out) {
+    if (!out) return MNEMO_ERR_INVALID_ARG;
+    *out = MNEMO_CHAT_TEMPLATE_DEFAULT;
+    return jinja ? classify(jinja, out) : MNEMO_ERR_INVALID_ARG;
+}
+
+/* A GGUF file's tokenizer.chat_template (the file is mapped, only its header read). */
+static mnemo_status detect_gguf(const char *path, mnemo_chat_template *out, char *why, size_t whylen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fd >= 0) close(fd);
+    if (map == MAP_FAILED) {
+        if (why) snprintf(why, whylen, "%s: cannot be read", path);
+        return MNEMO_ERR_IO;
+    }
+    char err[256];
+    gguf_file g;
+    mnemo_status rc = MNEMO_ERR_IO; /* no chat template: nothing to recognise */
+    if (gguf_parse(map, (uint64_t)st.st_size, path, &g, err, sizeof err) != 0) {
+        if (why) snprintf(why, whylen, "%s", err);
+        rc = MNEMO_ERR_FORMAT;
+    } else {
+        const char *s;
+        uint64_t n;
+        if (gguf_get_str(&g, "tokenizer.chat_template", &s, &n)) {
+            char *text = malloc(n + 1);
+            if (text) {
+                memcpy(text, s, n);
+                text[n] = '\0';
+                rc = classify(text, out);
+                if (rc != MNEMO_OK && why)
+                    snprintf(why, whylen, "the chat template in %s is not one mnemo knows (%.60s...)", path, text);
+                free(text);
+            } else {
+                rc = MNEMO_ERR_NOMEM;
+            }
+        }
+        gguf_free(&g);
+    }
+    munmap(map, (size_t)st.st_size);
+    return rc;
 }
 
 mnemo_status mnemo_chat_template_detect(const char *model_dir, mnemo_chat_template *out, char *why, size_t whylen) {
@@ -50,8 +104,9 @@ mnemo_status mnemo_chat_template_detect(const char *model_dir, mnemo_chat_templa
     if (!out) return MNEMO_ERR_INVALID_ARG;
     *out = MNEMO_CHAT_TEMPLATE_DEFAULT;
     if (!model_dir) return MNEMO_ERR_INVALID_ARG;
-    if (snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir) >= (int)sizeof path) return MNEMO_ERR_IO;
     struct stat st;
+    if (stat(model_dir, &st) == 0 && S_ISREG(st.st_mode)) return detect_gguf(model_dir, out, why, whylen);
+    if (snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir) >= (int)sizeof path) return MNEMO_ERR_IO;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return MNEMO_ERR_IO;
     if (st.st_size > (64 << 20)) {
         if (why) snprintf(why, whylen, "%s is larger than 64 MiB", path);
@@ -175,6 +230,20 @@ static void render_chatml(out_t *o, const mnemo_chat_msg *msgs, int32_t n, bool 
     if (gen) puts_(o, "<|im_start|>assistant\n", false);
 }
 
+static void render_llama3(out_t *o, const mnemo_chat_msg *msgs, int32_t n, bool gen) {
+    if (special(o, MNEMO_CHAT_BOS, false)) return;
+    for (int32_t i = 0; i < n; i++) {
+        bool a = msgs[i].role == MNEMO_ROLE_ASSISTANT;
+        const char *c;
+        size_t len;
+        trimmed(msgs[i].content, msgs[i].len, &c, &len); /* Meta's template trims each content */
+        if (puts_(o, "<|start_header_id|>", false) || puts_(o, role_name(msgs[i].role), false) ||
+            puts_(o, "<|end_header_id|>\n\n", false) || put(o, c, len, a) || puts_(o, "<|eot_id|>", a))
+            return;
+    }
+    if (gen) puts_(o, "<|start_header_id|>assistant<|end_header_id|>\n\n", false);
+}
+
 static void render_plain(out_t *o, const mnemo_chat_msg *msgs, int32_t n, bool gen) {
     if (special(o, MNEMO_CHAT_BOS, false)) return;
     for (int32_t i = 0; i < n; i++) {
@@ -206,6 +275,7 @@ mnemo_status mnemo_chat_template_render(mnemo_chat_template t, const mnemo_chat_
     case MNEMO_CHAT_LLAMA2: render_llama2(&o, msgs, n); break;
     case MNEMO_CHAT_CHATML: render_chatml(&o, msgs, n, add_generation_prompt); break;
     case MNEMO_CHAT_PLAIN: render_plain(&o, msgs, n, add_generation_prompt); break;
+    case MNEMO_CHAT_LLAMA3: render_llama3(&o, msgs, n, add_generation_prompt); break;
     }
     if (o.stopped) {
         if (err && errlen) snprintf(err, errlen, "the chat template's sink stopped the render");
