@@ -105,8 +105,9 @@ def test_refusals_through_the_client(client):
     with pytest.raises(openai.BadRequestError) as ei:
         client.embeddings.create(model="mha", input="word " * 400)
     assert ei.value.body["code"] == "context_length_exceeded"
-    with pytest.raises(openai.NotFoundError):
-        client.embeddings.create(model="text-embedding-3-small", input="x")
+    with pytest.raises(openai.NotFoundError):  # a fine-tuned model does not embed (other names: the base model)
+        client.embeddings.create(model="ft:mha:x:ftjob-0", input="x")
+    assert client.embeddings.create(model="text-embedding-3-small", input="x").model == "mha"
     assert len(client.embeddings.create(model="mha", input="x", dimensions=N_EMBD).data[0].embedding) == N_EMBD
 
 
