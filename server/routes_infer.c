@@ -63,7 +63,7 @@ static int flush_text(tmpl_tokens *t) {
     if (t->text.failed) return -1;
     if (t->text.len == 0) return 0;
     int32_t n = 0;
-    mnemo_token *ids = tokenize_alloc(t->m, t->text.data, t->text.len, false, &n);
+    mnemo_token *ids = tokenize_special_alloc(t->m, t->text.data, t->text.len, &n);
     if (!ids) return -1;
     tv_push(&t->toks, ids, n);
     free(ids);
@@ -80,7 +80,8 @@ static int sink_text(void *u, const char *s, size_t n) {
 static int sink_special(void *u, tmpl_special which) {
     tmpl_tokens *t = u;
     if (flush_text(t)) return -1;
-    mnemo_token id = which == TMPL_TOK_BOS ? mnemo_model_bos(t->m) : mnemo_model_eos(t->m);
+    /* BOS only for a vocabulary that starts sequences with it (SmolLM2's ChatML has none) */
+    mnemo_token id = which != TMPL_TOK_BOS ? mnemo_model_eos(t->m) : mnemo_model_adds_bos(t->m) ? mnemo_model_bos(t->m) : -1;
     if (id >= 0) tv_push(&t->toks, &id, 1);
     return t->toks.failed ? -1 : 0;
 }
@@ -127,7 +128,7 @@ static int prompt_tokens(server_app *app, const infer_request *r, int p, tokvec 
     const prompt_in *pi = &r->prompts[p];
     if (pi->is_tokens) {
         mnemo_token bos = mnemo_model_bos(m);
-        if (bos >= 0 && pi->tokens[0] != bos) tv_push(out, &bos, 1); /* as mnemo_generate_tokens does */
+        if (bos >= 0 && mnemo_model_adds_bos(m) && pi->tokens[0] != bos) tv_push(out, &bos, 1); /* as generate does */
         tv_push(out, pi->tokens, pi->n_tokens);
     } else {
         int32_t n = 0;

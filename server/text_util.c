@@ -127,11 +127,13 @@ size_t token_text(const mnemo_model *m, mnemo_token t, char *out, size_t cap) {
     return o;
 }
 
-mnemo_token *tokenize_alloc(const mnemo_model *m, const char *s, size_t n, bool bos, int32_t *n_out) {
+static mnemo_token *tokenize_with(const mnemo_model *m, const char *s, size_t n, bool bos, bool special,
+                                  int32_t *n_out) {
     int32_t cap = n + 2 < (size_t)INT32_MAX ? (int32_t)(n + 2) : INT32_MAX, need = 0;
     mnemo_token *t = malloc((size_t)cap * sizeof *t);
     if (!t) return NULL;
-    mnemo_status st = mnemo_tokenize(m, s, n, bos, t, cap, &need);
+    mnemo_status st = special ? mnemo_tokenize_special(m, s, n, bos, t, cap, &need)
+                              : mnemo_tokenize(m, s, n, bos, t, cap, &need);
     if (st == MNEMO_ERR_TOO_SMALL) {
         mnemo_token *p = realloc(t, (size_t)need * sizeof *t);
         if (!p) {
@@ -139,7 +141,7 @@ mnemo_token *tokenize_alloc(const mnemo_model *m, const char *s, size_t n, bool 
             return NULL;
         }
         t = p;
-        st = mnemo_tokenize(m, s, n, bos, t, need, &need);
+        st = special ? mnemo_tokenize_special(m, s, n, bos, t, need, &need) : mnemo_tokenize(m, s, n, bos, t, need, &need);
     }
     if (st != MNEMO_OK) {
         free(t);
@@ -147,6 +149,14 @@ mnemo_token *tokenize_alloc(const mnemo_model *m, const char *s, size_t n, bool 
     }
     *n_out = need;
     return t;
+}
+
+mnemo_token *tokenize_alloc(const mnemo_model *m, const char *s, size_t n, bool bos, int32_t *n_out) {
+    return tokenize_with(m, s, n, bos, false, n_out);
+}
+
+mnemo_token *tokenize_special_alloc(const mnemo_model *m, const char *s, size_t n, int32_t *n_out) {
+    return tokenize_with(m, s, n, false, true, n_out);
 }
 
 double now_s(void) {

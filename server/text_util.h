@@ -33,6 +33,8 @@ size_t token_text(const mnemo_model *m, mnemo_token t, char *out, size_t cap);
 
 /* mnemo_tokenize into a malloc'd array of *n_out ids; NULL on failure. */
 mnemo_token *tokenize_alloc(const mnemo_model *m, const char *s, size_t n, bool bos, int32_t *n_out);
+/* The same for a chat template's rendered text: control tokens written in it become their ids, no BOS. */
+mnemo_token *tokenize_special_alloc(const mnemo_model *m, const char *s, size_t n, int32_t *n_out);
 
 /* Standard base64 (RFC 4648, padded) of n bytes, NUL-terminated and malloc'd; NULL when out of memory. */
 char *base64_encode(const unsigned char *data, size_t n);

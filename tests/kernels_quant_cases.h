@@ -1,6 +1,6 @@
 /*
- * kernels_quant_cases.h — test_kernels_cpu's cases for the block-quantized weights (q8_0, q4_0, q4_K, q6_K), kept in
- * their own file. For every vector path the CPU has (AVX-512 VNNI, AVX2, scalar, forced in turn with
+ * kernels_quant_cases.h — test_kernels_cpu's cases for the block-quantized weights (q8_0, q4_0, q4_K, q6_K, and
+ * q4_1, q5_0, q5_1, q2_K, q3_K, q5_K: every loop runs all ten), kept in their own file. For every vector path the CPU has (AVX-512 VNNI, AVX2, scalar, forced in turn with
  * kern_cpu_quant_path):
  *   - matmul against an fp64 reference over the dequantized weights and the activations rounded to int8 per
  *     32-block exactly as the contract says (k-quants too: a 256-block is 8 such blocks): the integer part is
@@ -11,7 +11,7 @@
  *     k % 256) refused;
  * the VNNI path once more with the int8 GEMM on packed panels on (from KERN_CPU_QGEMM_MIN_ROWS rows; same
  * contract, same checks; q8_0 / q4_0 / q4_K), then the dequantized panel paths (test_quant_panel: bf16 and fp32
- * panels, m around their thresholds, all four types),
+ * panels, m around their thresholds, every type),
  * plus quantize -> dequantize error bounds (q8_0: d/2, q4_0: |d|, plus the scale's f16 rounding; q4_K / q6_K: one
  * step), k-quant dequantization against ggml's own code on random blocks, embed gathering dequantized rows, and
  * matmul_backward_x equal to the dequantized matrix's.
@@ -20,6 +20,8 @@
  */
 #ifndef MNEMO_KERNELS_QUANT_CASES_H
 #define MNEMO_KERNELS_QUANT_CASES_H
+
+static void test_quant_x(const kern_backend *be, kern_ctx *kc);
 
 /* x rounded as the quantized matmul rounds it: per 32-block, scale amax/127, round to nearest (even). */
 static void act_round(double *xr, double *dx, const float *x, int64_t k) {
@@ -32,24 +34,45 @@ static void act_round(double *xr, double *dx, const float *x, int64_t k) {
     }
 }
 
-/* Weights for the matmul cases: q8_0 / q4_0 quantized from random floats; q4_K / q6_K as random bytes (every bit
- * of the packed scales, mins and quants takes both values) with sane f16 super-block scales. wf receives the
- * dequantized values, the exact weights the kernels must use. */
+/* Every quantized type, for the loops below; QTYPES_VNNI of them the int8 GEMM packs (the rest take the float
+ * panels from KERN_CPU_QGEMM_MIN_ROWS rows on AVX-512). */
+#define N_QTYPES 10
+static const kern_dtype QTYPES[N_QTYPES] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K, KERN_Q4_1,
+                                            KERN_Q5_0, KERN_Q5_1, KERN_Q2_K, KERN_Q3_K, KERN_Q5_K};
+static int qtype_vnni_gemm(kern_dtype dt) { return dt == KERN_Q8_0 || dt == KERN_Q4_0 || dt == KERN_Q4_K; }
+
+/* Byte offsets of a block's f16 scale (d) and second f16 field (dmin or m; -1 when none). */
+static void qtype_f16_fields(kern_dtype dt, int *d, int *m) {
+    *m = -1;
+    switch (dt) {
+    case KERN_Q6_K: *d = 208; break;
+    case KERN_Q2_K: *d = 80, *m = 82; break;
+    case KERN_Q3_K: *d = 108; break;
+    case KERN_Q4_K: case KERN_Q5_K: case KERN_Q4_1: case KERN_Q5_1: *d = 0, *m = 2; break;
+    default: *d = 0; break;
+    }
+}
+
+/* Weights for the matmul cases: q8_0 / q4_0 quantized from random floats; the others as random bytes (every bit
+ * of the packed scales, mins, masks and quants takes both values) with sane f16 scales (q4_1 / q5_1 offsets of
+ * either sign). wf receives the dequantized values, the exact weights the kernels must use. */
 static void fill_qweights(uint8_t *wq, float *wf, kern_dtype dt, int64_t n, int64_t k) {
     size_t rb = kern_dtype_bytes(dt, k);
     for (int64_t j = 0; j < n; j++) {
         uint8_t *row = wq + (size_t)j * rb;
-        if (!kern_dtype_is_kquant(dt)) {
+        if (dt == KERN_Q8_0 || dt == KERN_Q4_0) {
             for (int64_t i = 0; i < k; i++) wf[j * k + i] = frand() * 0.5f;
             kern_quantize_row(row, wf + j * k, dt, k);
         } else {
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)((frand() + 1.f) * 128.f); /* [0, 256) */
-            size_t bs = kern_dtype_bytes(dt, 256);
-            for (size_t sb = 0; sb < rb / bs; sb++) { /* q4_K: d, dmin at 0 and 2; q6_K: d at 208 */
+            size_t bs = kern_dtype_bytes(dt, kern_dtype_block(dt));
+            int od, om;
+            qtype_f16_fields(dt, &od, &om);
+            for (size_t sb = 0; sb < rb / bs; sb++) {
                 uint16_t d = kern_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
-                uint16_t dm = kern_f32_to_f16(0.02f * fabsf(frand()));
-                memcpy(row + sb * bs + (dt == KERN_Q4_K ? 0 : 208), &d, 2);
-                if (dt == KERN_Q4_K) memcpy(row + sb * bs + 2, &dm, 2);
+                uint16_t dm = kern_f32_to_f16(0.02f * (kern_dtype_is_kquant(dt) ? fabsf(frand()) : frand()));
+                memcpy(row + sb * bs + od, &d, 2);
+                if (om >= 0) memcpy(row + sb * bs + om, &dm, 2);
             }
         }
         kern_dequantize_row(wf + j * k, row, dt, k);
@@ -177,14 +200,14 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
     static const int64_t shapes[][3] = {{1, 37, 64},   {1, 5, 96},     {2, 9, 32},    {3, 9, 160},   {8, 64, 320},
                                         {13, 11, 96},  {70, 33, 224},  {9, 4, 4096},  {23, 100, 1120}, {1, 37, 256},
                                         {2, 9, 512},   {13, 11, 768},  {70, 33, 256}, {23, 100, 1280}};
-    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (int t = 0; t < 4; t++)
+        for (int t = 0; t < N_QTYPES; t++)
             for (int bi = 0; bi < 2; bi++) {
                 int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-                kern_dtype dt = dts[t];
-                /* k-quants: whole 256-blocks; with the panels on, q6_K takes the float panels (test_quant_panel) */
-                if (k % kern_dtype_block(dt) || (dt == KERN_Q6_K && kern_cpu_qpanel_available())) continue;
+                kern_dtype dt = QTYPES[t];
+                /* k-quants: whole 256-blocks; with the panels on, the types the int8 GEMM does not pack take the
+                 * float panels (test_quant_panel) */
+                if (k % kern_dtype_block(dt) || (!qtype_vnni_gemm(dt) && kern_cpu_qpanel_available())) continue;
                 float beta = (float)bi;
                 float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
                 uint8_t *wq = malloc(kern_dtype_bytes(dt, n * k));
@@ -269,8 +292,8 @@ static void test_quant_embed(const kern_backend *be, kern_ctx *kc) {
 /* matmul_backward_x on quantized weights (LoRA over a quantized base): dx = dy . dequant(w) (+ dx), exactly as with
  * the dequantized f32 matrix (the weights are widened panel by panel; nothing is rounded). */
 static void test_quant_backward_x(const kern_backend *be, kern_ctx *kc) {
-    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
-    for (int t = 0; t < 4; t++)
+    const kern_dtype *dts = QTYPES;
+    for (int t = 0; t < N_QTYPES; t++)
         for (int bi = 0; bi < 2; bi++) {
             int64_t m = 13, n = 37, k = kern_dtype_is_kquant(dts[t]) ? 256 : 96;
             float wf[37 * 256], dy[13 * 37];
@@ -327,17 +350,16 @@ static void test_quant_panel(const kern_backend *be, kern_ctx *kc) {
                                         {B + 3, 37, 4160}, {F + 1, 37, 4160}, {130, 200, 96},
                                         {B - 1, 37, 256},  {B + 1, 37, 256},  {F, 64, 512},     {F + 3, 131, 1280},
                                         {B + 3, 37, 4352}, {F + 1, 37, 1280}};
-    const kern_dtype dts[4] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_K, KERN_Q6_K};
     kern_cpu_quant_path(KERN_QPATH_AVX2); /* with VNNI, FAST prefill takes the int8 GEMM instead (checked apart) */
     for (int fast = 0; fast <= 1; fast++) {
         kern_cpu_set_gemm(kc, fast ? KERN_CPU_GEMM_FAST : KERN_CPU_GEMM_EXACT);
         int bf16 = fast && kern_cpu_bf16dot_available();
         if (fast && !bf16) printf("note: no AVX512_BF16 on this CPU: FAST takes the fp32 panels\n");
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-            for (int t = 0; t < 4; t++)
+            for (int t = 0; t < N_QTYPES; t++)
                 for (int bi = 0; bi < 2; bi++) {
                     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-                    kern_dtype dt = dts[t];
+                    kern_dtype dt = QTYPES[t];
                     if (k % kern_dtype_block(dt)) continue;
                     size_t rb = kern_dtype_bytes(dt, k);
                     float *wf = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(m * k) * sizeof(float));
@@ -393,6 +415,7 @@ static void test_quant(const kern_backend *be, kern_ctx *kc) {
     uint64_t rng_saved = rng_state; /* its own random stream: adding cases here leaves the other tests' inputs */
     test_quant_roundtrip();
     test_kquant_roundtrip();
+    test_quant_x(be, kc); /* kernels_quant_x_cases.h */
     test_quant_embed(be, kc);
     test_quant_backward_x(be, kc);
     kern_cpu_qpanel_allow(0);
@@ -414,5 +437,7 @@ static void test_quant(const kern_backend *be, kern_ctx *kc) {
     test_quant_panel(be, kc);
     rng_state = rng_saved;
 }
+
+#include "kernels_quant_x_cases.h"
 
 #endif

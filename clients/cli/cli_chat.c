@@ -18,7 +18,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo chat [--model DIR|FILE.gguf] [options]   (then one user message per line on stdin)\n\n"
-            "  --model DIR           checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --model DIR           checkpoint directory or GGUF file (default: $MNEMO_MODEL, else SmolLM2-135M-Instruct)\n"
             "  --system TEXT         a system message first\n"
             "  --chat-template T     auto | llama2 | chatml | llama3 | plain (default auto: the model's own, else llama2)\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
@@ -63,7 +63,7 @@ static int on_text(void *user, const char *s, size_t n, bool answer) {
     render *r = user;
     int32_t need = 0, cap = (int32_t)n + 8;
     mnemo_token *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids || mnemo_tokenize(r->m, s, n, false, ids, cap, &need) != MNEMO_OK || push(&r->out, ids, need)) {
+    if (!ids || mnemo_tokenize_special(r->m, s, n, false, ids, cap, &need) != MNEMO_OK || push(&r->out, ids, need)) {
         r->failed = 1;
         free(ids);
         return -1;
@@ -75,7 +75,7 @@ static int on_text(void *user, const char *s, size_t n, bool answer) {
 static int on_special(void *user, mnemo_chat_special which, bool answer) {
     (void)answer;
     render *r = user;
-    mnemo_token id = which == MNEMO_CHAT_BOS ? mnemo_model_bos(r->m) : mnemo_model_eos(r->m);
+    mnemo_token id = which != MNEMO_CHAT_BOS ? mnemo_model_eos(r->m) : mnemo_model_adds_bos(r->m) ? mnemo_model_bos(r->m) : -1;
     if (id >= 0 && push(&r->out, &id, 1)) r->failed = 1;
     return r->failed;
 }

@@ -35,7 +35,7 @@ int cli_eval_option(cli_eval_task *e, int argc, char **argv, int *i) {
 
 void cli_eval_usage(FILE *f) {
     fprintf(f,
-            "  --model DIR          checkpoint directory (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --model DIR          checkpoint directory (default: $MNEMO_MODEL, else SmolLM2-135M-Instruct)\n"
             "  --uio DIR            UIO weights over the model (compressed memory; see 'mnemo generate --help')\n"
             "  --chunk N            tokens per decode call (default: 512 or the context, if shorter); a LongLLaMA\n"
             "                       model moves each full window to memory, a UIO model compresses each segment\n"

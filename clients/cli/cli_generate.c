@@ -21,8 +21,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo generate [--model DIR] (TEXT | --prompt TEXT | -f FILE) [options]\n\n"
-            "  --model DIR            Hugging Face LLaMA checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the\n"
-            "                         demo model)\n"
+            "  --model DIR            Hugging Face LLaMA checkpoint directory or GGUF file (default: $MNEMO_MODEL, else\n"
+            "                         SmolLM2-135M-Instruct)\n"
             "  --prompt TEXT          the prompt (or give it as the one argument that is not an option)\n"
             "  -f, --file FILE        read the prompt from FILE (- = standard input), for prompts of any length\n"
             "  -n, --max-tokens N     tokens to generate (default 128)\n"

@@ -35,7 +35,7 @@ static const char *QUESTION = "What is the pass key? The pass key is";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo passkey [--model DIR] [options]\n\n"
-            "  --model DIR          checkpoint directory or GGUF file (default: $MNEMO_MODEL, else the demo model)\n"
+            "  --model DIR          checkpoint directory or GGUF file (default: $MNEMO_MODEL, else SmolLM2-135M-Instruct)\n"
             "  --lengths L,L,...    prompt lengths in tokens (default 4096,8192,16384,32768 on a model with memory\n"
             "                       layers; else 1/4, 1/2, 3/4 and all of the model's context, less the answer)\n"
             "  --depths D,D,...     key depth as a fraction of the filler, 0..1 (default 0,0.25,0.5,0.75,1)\n"

@@ -11,8 +11,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mnemo tokenize [--model DIR] [--no-bos] [--pieces] (TEXT | -f FILE)\n\n"
-            "  --model DIR   checkpoint directory with tokenizer.model, or a GGUF file (default: $MNEMO_MODEL, else the\n"
-            "                demo model)\n"
+            "  --model DIR   checkpoint directory with tokenizer.model, or a GGUF file (default: $MNEMO_MODEL, else\n"
+            "                SmolLM2-135M-Instruct)\n"
             "  -f, --file F  tokenize the text of file F (- = standard input) instead of TEXT\n"
             "  --no-bos      do not prepend the BOS id\n"
             "  --pieces      print 'id piece' per line instead of ids on one line\n\n%s\n",

@@ -28,7 +28,8 @@ static void usage(FILE *f) {
             "  passkey    passkey retrieval accuracy at chosen prompt lengths (= 'mnemo eval passkey')\n"
             "  train      fine-tune a checkpoint (LoRA, LoRA+ or full) on a text or JSON-lines file\n"
             "  export     write a checkpoint with a LoRA adapter merged into its weights\n"
-            "  quantize   write a checkpoint as one GGUF file: q8_0, q4_0, q4_K, q6_K, f16, bf16 or f32 weights\n\n"
+            "  quantize   write a checkpoint as one GGUF file: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K,\n"
+            "             f16, bf16 or f32 weights\n\n"
             "Run 'mnemo <command> --help' for its options.\n");
 }
 

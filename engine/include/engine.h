@@ -102,11 +102,12 @@ MNEMO_API mnemo_status mnemo_model_load(const char *dir, const mnemo_model_param
 MNEMO_API void mnemo_model_free(mnemo_model *model);
 /* Why the load failed ("" after success). Valid until the model is freed. */
 MNEMO_API const char *mnemo_model_error(const mnemo_model *model);
-/* The model to load when the caller names none (the CLI and server without --model): $MNEMO_MODEL when set (it must
- * be a directory), else the longllama-shakespeare default beside the running executable (/proc/self/exe), installed
- * (<exe dir>/../share/mnemo/models/longllama-shakespeare) or in the build tree (<exe dir>/share/mnemo/models/...).
- * MNEMO_OK with the directory in out; MNEMO_ERR_IO with a message in out naming every place looked at;
- * MNEMO_ERR_TOO_SMALL when cap cannot hold the path (out truncated). */
+/* The model to load when the caller names none (the CLI and server without --model): $MNEMO_MODEL when set (a
+ * directory or a GGUF file), else the default beside the running executable (/proc/self/exe): SmolLM2-135M-Instruct
+ * (one GGUF file), installed (<exe dir>/../share/mnemo/models/SmolLM2-135M-Instruct.Q4_1.gguf) or in the build tree
+ * (<exe dir>/share/mnemo/models/...). MNEMO_OK with the path in out; MNEMO_ERR_IO with a message in out naming every
+ * place looked at and how to fetch it (or that the file found is damaged); MNEMO_ERR_TOO_SMALL when cap cannot hold
+ * the path (out truncated). */
 MNEMO_API mnemo_status mnemo_default_model_dir(char *out, size_t cap);
 
 MNEMO_API int32_t mnemo_model_n_vocab(const mnemo_model *model);
@@ -155,6 +156,14 @@ MNEMO_API mnemo_status mnemo_model_uio(const mnemo_model *model, mnemo_uio_info 
  * Returns MNEMO_ERR_TOO_SMALL when cap < *n_out. */
 MNEMO_API mnemo_status mnemo_tokenize(const mnemo_model *model, const char *text, size_t len, bool add_bos,
                                       mnemo_token *out, int32_t cap, int32_t *n_out);
+/* The same, but the vocabulary's control tokens written as text ("<|im_start|>") become their ids, as a chat
+ * template's rendered text needs (Hugging Face and llama.cpp tokenize a rendered conversation so). A SentencePiece
+ * vocabulary has no such text: the same as mnemo_tokenize. */
+MNEMO_API mnemo_status mnemo_tokenize_special(const mnemo_model *model, const char *text, size_t len, bool add_bos,
+                                              mnemo_token *out, int32_t cap, int32_t *n_out);
+/* Whether the vocabulary starts a sequence with BOS (SentencePiece models with a BOS: yes; byte-level BPE ones as
+ * their file says, e.g. Llama 3 yes, SmolLM2 no): chat templates and prompts add it only then. */
+MNEMO_API bool mnemo_model_adds_bos(const mnemo_model *model);
 /* Decode ids to UTF-8 text (no terminating NUL counted in *len_out; one is written when room allows).
  * MNEMO_ERR_INVALID_ARG for an id outside the vocabulary, MNEMO_ERR_TOO_SMALL when cap is too small. */
 MNEMO_API mnemo_status mnemo_detokenize(const mnemo_model *model, const mnemo_token *tokens, int32_t n, char *out,

@@ -137,6 +137,12 @@ const char *kern_dtype_name(kern_dtype dt) {
     case KERN_Q4_0: return "q4_0";
     case KERN_Q4_K: return "q4_K";
     case KERN_Q6_K: return "q6_K";
+    case KERN_Q4_1: return "q4_1";
+    case KERN_Q5_0: return "q5_0";
+    case KERN_Q5_1: return "q5_1";
+    case KERN_Q2_K: return "q2_K";
+    case KERN_Q3_K: return "q3_K";
+    case KERN_Q5_K: return "q5_K";
     }
     return "?";
 }

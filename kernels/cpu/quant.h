@@ -1,7 +1,7 @@
 /*
- * quant.h — internals of the CPU's block-quantized weights (q8_0, q4_0): the block layouts GGML defines, the
- * quantized activation rows the integer dot products read, and the per-instruction-set tile kernels that
- * quant_matmul.c dispatches to.
+ * quant.h — internals of the CPU's block-quantized weights (q8_0, q4_0, the k-quants, q4_1, q5_0, q5_1): the block
+ * layouts GGML defines, the quantized activation rows the integer dot products read, and the per-instruction-set
+ * tile kernels that quant_matmul.c dispatches to.
  */
 #ifndef MNEMO_QUANT_H
 #define MNEMO_QUANT_H
@@ -34,6 +34,49 @@ typedef struct {
     uint16_t d;                  /* f16 */
 } kq_block_q6_K;                 /* 210 bytes, GGML's block_q6_K */
 
+typedef struct {
+    uint16_t d, m;               /* f16 scale and offset: w = d * q + m */
+    uint8_t qs[KERN_QBLOCK / 2]; /* q4_0's nibble order */
+} kq_block_q4_1;                 /* 20 bytes, GGML's block_q4_1 */
+
+typedef struct {
+    uint16_t d;                  /* f16 scale: w = d * (q - 16) */
+    uint8_t qh[4];               /* bit j (little-endian uint32) = bit 4 of element j */
+    uint8_t qs[KERN_QBLOCK / 2]; /* low 4 bits, q4_0's nibble order */
+} kq_block_q5_0;                 /* 22 bytes, GGML's block_q5_0 */
+
+typedef struct {
+    uint16_t d, m;               /* w = d * q + m */
+    uint8_t qh[4];
+    uint8_t qs[KERN_QBLOCK / 2];
+} kq_block_q5_1;                 /* 24 bytes, GGML's block_q5_1 */
+
+typedef struct {
+    uint8_t scales[KERN_QK_K / 16]; /* per 16 elements in element order: scale in the low nibble, min in the high */
+    uint8_t qs[KERN_QK_K / 4];      /* 32-block j: bits 2 (j % 4) of qs[32 (j / 4) + e] */
+    uint16_t d, dmin;
+} kq_block_q2_K;                    /* 84 bytes, GGML's block_q2_K */
+
+typedef struct {
+    uint8_t hmask[KERN_QK_K / 8]; /* 32-block j: bit j of hmask[e] set means q >= 0 (else 4 is taken off) */
+    uint8_t qs[KERN_QK_K / 4];    /* low 2 bits, as q2_K's */
+    uint8_t scales[12];           /* 16 6-bit scales, stored + 32 (kq_q3k_scale) */
+    uint16_t d;
+} kq_block_q3_K;                  /* 110 bytes, GGML's block_q3_K */
+
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];           /* q4_K's packing */
+    uint8_t qh[KERN_QK_K / 8];    /* 32-block j: bit j of qh[e] = bit 4 */
+    uint8_t qs[KERN_QK_K / 2];    /* low 4 bits, q4_K's nibble order */
+} kq_block_q5_K;                  /* 176 bytes, GGML's block_q5_K */
+
+_Static_assert(sizeof(kq_block_q4_1) == 20, "q4_1 block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q5_0) == 22, "q5_0 block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q5_1) == 24, "q5_1 block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q2_K) == 84, "q2_K block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q3_K) == 110, "q3_K block must be packed as in GGML");
+_Static_assert(sizeof(kq_block_q5_K) == 176, "q5_K block must be packed as in GGML");
 _Static_assert(sizeof(kq_block_q4_K) == 144, "q4_K block must be packed as in GGML");
 _Static_assert(sizeof(kq_block_q6_K) == 210, "q6_K block must be packed as in GGML");
 _Static_assert(sizeof(kq_block_q8_0) == 34, "q8_0 block must be packed as in GGML");
@@ -65,6 +108,20 @@ void kq_kblock_ints(const void *row, kern_dtype dt, int64_t b, int8_t q[32], flo
 /* kern_quantize_row / kern_dequantize_row for q4_K / q6_K, n a multiple of 256 (quant_kblocks.c). */
 void kq_quantize_k(void *dst, const float *src, kern_dtype dt, int64_t n);
 void kq_dequantize_k(float *dst, const void *src, kern_dtype dt, int64_t n);
+
+/* ---- q4_1, q5_0, q5_1, q2_K, q3_K, q5_K ("x" types: the ones that came with real GGUF files; quant_xblocks.c).
+ * Every 32-block of them reads as 32 integers q with a scale and a min per 16 elements: weight e is
+ * sc[e / 16] * q[e] - mn[e / 16], the fp32 arithmetic of ggml's dequantize_row_* (all these products are exact in
+ * fp32, so the order of rounding cannot differ). */
+static inline int kq_is_x(kern_dtype dt) { return dt >= KERN_Q4_1 && dt <= KERN_Q5_K; }
+/* What q + off is never negative by: q5_0 16, q3_K 4, else 0 (the vector kernels multiply unsigned bytes). */
+static inline int kq_xoff(kern_dtype dt) { return dt == KERN_Q5_0 ? 16 : dt == KERN_Q3_K ? 4 : 0; }
+/* Scale and min of each half of 32-block b (counted from the row's start). */
+void kq_xscales(const void *row, kern_dtype dt, int64_t b, float sc[2], float mn[2]);
+/* The integers and scales of 32-block b: the reference every x-type kernel follows. */
+void kq_xblock_ints(const void *row, kern_dtype dt, int64_t b, int8_t q[32], float sc[2], float mn[2]);
+void kq_dequantize_x(float *dst, const void *src, kern_dtype dt, int64_t n);
+void kq_quantize_x(void *dst, const float *src, kern_dtype dt, int64_t n); /* quant_xquantize.c */
 
 /* m activation rows of k (a multiple of 32) quantized per 32-block, structure of arrays so a pair of blocks is one
  * 64-byte load: qs[m, k] int8, d[m, k/32] fp32 scales, sum[m, k/32] the int8 sums (for q4_0's -8 offset and the
@@ -110,6 +167,11 @@ int kq_gemm_vnni(float *y, const kq_act *a, const void *w, kern_dtype dt, int64_
 kq_tile_fn kq_ktile_scalar(kern_dtype dt);
 kq_tile_fn kq_ktile_avx2(kern_dtype dt);
 kq_tile_fn kq_ktile_avx512vnni(kern_dtype dt);
+/* The x types' tile kernels (quant_xdot_*.c), same contract (nb in 32-blocks; a multiple of 8 for q2_K, q3_K, q5_K);
+ * the kq_tile_* functions above return them too. */
+kq_tile_fn kq_xtile_scalar(kern_dtype dt);
+kq_tile_fn kq_xtile_avx2(kern_dtype dt);
+kq_tile_fn kq_xtile_avx512vnni(kern_dtype dt);
 
 /* kern_cpu_matmul for quantized weights (quant_matmul.c); k must be whole blocks (kern_dtype_block). */
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,

@@ -1,5 +1,6 @@
 /*
- * quant_blocks.c — GGML's q8_0 and q4_0 block formats (and the byte size of every quantized type): the reference
+ * quant_blocks.c — GGML's q8_0 and q4_0 block formats (and the byte size of every quantized type, and the
+ * quantize / dequantize entry points of all): the reference
  * quantizers (bit-for-bit those of ggml-quants.c, so a file mnemo writes holds what llama.cpp's own quantizer
  * would) and dequantization.
  * Scalar on purpose: these run once per weight at quantize time, or per gathered embedding row.
@@ -19,6 +20,12 @@ size_t kern_dtype_bytes(kern_dtype dt, int64_t n) {
     case KERN_Q4_0: return n % KERN_QBLOCK ? 0 : (size_t)(n / KERN_QBLOCK) * sizeof(kq_block_q4_0);
     case KERN_Q4_K: return n % KERN_QK_K ? 0 : (size_t)(n / KERN_QK_K) * sizeof(kq_block_q4_K);
     case KERN_Q6_K: return n % KERN_QK_K ? 0 : (size_t)(n / KERN_QK_K) * sizeof(kq_block_q6_K);
+    case KERN_Q4_1: return n % KERN_QBLOCK ? 0 : (size_t)(n / KERN_QBLOCK) * sizeof(kq_block_q4_1);
+    case KERN_Q5_0: return n % KERN_QBLOCK ? 0 : (size_t)(n / KERN_QBLOCK) * sizeof(kq_block_q5_0);
+    case KERN_Q5_1: return n % KERN_QBLOCK ? 0 : (size_t)(n / KERN_QBLOCK) * sizeof(kq_block_q5_1);
+    case KERN_Q2_K: return n % KERN_QK_K ? 0 : (size_t)(n / KERN_QK_K) * sizeof(kq_block_q2_K);
+    case KERN_Q3_K: return n % KERN_QK_K ? 0 : (size_t)(n / KERN_QK_K) * sizeof(kq_block_q3_K);
+    case KERN_Q5_K: return n % KERN_QK_K ? 0 : (size_t)(n / KERN_QK_K) * sizeof(kq_block_q5_K);
     }
     return 0;
 }
@@ -63,12 +70,14 @@ static void quantize_q4_0(kq_block_q4_0 *b, const float *x, int64_t nb) {
 void kern_quantize_row(void *dst, const float *src, kern_dtype dt, int64_t n) {
     if (dt == KERN_Q8_0) quantize_q8_0(dst, src, n / KERN_QBLOCK);
     if (dt == KERN_Q4_0) quantize_q4_0(dst, src, n / KERN_QBLOCK);
-    if (kern_dtype_is_kquant(dt)) kq_quantize_k(dst, src, dt, n); /* quant_kblocks.c */
+    if (dt == KERN_Q4_K || dt == KERN_Q6_K) kq_quantize_k(dst, src, dt, n); /* quant_kblocks.c */
+    if (kq_is_x(dt)) kq_quantize_x(dst, src, dt, n);                       /* quant_xquantize.c */
 }
 
 void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n) {
     int64_t nb = n / KERN_QBLOCK;
-    if (kern_dtype_is_kquant(dt)) kq_dequantize_k(dst, src, dt, n);
+    if (dt == KERN_Q4_K || dt == KERN_Q6_K) kq_dequantize_k(dst, src, dt, n);
+    if (kq_is_x(dt)) kq_dequantize_x(dst, src, dt, n); /* quant_xblocks.c */
     if (dt == KERN_Q8_0) {
         const kq_block_q8_0 *b = src;
         for (int64_t i = 0; i < nb; i++) {

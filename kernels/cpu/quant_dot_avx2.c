@@ -78,7 +78,8 @@ static void tile_q4(float *out, int64_t ldo, const void *w, size_t wrb, int nw, 
 }
 
 kq_tile_fn kq_tile_avx2(kern_dtype dt) {
-    /* k-quants: quant_kdot_avx2.c */
+    /* k-quants: quant_kdot_avx2.c; the x types: quant_xdot_avx2.c */
+    if (kq_is_x(dt)) return kq_xtile_avx2(dt);
     return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : kq_ktile_avx2(dt);
 }
 #else

@@ -48,6 +48,7 @@ static void tile_q4(float *out, int64_t ldo, const void *w, size_t wrb, int nw, 
 }
 
 kq_tile_fn kq_tile_scalar(kern_dtype dt) {
-    /* k-quants: quant_kdot_scalar.c */
+    /* k-quants: quant_kdot_scalar.c; q4_1, q5_0, q5_1, q2_K, q3_K, q5_K: quant_xdot_scalar.c */
+    if (kq_is_x(dt)) return kq_xtile_scalar(dt);
     return dt == KERN_Q8_0 ? tile_q8 : dt == KERN_Q4_0 ? tile_q4 : kq_ktile_scalar(dt);
 }

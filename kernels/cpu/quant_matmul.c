@@ -1,6 +1,6 @@
 /*
- * quant_matmul.c — y[m,n] = x[m,k] . w[n,k]^T + beta*y for q8_0 / q4_0 / q4_K / q6_K weights on the CPU, decode and
- * prefill alike:
+ * quant_matmul.c — y[m,n] = x[m,k] . w[n,k]^T + beta*y for block-quantized weights (every kern_dtype_is_quant
+ * type) on the CPU, decode and prefill alike:
  * x is quantized once per call to int8 blocks (kq_quantize_act), then tiles of KQ_TILE weight rows x KQ_TILE
  * activation rows are computed by the best tile kernel this CPU runs (AVX-512 VNNI, AVX2, scalar; tests force each).
  *   - decode (m small): threads take contiguous runs of weight rows, each row streamed once from memory.
@@ -105,8 +105,9 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
     if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
         rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);
     if (rc != KERN_EUNSUPPORTED) return rc;
-    /* the int8 GEMM packs q8_0 / q4_0 / q4_K; q6_K takes the float panels */
-    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS && dt != KERN_Q6_K;
+    /* the int8 GEMM packs q8_0 / q4_0 / q4_K; the other types take the float panels */
+    int vnni_gemm = panels && path >= KERN_QPATH_AVX512_VNNI && m >= KERN_CPU_QGEMM_MIN_ROWS &&
+                    (dt == KERN_Q8_0 || dt == KERN_Q4_0 || dt == KERN_Q4_K);
     if (panels && !vnni_gemm && m >= KERN_CPU_QPANEL_BF16_MIN_ROWS) { /* no VNNI: the float panels */
         rc = kern_cpu_gemm_bf16dot(kc, y, x, w, dt, m, n, k, beta); /* FAST contexts on AVX512_BF16 */
         if (rc == KERN_EUNSUPPORTED && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)

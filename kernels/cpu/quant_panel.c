@@ -1,5 +1,5 @@
 /*
- * quant_panel.c — q8_0 / q4_0 / q4_K / q6_K weights dequantized into the packed weight panels of the prefill GEMMs,
+ * quant_panel.c — quantized weights (every type: q8_0, q4_0, the k-quants, q4_1, q5_0, q5_1) dequantized into the packed weight panels of the prefill GEMMs,
  * so a prefill on quantized weights runs the same tiles as bf16 (cpu_gemm_bf16dot.c, FAST) or fp32
  * (cpu_gemm_f32.c, EXACT) weights. A prefill GEMM packs every weight panel once per call anyway; dequantizing
  * while packing costs O(n k) against the tiles' O(m n k), and the weights stay quantized in memory (the mapped
@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include "avx512_transpose16.h"
+#include "quant_xunpack.h"
 
 #define QP_F32 __attribute__((target("avx512f,f16c")))
 #define QP_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
@@ -68,8 +69,25 @@ QP_F32 QP_INLINE void kblock_f32(const char *row, int64_t b, kern_dtype dt, __m5
     *hi = _mm512_sub_ps(_mm512_mul_ps(s1, _mm512_cvtepi32_ps(q1)), mn);
 }
 
+/* 32-block b of a q4_1 / q5_0 / q5_1 / q2_K / q3_K / q5_K row as fp32: sc * q - mn per half, the values
+ * kq_xblock_ints gives. */
+QP_F32 QP_INLINE void xblock_f32(const char *row, int64_t b, kern_dtype dt, __m512 *lo, __m512 *hi) {
+    float sc[2], mn[2];
+    __m256i u = xu_block(row, dt, b);
+    xu_scales(row, dt, b, sc, mn);
+    __m512i off = _mm512_set1_epi32(kq_xoff(dt));
+    __m512i q0 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(u)), off);
+    __m512i q1 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(u, 1)), off);
+    *lo = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(sc[0]), _mm512_cvtepi32_ps(q0)), _mm512_set1_ps(mn[0]));
+    *hi = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(sc[1]), _mm512_cvtepi32_ps(q1)), _mm512_set1_ps(mn[1]));
+}
+
 /* 32-block b of a row as fp32: lo = elements 0..15, hi = 16..31. */
 QP_F32 QP_INLINE void block_f32(const char *row, int64_t b, kern_dtype dt, __m512 *lo, __m512 *hi) {
+    if (kq_is_x(dt)) {
+        xblock_f32(row, b, dt, lo, hi);
+        return;
+    }
     if (kern_dtype_is_kquant(dt)) {
         kblock_f32(row, b, dt, lo, hi);
         return;

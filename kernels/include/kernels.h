@@ -35,13 +35,14 @@
 extern "C" {
 #endif
 
-/* Weight dtypes. Q8_0, Q4_0, Q4_K and Q6_K are GGML's block-quantized types (32 or 256 weights per block; see
+/* Weight dtypes. Q8_0 .. Q5_K are GGML's block-quantized types (32 or 256 weights per block; see
  * "block-quantized weights" below): only the CPU backend's matmul, matmul_backward_x and embed take them (the engine
  * dequantizes them to bf16 when it uploads weights to CUDA). matmul with them rounds each 32-block of x to int8 with
  * its own fp32 scale and sums integer products, as llama.cpp does; matmul_backward_x and embed use the dequantized
  * values exactly; every other op refuses them with KERN_ESHAPE. */
 typedef enum {
-    KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4, KERN_Q4_K = 5, KERN_Q6_K = 6
+    KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8_0 = 3, KERN_Q4_0 = 4, KERN_Q4_K = 5, KERN_Q6_K = 6,
+    KERN_Q4_1 = 7, KERN_Q5_0 = 8, KERN_Q5_1 = 9, KERN_Q2_K = 10, KERN_Q3_K = 11, KERN_Q5_K = 12
 } kern_dtype;
 
 enum {
@@ -235,22 +236,29 @@ const char *kern_dtype_name(kern_dtype dt);
  *         min per sub-block (12 bytes), nibbles; w = d * sc_j * q - dmin * m_j, q in [0, 15]
  *   q6_K: 210 bytes per 256: 6-bit q (low nibbles, then high 2-bit pairs), int8 scale per 16, f16 d;
  *         w = d * sc_g * (q - 32)
+ *   q4_1: 20 bytes per 32: f16 d, f16 m, nibbles as q4_0;              w = d * q + m, q in [0, 15]
+ *   q5_0: 22 bytes per 32: f16 d, 32 fifth bits, nibbles;              w = d * (q - 16)
+ *   q5_1: 24 bytes per 32: f16 d, f16 m, 32 fifth bits, nibbles;       w = d * q + m, q in [0, 31]
+ *   q2_K: 84 bytes per 256: 4-bit scale and min per 16, 2-bit q, f16 d, dmin; w = d * sc_g * q - dmin * m_g
+ *   q3_K: 110 bytes per 256: high-bit mask, 2-bit q, 6-bit scale per 16, f16 d; w = d * (sc_g - 32) * q, q in [-4, 3]
+ *   q5_K: 176 bytes per 256: q4_K's scales and mins, fifth bits, nibbles; w = d * sc_j * q - dmin * m_j, q in [0, 31]
  * A row of a quantized matrix holds k / kern_dtype_block(dt) blocks (k must be a multiple of it). The matmul's
- * activation rounding is per 32 elements for all four (see kq_quantize_act), a 256-block being 8 sub-blocks. */
+ * activation rounding is per 32 elements for all of them (see kq_quantize_act), a 256-block being 8 sub-blocks. */
 #define KERN_QBLOCK 32
 #define KERN_QK_K 256
-static inline int kern_dtype_is_quant(kern_dtype dt) {
-    return dt == KERN_Q8_0 || dt == KERN_Q4_0 || dt == KERN_Q4_K || dt == KERN_Q6_K;
+static inline int kern_dtype_is_quant(kern_dtype dt) { return dt >= KERN_Q8_0 && dt <= KERN_Q5_K; }
+static inline int kern_dtype_is_kquant(kern_dtype dt) {
+    return dt == KERN_Q4_K || dt == KERN_Q6_K || dt == KERN_Q2_K || dt == KERN_Q3_K || dt == KERN_Q5_K;
 }
-static inline int kern_dtype_is_kquant(kern_dtype dt) { return dt == KERN_Q4_K || dt == KERN_Q6_K; }
-/* Elements per block: 256 for the k-quants, 32 for q8_0 / q4_0, 1 for float types. */
+/* Elements per block: 256 for the k-quants, 32 for q8_0 / q4_0 / q4_1 / q5_0 / q5_1, 1 for float types. */
 static inline int64_t kern_dtype_block(kern_dtype dt) {
     return kern_dtype_is_kquant(dt) ? KERN_QK_K : kern_dtype_is_quant(dt) ? KERN_QBLOCK : 1;
 }
 /* Bytes of n consecutive elements of dt (quantized: n a multiple of kern_dtype_block, else 0). */
 size_t kern_dtype_bytes(kern_dtype dt, int64_t n);
-/* Quantize n floats (a multiple of kern_dtype_block) as GGML's reference quantize_row_q8_0 / q4_0 do (q4_K / q6_K:
- * a simpler quantizer than ggml's, see quant_kblocks.c; the blocks are GGML's); dequantize back. */
+/* Quantize n floats (a multiple of kern_dtype_block) as GGML's reference quantize_row_q8_0 / q4_0 / q4_1 / q5_0 /
+ * q5_1 do (the k-quants: simpler quantizers than ggml's, see quant_kblocks.c and quant_xquantize.c; the blocks are
+ * GGML's); dequantize back (bit for bit ggml's and gguf-py's values). */
 void kern_quantize_row(void *dst, const float *src, kern_dtype dt, int64_t n);
 void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n);
 /* Which vector path the CPU's quantized matmul uses: the best this CPU has (default), or a lower one (tests run

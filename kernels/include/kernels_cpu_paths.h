@@ -58,6 +58,8 @@ void kern_cpu_attn_tile_min(int nq);
  *   FAST without VNNI (the integer path forced below it, or such a CPU): panels dequantized to bf16 for the bf16
  *               dot-product tiles (AVX512_BF16, m >= KERN_CPU_QPANEL_BF16_MIN_ROWS: weights and activations
  *               rounded to bf16, error <= 2^-8 * sum|x w|), else the fp32 panels from KERN_CPU_QPANEL_F32_MIN_ROWS.
+ * The other quantized types (q6_K, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K) have no int8 GEMM: on AVX-512 their FAST
+ * prefill takes the bf16 panels (or fp32 without AVX512_BF16) from the same thresholds, their decode the tiles.
  * The thresholds are where each path overtook the integer tiles (bench_gemm_quant, tests/bench/RESULTS.md).
  * MNEMO_CPU_QPANEL=0 in the environment or kern_cpu_qpanel_allow(0) keeps every m on the integer tiles; allow
  * has kern_cpu_f32gemm_allow's threading rule. */

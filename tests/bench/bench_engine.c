@@ -13,7 +13,8 @@
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
  * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N]
- *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_K|q6_K] [--shape 3b|k256] [--vocab N] [--json]
+ *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_1|q5_0|q5_1|q2_K|q3_K|q4_K|q5_K|q6_K] [--shape 3b|k256]
+ *                     [--vocab N] [--json]
  *                     [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the random one: its shape and
  *                     dtypes; --shape k256: hidden 3072, ffn 8192, 24 x 128, the default for q4_K / q6_K, whose rows
  *                     must be whole 256-blocks)
@@ -161,7 +162,8 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
         /* FAST: bf16 weights use vdpbf16ps; q8_0/q4_0 ones (n_prompt rows) the int8 VNNI GEMM's vpdpbusd, or
          * without VNNI the bf16 panels' vdpbf16ps (kernels_cpu_paths.h); the rest the f32 FMA */
         int quant_gemm = kern_dtype_is_quant(dt) && kern_cpu_qpanel_available();
-        int vnni_gemm = quant_gemm && dt != KERN_Q6_K; /* q6_K: the bf16 panels */
+        /* the int8 GEMM packs q8_0 / q4_0 / q4_K; the other types take the bf16 panels */
+        int vnni_gemm = quant_gemm && (dt == KERN_Q8_0 || dt == KERN_Q4_0 || dt == KERN_Q4_K);
         double pmm = 0;
         if (gemm_fast() && vnni_gemm && n_prompt >= KERN_CPU_QGEMM_MIN_ROWS) pmm = bench_peak(threads, 2, &isa_mm);
         if (gemm_fast() && pmm == 0 && (dt == KERN_BF16 || (quant_gemm && n_prompt >= KERN_CPU_QPANEL_BF16_MIN_ROWS)))
@@ -247,12 +249,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     static const struct { const char *name; kern_dtype dt; } quant[] = {
-        {"q8_0", KERN_Q8_0}, {"q4_0", KERN_Q4_0}, {"q4_K", KERN_Q4_K}, {"q6_K", KERN_Q6_K}};
+        {"q8_0", KERN_Q8_0}, {"q4_0", KERN_Q4_0}, {"q4_K", KERN_Q4_K}, {"q6_K", KERN_Q6_K}, {"q4_1", KERN_Q4_1},
+        {"q5_0", KERN_Q5_0}, {"q5_1", KERN_Q5_1}, {"q2_K", KERN_Q2_K}, {"q3_K", KERN_Q3_K}, {"q5_K", KERN_Q5_K}};
     int qi = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (int)(sizeof quant / sizeof *quant); i++)
         if (!strcmp(dts, quant[i].name)) qi = i;
     if (strcmp(dts, "f32") && strcmp(dts, "bf16") && strcmp(dts, "both") && qi < 0) {
-        fprintf(stderr, "unknown --dtype %s (f32, bf16, both, q8_0, q4_0, q4_K or q6_K)\n", dts);
+        fprintf(stderr, "unknown --dtype %s (f32, bf16, both, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K "
+                "or q6_K)\n", dts);
         return 2;
     }
     /* k-quants need rows of whole 256-blocks: their default shape is k256 */

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The installed layout finds its default model on its own (issue 17 item 3; stdlib only; run by ctest).
+"""The installed layout finds its default model (SmolLM2-135M-Instruct's GGUF) on its own (issue 17 item 3; stdlib only; run by ctest).
 
-Installs the build into a temporary prefix and checks: the demo model lands in share/mnemo/models; no installed
+Installs the build into a temporary prefix and checks: the default model and the LongLLaMA demo land in share/mnemo/models; no installed
 binary or library holds a path into the source tree but to its code (debug and line information);
 the installed `mnemo` generates with no --model from the installed copy, also after the prefix is moved; the
-installed and the build tree's `mnemo-server` serve longllama-shakespeare with no --model; MNEMO_MODEL overrides; with
+installed and the build tree's `mnemo-server` serve it with no --model; MNEMO_MODEL overrides; with
 the installed model gone the error names every place looked at.
 
 usage: test_install.py BUILD_DIR SOURCE_DIR
@@ -89,9 +89,11 @@ with tempfile.TemporaryDirectory() as td:
     prefix = os.path.join(td, "prefix")
     rc, out, err = run("cmake", "--install", BUILD, "--prefix", prefix)
     check(rc == 0, f"cmake --install: {err}")
-    model = os.path.join(prefix, "share", "mnemo", "models", "longllama-shakespeare")
-    check(os.path.isfile(os.path.join(model, "config.json")) and os.path.isfile(os.path.join(model, "model.safetensors")),
-          "the demo model is installed under share/mnemo/models")
+    model = os.path.join(prefix, "share", "mnemo", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    demo = os.path.join(prefix, "share", "mnemo", "models", "longllama-shakespeare")
+    check(os.path.isfile(model), "the default model is installed under share/mnemo/models")
+    check(os.path.isfile(os.path.join(demo, "config.json")) and os.path.isfile(os.path.join(demo, "model.safetensors")),
+          "the LongLLaMA demo is installed beside it")
 
     installed = [p for p in glob.glob(os.path.join(prefix, "bin", "*")) + glob.glob(os.path.join(prefix, "lib*", "**",
                  "libengine*"), recursive=True) if os.path.isfile(p) and not p.endswith(".pc")]
@@ -101,7 +103,7 @@ with tempfile.TemporaryDirectory() as td:
         check(not bad, f"{os.path.relpath(path, prefix)} holds source-tree paths: {bad[:5]}")
 
     mnemo = os.path.join(prefix, "bin", "mnemo")
-    args = ["generate", "--prompt", "ROMEO:", "-n", "16", "--temp", "0"]
+    args = ["generate", "--prompt", "The capital of France is", "-n", "6", "--temp", "0"]
     rc, out, err = run(mnemo, *args, "-v")
     check(rc == 0 and f"loaded {model}:" in err, f"installed mnemo loads the installed model: {err!r}")
     rc_b, out_b, err_b = run(os.path.join(BUILD, "mnemo"), *args)
@@ -122,24 +124,24 @@ with tempfile.TemporaryDirectory() as td:
     server = os.path.join(prefix, "bin", "mnemo-server")
     if os.path.exists(server):
         ids, log = serve_models(server)
-        check(ids == ["longllama-shakespeare"], f"installed mnemo-server serves the default: {ids} {log[-400:]!r}")
+        check(ids == ["SmolLM2-135M-Instruct.Q4_1"], f"installed mnemo-server serves the default: {ids} {log[-400:]!r}")
         rc, out, err = run(server, "--help")
         check(rc == 0 and "$MNEMO_MODEL" in out and model in out, f"mnemo-server --help: {out[-300:]!r}")
         ids, log = serve_models(os.path.join(BUILD, "mnemo-server"))
-        check(ids == ["longllama-shakespeare"], f"build/mnemo-server serves the default: {ids} {log[-400:]!r}")
+        check(ids == ["SmolLM2-135M-Instruct.Q4_1"], f"build/mnemo-server serves the default: {ids} {log[-400:]!r}")
 
     # The prefix is relocatable: nothing points back at where it was installed.
     moved = os.path.join(td, "moved")
     os.rename(prefix, moved)
     rc, out, err = run(os.path.join(moved, "bin", "mnemo"), *args, "-v")
-    check(rc == 0 and f"loaded {os.path.join(moved, 'share', 'mnemo', 'models', 'longllama-shakespeare')}:" in err,
+    check(rc == 0 and f"loaded {os.path.join(moved, 'share', 'mnemo', 'models', 'SmolLM2-135M-Instruct.Q4_1.gguf')}:" in err,
           f"a moved prefix still finds its model: {err!r}")
 
     # Without the installed model the installed binaries say where they looked (the build tree is not among them).
     shutil.rmtree(os.path.join(moved, "share", "mnemo"))
     rc, out, err = run(os.path.join(moved, "bin", "mnemo"), *args)
-    looked = os.path.join(moved, "bin", "..", "share", "mnemo", "models", "longllama-shakespeare")
-    check(rc == 1 and looked in err and "MNEMO_MODEL" in err and BUILD not in err,
+    looked = os.path.join(moved, "bin", "..", "share", "mnemo", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    check(rc == 1 and looked in err and "MNEMO_MODEL" in err and "fetch-default-model.sh" in err and BUILD not in err,
           f"no default model: exit {rc}, {err!r}")
     if os.path.exists(os.path.join(moved, "bin", "mnemo-server")):
         rc, out, err = run(os.path.join(moved, "bin", "mnemo-server"), "--port", "0")

@@ -184,6 +184,9 @@ def test_cancel_and_list(reference):
     while worker_pid(long_job.id) and time.time() < end:  # its worker saves a checkpoint and stops
         time.sleep(0.1)
     assert not worker_pid(long_job.id)
+    end = time.time() + 10  # the supervisor reaps it within its next round
+    while not any(e.message == "The worker has stopped" for e in all_events(c, long_job.id)) and time.time() < end:
+        time.sleep(0.1)
     assert any(e.message == "The worker has stopped" for e in all_events(c, long_job.id))
 
 

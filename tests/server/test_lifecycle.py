@@ -105,7 +105,7 @@ def test_chat_template_from_tokenizer_config_and_flag():
                                                 "max_tokens": 2})[0] == 200
     finally:
         assert s.stop() == 0
-    d2 = model_dir_with({"chat_template": "{{ '<|start_header_id|>' }}"})  # not one mnemo knows: llama2 + warning
+    d2 = model_dir_with({"chat_template": "{{ '<|user|>' }}"})  # not one mnemo knows: llama2 + warning
     s = Server("--parallel", "1", model=d2)
     try:
         assert s.get_json("/props")[1]["chat_template"] == "llama2"

@@ -92,7 +92,7 @@ static void test_detect(void) {
     detect_case("{\"chat_template\":\"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}\"}",
                 1, TMPL_LLAMA2);
     detect_case("{\"chat_template\":[{\"name\":\"default\",\"template\":\"<|im_start|>{{ m }}\"}]}", 1, TMPL_CHATML);
-    detect_case("{\"chat_template\":\"<|start_header_id|>\"}", -1, TMPL_LLAMA2);
+    detect_case("{\"chat_template\":\"<|user|>\"}", -1, TMPL_LLAMA2);
     detect_case("not json", -1, TMPL_LLAMA2);
 }
 

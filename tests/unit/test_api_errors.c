@@ -82,7 +82,7 @@ static void broken_dirs(void) {
     make_model_dir("no_tokenizer", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/tokenizer.model", dir);
     unlink(path);
-    expect_load_error(dir, MNEMO_ERR_IO, "tokenizer.model: missing", "no tokenizer");
+    expect_load_error(dir, MNEMO_ERR_IO, "neither tokenizer.model (SentencePiece) nor tokenizer.json", "no tokenizer");
 
     make_model_dir("bad_tokenizer", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/tokenizer.model", dir);

@@ -122,6 +122,7 @@ static void test_edge_cases_ok(void) {
     EXPECT_OK("{}", 0);
     EXPECT_OK("{\"__metadata__\": {}}", 0);
     EXPECT_OK("{\"z\": {\"dtype\": \"F32\", \"shape\": [0, 4], \"data_offsets\": [0, 0]}}", 0);
+    EXPECT_OK("{\"z\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}}", 0);
     EXPECT_OK("{\"s\": {\"dtype\": \"F64\", \"shape\": [], \"data_offsets\": [0, 8]}}", 8);
     /* overlapping tensors and unused bytes are allowed */
     EXPECT_OK("{\"p\": {\"dtype\": \"I32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
@@ -166,6 +167,13 @@ static void test_malformed(void) {
                "9 dimensions");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 16], \"data_offsets\": [0, 4]}}", 4,
                "overflows");
+    /* an empty tensor whose other dims claim more elements than the file has bytes: rows nobody should walk */
+    EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [0, 1099511627776], \"data_offsets\": [0, 0]}}", 0,
+               "is empty, yet");
+    EXPECT_ERR("{\"x\": {\"dtype\": \"BF16\", \"shape\": [4096, 0, 4096], \"data_offsets\": [0, 0]}}", 0,
+               "is empty, yet");
+    EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [0, 4294967296, 4294967296], \"data_offsets\": [0, 0]}}", 0,
+               "is empty, yet");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0]}}", 4, "data_offsets must be");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, \"4\"]}}", 4, "data_offsets must");
     EXPECT_ERR("{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [-4, 0]}}", 4, "non-negative");

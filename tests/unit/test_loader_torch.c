@@ -292,6 +292,42 @@ static void tensor_case(int numel, int offset, int size, int stride, const char 
     tensor_list_free(&l);
 }
 
+static void plong(buf_t *b, int64_t v) { /* LONG1, 8 bytes little-endian */
+    put8(b, 0x8a);
+    put8(b, 8);
+    for (int i = 0; i < 8; i++) put8(b, (uint8_t)((uint64_t)v >> (8 * i)));
+}
+
+/* An empty 2-D tensor [d0, d1] over storage "0": the file holds no bytes for it, so a huge other dim is refused
+ * (code that walks its rows would loop over them), while a modest one is a legal empty tensor. */
+static void empty_2d_case(int64_t d0, int64_t d1, const char *want, int line) {
+    buf_t p = {.n = 0};
+    praw(&p, "\x80\x02}(");
+    pstr(&p, "t");
+    praw(&p, "ctorch._utils\n_rebuild_tensor_v2\n((");
+    pstr(&p, "storage");
+    praw(&p, "ctorch\nFloatStorage\n");
+    pstr(&p, "0");
+    pstr(&p, "cpu");
+    pint(&p, 8);
+    praw(&p, "tQ");
+    pint(&p, 0);
+    praw(&p, "(");
+    plong(&p, d0);
+    plong(&p, d1);
+    praw(&p, "t(");
+    pint(&p, 1);
+    pint(&p, 1);
+    praw(&p, "t\x89}tRu.");
+    run_pickle(&p, want, line, NULL);
+}
+
+static void test_empty_tensors(void) {
+    empty_2d_case(0, INT64_C(1) << 40, "is empty, yet its other dimensions claim more elements", __LINE__);
+    empty_2d_case(INT64_C(1) << 57, 0, "is empty, yet", __LINE__);
+    empty_2d_case(0, 64, NULL, __LINE__);
+}
+
 /* A list of tensors (UIO-LLMs' checkpoint format): named by position; two views into one storage at offsets. */
 static void test_list(void) {
     buf_t p = {.n = 0};
@@ -316,6 +352,7 @@ static void test_list(void) {
 
 static void test_synthetic(void) {
     test_list();
+    test_empty_tensors();
     tensor_case(8, 0, 8, 1, NULL, __LINE__);
     tensor_case(8, 5, 3, 1, NULL, __LINE__);
     tensor_case(8, 2, 1, 7, NULL, __LINE__);           /* a size-1 dim may have any stride */

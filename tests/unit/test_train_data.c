@@ -304,7 +304,7 @@ static void check_chat_chatml(const char *fixture) {
     mnemo_model_free(m);
 
     /* a template mnemo does not know: llama2, as mnemo-server does */
-    dir = model_copy(fixture, "unknown", "{\"chat_template\": \"{{ '<|start_header_id|>' }}\"}");
+    dir = model_copy(fixture, "unknown", "{\"chat_template\": \"{{ '<|user|>' }}\"}");
     m = NULL;
     mnemo_log_set_level(MNEMO_LOG_ERROR); /* the fallback's warning */
     if (mnemo_model_load(dir, NULL, &m) == MNEMO_OK) {

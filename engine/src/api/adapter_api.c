@@ -28,6 +28,10 @@ mnemo_status mnemo_adapter_load(const mnemo_model *model, const char *dir, mnemo
         snprintf(a->err, sizeof a->err, "an adapter needs a successfully loaded model and a directory");
         return MNEMO_ERR_MISUSE;
     }
+    if (model->vocab_only) {
+        snprintf(a->err, sizeof a->err, "the model was loaded as a vocabulary only: it has no weights to adapt");
+        return MNEMO_ERR_UNSUPPORTED;
+    }
     if (lora_load(&a->lora, dir, &model->cfg, model->be, a->err, sizeof a->err) != 0) {
         mnemo_log(MNEMO_LOG_ERROR, "%s", a->err);
         return strstr(a->err, "out of") ? MNEMO_ERR_NOMEM : MNEMO_ERR_FORMAT;

@@ -69,6 +69,8 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     ctx->last_token = -1;
     if (!model || model->failed)
         return ctx_fail(ctx, MNEMO_ERR_MISUSE, "context needs a successfully loaded model");
+    if (model->vocab_only)
+        return ctx_fail(ctx, MNEMO_ERR_UNSUPPORTED, "the model was loaded as a vocabulary only: it has no weights");
     mnemo_context_params p = params ? *params : mnemo_context_default_params();
     const memory_ops *mem = memory_for_model(&model->cfg, model->uio);
     int32_t n_ctx = p.n_ctx ? p.n_ctx : model->cfg.max_position_embeddings;

@@ -19,6 +19,7 @@
 
 struct mnemo_model {
     bool failed;              /* load failed: only _error and _free are allowed */
+    bool vocab_only;          /* tokenizer (and what config there was) only: no weights, no backend, no contexts */
     char err[MNEMO_ERRLEN];
     char *dir;                /* the checkpoint directory it was loaded from (tokenizer_config.json: chat template) */
     model_config cfg;

@@ -212,7 +212,7 @@ mnemo_status mnemo_generate_tokens(mnemo_context *ctx, const mnemo_token *prompt
     mnemo_generate_result res = {0};
 
     /* BOS goes first on an empty context, unless the caller's tokens already start with it. */
-    bool bos = p.add_bos && ctx->n_past == 0 && m->cfg.bos_token_id >= 0 &&
+    bool bos = p.add_bos && ctx->n_past == 0 && m->cfg.bos_token_id >= 0 && mnemo_model_adds_bos(m) &&
                (n_prompt == 0 || prompt[0] != m->cfg.bos_token_id);
     int32_t n_in = n_prompt + (bos ? 1 : 0);
     if (n_in == 0 && ctx->n_past == 0)

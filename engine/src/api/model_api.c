@@ -13,7 +13,7 @@
 #include "uio_weights.h"
 
 mnemo_model_params mnemo_model_default_params(void) {
-    mnemo_model_params p = {.n_threads = 0, .device = MNEMO_DEVICE_AUTO, .uio_dir = NULL};
+    mnemo_model_params p = {.n_threads = 0, .device = MNEMO_DEVICE_AUTO, .uio_dir = NULL, .vocab_only = false};
     return p;
 }
 
@@ -89,7 +89,20 @@ static mnemo_status load_uio(mnemo_model *m, const char *dir) {
     return MNEMO_OK;
 }
 
-/* A Hugging Face checkpoint directory: config.json, tokenizer.model, the weight files. */
+/* The directory's tokenizer: SentencePiece tokenizer.model, else a byte-level BPE tokenizer.json. */
+static mnemo_status open_dir_tokenizer(mnemo_model *m, const char *dir, char *path, size_t cap) {
+    snprintf(path, cap, "%s/tokenizer.model", dir);
+    if (access(path, R_OK) == 0)
+        return tokenizer_load(path, &m->tok, m->err, sizeof m->err) != 0 ? MNEMO_ERR_FORMAT : MNEMO_OK;
+    snprintf(path, cap, "%s/tokenizer.json", dir);
+    if (access(path, R_OK) == 0)
+        return tokenizer_load_hf_dir(dir, &m->tok, m->err, sizeof m->err) != 0 ? MNEMO_ERR_FORMAT : MNEMO_OK;
+    snprintf(m->err, sizeof m->err, "%s: neither tokenizer.model (SentencePiece) nor tokenizer.json (byte-level BPE) "
+             "is there", dir);
+    return MNEMO_ERR_IO;
+}
+
+/* A Hugging Face checkpoint directory: config.json, tokenizer.model or tokenizer.json, the weight files. */
 static mnemo_status open_dir(mnemo_model *m, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -100,18 +113,14 @@ static mnemo_status open_dir(mnemo_model *m, const char *dir) {
     if (model_config_load(dir, &m->cfg, m->err, sizeof m->err) != 0)
         return config_status(m->err);
 
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(m->err, sizeof m->err, "%s: missing or unreadable (mnemo needs the SentencePiece tokenizer.model)",
-                 path);
-        return MNEMO_ERR_IO;
-    }
-    if (tokenizer_load(path, &m->tok, m->err, sizeof m->err) != 0) return MNEMO_ERR_FORMAT;
+    mnemo_status ts = open_dir_tokenizer(m, dir, path, sizeof path);
+    if (ts != MNEMO_OK) return ts;
     if (tokenizer_vocab_size(m->tok) > m->cfg.vocab_size) {
         snprintf(m->err, sizeof m->err, "%s: tokenizer has %d pieces but config.json vocab_size is %d", path,
                  (int)tokenizer_vocab_size(m->tok), (int)m->cfg.vocab_size);
         return MNEMO_ERR_FORMAT;
     }
+    if (m->vocab_only) return MNEMO_OK;
 
     if (weight_store_open(dir, &m->ws, m->err, sizeof m->err) != 0)
         return strstr(m->err, "no weights found") ? MNEMO_ERR_IO : MNEMO_ERR_FORMAT;
@@ -136,6 +145,7 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
         snprintf(m->err, sizeof m->err, "out of memory");
         return load_fail(m, MNEMO_ERR_NOMEM);
     }
+    m->vocab_only = p.vocab_only;
     struct stat st;
     mnemo_status s;
     if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -147,6 +157,13 @@ mnemo_status mnemo_model_load(const char *dir, const mnemo_model_params *params,
         s = open_dir(m, dir);
     }
     if (s != MNEMO_OK) return load_fail(m, s);
+    if (m->vocab_only) {
+        snprintf(m->desc, sizeof m->desc, "vocabulary only: %s tokenizer, %d tokens",
+                 tokenizer_get_kind(m->tok) == TOKENIZER_BPE ? "byte-level BPE" : "SentencePiece",
+                 (int)tokenizer_vocab_size(m->tok));
+        mnemo_log(MNEMO_LOG_INFO, "loaded %s: %s", dir, m->desc);
+        return MNEMO_OK;
+    }
     if (llama_weights_bind(&m->w, &m->cfg, m->ws, m->err, sizeof m->err) != 0)
         return load_fail(m, strstr(m->err, "dtype") ? MNEMO_ERR_UNSUPPORTED : MNEMO_ERR_FORMAT);
 

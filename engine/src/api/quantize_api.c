@@ -5,8 +5,10 @@
  *     tokenizer.model), plus mnemo.architecture, mnemo.longllama.* (memory layers and their settings) and
  *     mnemo.tokenizer.spm_model (the tokenizer.model bytes, so mnemo's tokenizer is the original bit for bit);
  *   - matrices in the chosen type; rows without whole 32-blocks fall back to f16 and norms stay f32, as convert
- *     does; q4_K / q6_K rows without whole 256-blocks take q4_0 / q8_0 (llama-quantize takes q5_0 / q8_0; mnemo
- *     has no q5_0 kernels) and mnemo's simple k-quant quantizer (quant_kblocks.c), not ggml's searching one;
+ *     does; k-quant rows without whole 256-blocks take q4_0 (q2_K, q3_K, q4_K), q5_1 (q5_K) or q8_0 (q6_K), as
+ *     llama-quantize mostly does (it takes iq4_nl for q2_K / q3_K and q5_0 for q4_K); q4_0, q4_1, q5_0, q5_1,
+ *     q8_0 are ggml's reference quantizers bit for bit, the k-quants mnemo's simple round-to-nearest ones
+ *     (quant_kblocks.c, quant_xquantize.c), not ggml's searching ones;
  *     Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
  *   - tensors produced one at a time (widened to fp32, permuted, quantized with GGML's reference rounding).
  */
@@ -23,7 +25,8 @@
 
 /* llama.cpp's llama_ftype values for general.file_type */
 enum {
-    FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7, FTYPE_Q4_K_S = 14, FTYPE_Q6_K = 18, FTYPE_BF16 = 32
+    FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q4_0 = 2, FTYPE_Q4_1 = 3, FTYPE_Q8_0 = 7, FTYPE_Q5_0 = 8, FTYPE_Q5_1 = 9,
+    FTYPE_Q2_K = 10, FTYPE_Q3_K_S = 11, FTYPE_Q4_K_S = 14, FTYPE_Q5_K_S = 16, FTYPE_Q6_K = 18, FTYPE_BF16 = 32
 };
 
 static const struct {
@@ -34,6 +37,9 @@ static const struct {
 } out_types[] = {
     {"q8_0", GGML_Q8_0, KERN_Q8_0, FTYPE_Q8_0}, {"q4_0", GGML_Q4_0, KERN_Q4_0, FTYPE_Q4_0},
     {"q4_K", GGML_Q4_K, KERN_Q4_K, FTYPE_Q4_K_S}, {"q6_K", GGML_Q6_K, KERN_Q6_K, FTYPE_Q6_K},
+    {"q4_1", GGML_Q4_1, KERN_Q4_1, FTYPE_Q4_1}, {"q5_0", GGML_Q5_0, KERN_Q5_0, FTYPE_Q5_0},
+    {"q5_1", GGML_Q5_1, KERN_Q5_1, FTYPE_Q5_1}, {"q2_K", GGML_Q2_K, KERN_Q2_K, FTYPE_Q2_K},
+    {"q3_K", GGML_Q3_K, KERN_Q3_K, FTYPE_Q3_K_S}, {"q5_K", GGML_Q5_K, KERN_Q5_K, FTYPE_Q5_K_S},
     {"f16", GGML_F16, KERN_F16, FTYPE_F16},     {"bf16", GGML_BF16, KERN_BF16, FTYPE_BF16},
     {"f32", GGML_F32, KERN_F32, FTYPE_F32},
 };
@@ -74,9 +80,15 @@ static int fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
     }
     kern_cpu_widen(f, o->src->data, sk, (int64_t)n);
     if (o->heads) {
-        gguf_llama_permute_rows(g, f, o->rows, (size_t)o->cols * sizeof(float), o->heads, 1);
+        int bad = gguf_llama_permute_rows(g, f, o->rows, (size_t)o->cols * sizeof(float), o->heads, 1);
         free(f);
         f = g;
+        if (bad) { /* g was never written: refuse rather than store garbage */
+            snprintf(err, errlen, "%s: %lld rows are not a multiple of 2 x %lld heads (RoPE pairs)", o->src->name,
+                     (long long)o->rows, (long long)o->heads);
+            free(f);
+            return -1;
+        }
     }
     size_t rb = kern_dtype_bytes(o->kd, o->cols);
 #pragma omp parallel for schedule(static)
@@ -121,15 +133,17 @@ static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, 
         o->src = e;
         o->rows = e->ndim == 2 ? e->shape[0] : 1;
         o->cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+        if (o->rows <= 0 || o->cols <= 0) /* the row loops would run over an empty tensor's other dim */
+            return fail(err, errlen, MNEMO_ERR_FORMAT, "tensor '%s' has a zero dimension%s", hf, "");
         o->ggml = GGML_F32;
         o->kd = KERN_F32;
         if (e->ndim == 2) {
             o->ggml = out_types[ti].ggml;
             o->kd = out_types[ti].kd;
             if (kern_dtype_is_kquant(o->kd) && o->cols % KERN_QK_K) { /* rows of partial 256-blocks: a 32-block
-                                                                      * type of the same size (q4_K) or more */
-                o->ggml = o->kd == KERN_Q4_K ? GGML_Q4_0 : GGML_Q8_0;
-                o->kd = o->kd == KERN_Q4_K ? KERN_Q4_0 : KERN_Q8_0;
+                                                                      * type of about the same size or more */
+                o->kd = o->kd == KERN_Q6_K ? KERN_Q8_0 : o->kd == KERN_Q5_K ? KERN_Q5_1 : KERN_Q4_0;
+                o->ggml = o->kd == KERN_Q8_0 ? GGML_Q8_0 : o->kd == KERN_Q5_1 ? GGML_Q5_1 : GGML_Q4_0;
             }
             if (kern_dtype_is_quant(o->kd) && o->cols % KERN_QBLOCK) { /* convert's fallback */
                 o->ggml = GGML_F16;
@@ -241,8 +255,8 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     for (int i = 0; i < (int)(sizeof out_types / sizeof *out_types); i++)
         if (!strcmp(type, out_types[i].name)) ti = i;
     if (ti < 0)
-        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, q4_K, q6_K, f16, bf16, "
-                    "f32%s", type, "");
+        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
+                    "q3_K, q4_K, q5_K, q6_K, f16, bf16, f32%s", type, "");
     struct stat st_dir;
     if (stat(model_dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
         return fail(err, errlen, MNEMO_ERR_IO, "%s: not a directory (mnemo quantize reads a Hugging Face checkpoint%s)",

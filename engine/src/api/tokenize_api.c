@@ -7,13 +7,15 @@
 
 #include "engine_impl.h"
 
-mnemo_status mnemo_tokenize(const mnemo_model *m, const char *text, size_t len, bool add_bos, mnemo_token *out,
-                            int32_t cap, int32_t *n_out) {
+static mnemo_status tokenize(const mnemo_model *m, const char *text, size_t len, bool add_bos, bool special,
+                             mnemo_token *out, int32_t cap, int32_t *n_out) {
     if (!m || m->failed) return MNEMO_ERR_MISUSE;
     if ((!text && len) || !n_out || cap < 0 || (cap > 0 && !out)) return MNEMO_ERR_INVALID_ARG;
     int32_t *ids = NULL;
     size_t n = 0;
-    if (tokenizer_encode(m->tok, text ? text : "", len, add_bos, &ids, &n) != 0) return MNEMO_ERR_NOMEM;
+    int rc = special ? tokenizer_encode_special(m->tok, text ? text : "", len, add_bos, &ids, &n)
+                     : tokenizer_encode(m->tok, text ? text : "", len, add_bos, &ids, &n);
+    if (rc != 0) return MNEMO_ERR_NOMEM;
     if (n > INT32_MAX) {
         free(ids);
         return MNEMO_ERR_INVALID_ARG;
@@ -26,6 +28,20 @@ mnemo_status mnemo_tokenize(const mnemo_model *m, const char *text, size_t len, 
         memcpy(out, ids, n * sizeof *ids);
     free(ids);
     return st;
+}
+
+mnemo_status mnemo_tokenize(const mnemo_model *m, const char *text, size_t len, bool add_bos, mnemo_token *out,
+                            int32_t cap, int32_t *n_out) {
+    return tokenize(m, text, len, add_bos, false, out, cap, n_out);
+}
+
+mnemo_status mnemo_tokenize_special(const mnemo_model *m, const char *text, size_t len, bool add_bos,
+                                    mnemo_token *out, int32_t cap, int32_t *n_out) {
+    return tokenize(m, text, len, add_bos, true, out, cap, n_out);
+}
+
+bool mnemo_model_adds_bos(const mnemo_model *m) {
+    return m && !m->failed && m->tok && tokenizer_adds_bos(m->tok) && tokenizer_bos_id(m->tok) >= 0;
 }
 
 /* Copy a malloc'ed result into the caller's buffer with a NUL when room allows. */

@@ -162,6 +162,10 @@ static int parse_tensor_info(cursor *c, gguf_tensor *t) {
     for (uint32_t i = 0; i < nd; i++) {
         uint64_t d = 0;
         if (rd_u64(c, &d, "a tensor dimension")) return -1;
+        /* a zero dimension makes the byte size 0 whatever the others claim, so the data-area check below could
+         * not bound them, and the loader walks rows */
+        if (d == 0) return fail(c, "tensor '%s' has a zero dimension (ne[%u] = 0): an empty tensor is not a weight",
+                                t->name, i);
         if (d > (uint64_t)INT64_MAX || !ld_mul_u64(numel, d, &numel) || numel > (uint64_t)INT64_MAX)
             return fail(c, "tensor '%s': dimensions overflow", t->name);
         t->ne[i] = (int64_t)d;

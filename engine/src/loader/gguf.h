@@ -61,7 +61,8 @@ typedef struct {
 
 /* Parse a whole image. file names it in messages. 0 on success; -1 with a message naming the file and the
  * problem (bad magic, version not 2 or 3, truncated, a length or count past the end, unknown value or tensor type,
- * duplicate key or tensor name, dims that overflow or do not hold whole blocks, offsets misaligned or past the data).
+ * duplicate key or tensor name, a zero dim, dims that overflow or do not hold whole blocks, offsets misaligned or
+ * past the data). Every dim being at least 1, a tensor's element count is bounded by its bytes, so by the file size.
  * On failure *g is left empty (gguf_free is still allowed). */
 int gguf_parse(const uint8_t *buf, uint64_t len, const char *file, gguf_file *g, char *err, size_t errlen);
 void gguf_free(gguf_file *g);
@@ -85,8 +86,8 @@ bool gguf_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
 void gguf_arr_next_str(const uint8_t **pos, const char **s, uint64_t *len);
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
 
-/* n weights of a q4_K or q6_K (n a multiple of 256) or q4_1, q5_0, q5_1 (a multiple of 32) tensor to fp32
- * (gguf_kquants.c); -1 for other types or sizes. */
+/* n weights of a block-quantized tensor (q8_0, q4_0, q4_1, q5_0, q5_1: n a multiple of 32; q2_K .. q6_K: of 256) to
+ * fp32 (gguf_kquants.c); -1 for other types or sizes. */
 int gguf_dequantize_row(uint32_t ggml_type, const void *src, float *dst, int64_t n);
 
 #endif

@@ -61,7 +61,8 @@ int gguf_llama_gguf_name(const char *h, char *out, size_t n) {
 
 /* Within each head of hd rows: HF row s * hd/2 + i (half s, pair i) is GGUF row 2i + s. */
 int gguf_llama_permute_rows(void *dst, const void *src, int64_t rows, size_t row_bytes, int64_t heads, int to_gguf) {
-    if (heads <= 0 || rows % (2 * heads)) return -1;
+    /* empty rows would make a huge row count free to claim: refused rather than looped over */
+    if (heads <= 0 || rows <= 0 || row_bytes == 0 || heads > rows / 2 || rows % (2 * heads)) return -1;
     int64_t hd = rows / heads, half = hd / 2;
     for (int64_t h = 0; h < heads; h++)
         for (int64_t s = 0; s < 2; s++)
@@ -232,6 +233,12 @@ static int tensor_dtype_of(uint32_t ggml_type, tensor_dtype *dt) {
     case GGML_Q4_0: *dt = TENSOR_Q4_0; return 0;
     case GGML_Q4_K: *dt = TENSOR_Q4_K; return 0;
     case GGML_Q6_K: *dt = TENSOR_Q6_K; return 0;
+    case GGML_Q4_1: *dt = TENSOR_Q4_1; return 0;
+    case GGML_Q5_0: *dt = TENSOR_Q5_0; return 0;
+    case GGML_Q5_1: *dt = TENSOR_Q5_1; return 0;
+    case GGML_Q2_K: *dt = TENSOR_Q2_K; return 0;
+    case GGML_Q3_K: *dt = TENSOR_Q3_K; return 0;
+    case GGML_Q5_K: *dt = TENSOR_Q5_K; return 0;
     default: return -1;
     }
 }
@@ -241,52 +248,27 @@ static int tfail(char *err, size_t errlen, const char *file, const char *name, c
     return -1;
 }
 
-/* q4_1, q5_0, q5_1 matrices (no kernels of their own) as q8_0 in a heap copy: one dequantize +
- * requantize per row. The added error is q8_0's rounding of the already-rounded values (under 0.4% of a block's
- * largest weight). NULL when out of memory. */
-static void *kquant_to_q8_0(const gguf_tensor *t, uint64_t *nbytes) {
-    int64_t cols = t->ne[0], rows = t->ne[1];
-    size_t rb = kern_dtype_bytes(KERN_Q8_0, cols), sb = (size_t)(t->nbytes / (uint64_t)rows);
-    size_t total = rb * (size_t)rows;
-    uint8_t *q = malloc(total ? total : 1);
-    float *f = malloc((size_t)cols * sizeof(float));
-    if (!q || !f) {
-        free(q);
-        free(f);
-        return NULL;
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        gguf_dequantize_row(t->type, t->data + (size_t)r * sb, f, cols);
-        kern_quantize_row(q + (size_t)r * rb, f, KERN_Q8_0, cols);
-    }
-    free(f);
-    *nbytes = rb * (uint64_t)rows;
-    return q;
-}
-
-/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy, q4_1/q5_0/q5_1 a q8_0 one; f32,
- * f16, bf16, q8_0, q4_0, q4_K and q6_K stay in the mapped file. */
+/* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy; every other tensor (f32, f16,
+ * bf16, and each quant type the kernels read: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K) stays in the mapped
+ * file. */
 static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, const char *file, tensor_list *out,
                       char *err, size_t errlen) {
     char hf[160];
     if (gguf_llama_hf_name(t->name, hf, sizeof hf))
         return tfail(err, errlen, file, t->name, "is not part of a llama model (mnemo reads token_embd, output_norm, "
                                                  "output and blk.N.attn_*/ffn_*)");
-    if (t->ndim > 2 || (t->ndim == 2 && t->ne[1] == 0)) return tfail(err, errlen, file, t->name, "is not 1-D or 2-D");
+    if (t->ndim > 2) return tfail(err, errlen, file, t->name, "is not 1-D or 2-D");
+    /* the row loops below (Q/K reorder) are bounded only through the byte size: no empty dims */
+    if (t->ne[0] <= 0 || (t->ndim == 2 && t->ne[1] <= 0))
+        return tfail(err, errlen, file, t->name, "has a zero dimension");
     tensor_dtype dt;
     const void *data = t->data;
     uint64_t nbytes = t->nbytes;
     void *owned = NULL;
-    bool convertible = t->type == GGML_Q4_1 || t->type == GGML_Q5_0 || t->type == GGML_Q5_1;
-    if (convertible && t->ndim == 2) {
-        if (!(owned = kquant_to_q8_0(t, &nbytes)))
-            return tfail(err, errlen, file, t->name, "cannot be converted: out of memory");
-        data = owned;
-        dt = TENSOR_Q8_0;
-    } else if (tensor_dtype_of(t->type, &dt)) {
+    if (tensor_dtype_of(t->type, &dt)) {
         char what[200];
-        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0, q4_K, q6_K (and q4_1, "
-                 "q5_0, q5_1 matrices, converted to q8_0): re-quantize with mnemo quantize or llama-quantize",
+        snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
+                 "q3_K, q4_K, q5_K, q6_K: re-quantize with mnemo quantize or llama-quantize",
                  gguf_type_name(t->type));
         return tfail(err, errlen, file, t->name, what);
     }

@@ -20,7 +20,7 @@ int gguf_llama_hf_name(const char *gguf_name, char *out, size_t n);
 int gguf_llama_gguf_name(const char *hf_name, char *out, size_t n);
 
 /* Rows of a [heads * hd, cols] matrix (row_bytes each) between HF order and GGUF's: to_gguf 1 permutes as convert
- * does, 0 undoes it. dst and src must not overlap. -1 when rows is not a multiple of 2 * heads. */
+ * does, 0 undoes it. dst and src must not overlap. -1 when rows is not a multiple of 2 * heads or rows are empty. */
 int gguf_llama_permute_rows(void *dst, const void *src, int64_t rows, size_t row_bytes, int64_t heads, int to_gguf);
 
 /* config.json text (malloc'ed, NUL-terminated) equivalent to the GGUF's metadata: general.architecture must be

@@ -87,8 +87,8 @@ int gguf_llama_tokenizer_proto(const gguf_file *g, const char *file, uint8_t **p
     const char *model;
     uint64_t mlen;
     if (!gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen) || mlen != 5 || memcmp(model, "llama", 5))
-        return tfail(err, errlen, file, "tokenizer.ggml.model must be \"llama\" (SentencePiece); other tokenizers "
-                                        "are not supported");
+        return tfail(err, errlen, file, "tokenizer.ggml.model must be \"llama\" (SentencePiece) or \"gpt2\" "
+                                        "(byte-level BPE); other tokenizers are not supported");
     if (tokens->type != GGUF_ARRAY || tokens->arr_type != GGUF_STRING || tokens->n == 0 || tokens->n > (1u << 24))
         return tfail(err, errlen, file, "tokenizer.ggml.tokens must be a list of 1 to 2^24 strings");
     const gguf_kv *scores = gguf_find(g, "tokenizer.ggml.scores"), *types = gguf_find(g, "tokenizer.ggml.token_type");

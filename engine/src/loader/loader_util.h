@@ -32,6 +32,10 @@ static inline uint64_t ld_le64(const uint8_t *p) { return (uint64_t)ld_le32(p) |
 /* Byte count of a tensor: product of dims times the element size. false if a dim is negative or it overflows. */
 bool ld_tensor_nbytes(tensor_dtype dt, int32_t ndim, const int64_t *shape, uint64_t *out);
 
+/* An empty tensor (a zero dim) has 0 bytes whatever its other dims claim, and code that walks its rows would loop
+ * over them: true when the product of the non-zero dims is at most limit (the file's size in bytes). */
+bool ld_shape_fits(int32_t ndim, const int64_t *shape, uint64_t limit);
+
 /* Writes "[4, 4]" into buf (truncated with "..." if too long). */
 void ld_format_shape(char *buf, size_t n, int32_t ndim, const int64_t *shape);
 

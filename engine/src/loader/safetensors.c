@@ -43,9 +43,9 @@ static int fail(char *err, size_t errlen, const char *file, const char *fmt, ...
     return -1;
 }
 
-/* Parses one tensor's description and appends it. data/dlen: the data area after the header. */
+/* Parses one tensor's description and appends it. data/dlen: the data area after the header; len: the file's size. */
 static int parse_tensor(const char *name, size_t namelen, json_t *desc, const uint8_t *data, uint64_t dlen,
-                        const char *file, tensor_list *out, char *err, size_t errlen) {
+                        uint64_t len, const char *file, tensor_list *out, char *err, size_t errlen) {
     if (!json_is_object(desc))
         return fail(err, errlen, file, "tensor '%s' must be an object, got %s", name, json_type_name(desc));
     json_t *jd = json_object_get(desc, "dtype"), *js = json_object_get(desc, "shape");
@@ -97,6 +97,9 @@ static int parse_tensor(const char *name, size_t namelen, json_t *desc, const ui
     uint64_t nbytes;
     if (!ld_tensor_nbytes((tensor_dtype)dt, (int32_t)ndim, shape, &nbytes))
         return fail(err, errlen, file, "tensor '%s' shape %s x %s overflows", name, shp, st_dtype_names[dt]);
+    if (!ld_shape_fits((int32_t)ndim, shape, len))
+        return fail(err, errlen, file, "tensor '%s' shape %s is empty, yet its other dimensions claim more elements "
+                    "than the file has bytes", name, shp);
     if (end - begin != nbytes)
         return fail(err, errlen, file,
                     "tensor '%s' data_offsets [%" PRIu64 ", %" PRIu64 "] do not match shape %s x %s (%" PRIu64
@@ -152,7 +155,7 @@ int safetensors_parse(const uint8_t *buf, uint64_t len, const char *file, tensor
         } else if (key[0] == '\0') {
             rc = fail(err, errlen, file, "tensor with an empty name");
         } else {
-            rc = parse_tensor(key, strlen(key), val, data, dlen, file, out, err, errlen);
+            rc = parse_tensor(key, strlen(key), val, data, dlen, len, file, out, err, errlen);
         }
         if (rc) break;
     }

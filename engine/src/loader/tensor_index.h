@@ -22,6 +22,8 @@ typedef enum {
     TENSOR_BOOL, TENSOR_F8_E4M3, TENSOR_F8_E5M2,
     TENSOR_Q8_0, TENSOR_Q4_0, /* GGUF only: blocks of 32 (tensor_dtype_size 0; nbytes from the GGUF parser) */
     TENSOR_Q4_K, TENSOR_Q6_K, /* GGUF only: blocks of 256, likewise */
+    TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, /* GGUF only: blocks of 32 */
+    TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, /* GGUF only: blocks of 256 */
     TENSOR_DTYPE_COUNT
 } tensor_dtype;
 
@@ -52,7 +54,8 @@ void tensor_list_free(tensor_list *list);            /* frees names and the arra
 /* Parse a whole .safetensors file image. file names the file in error messages. 0 on success; -1 with a
  * message in err (naming the file and the problem) on any malformation: header length past the end, JSON
  * that is not an object of {dtype, shape, data_offsets}, unknown dtype, offsets outside the data area or not
- * matching shape x dtype size, overflowing shapes. */
+ * matching shape x dtype size, overflowing shapes, empty shapes whose other dims claim more elements than the
+ * file has bytes. */
 int safetensors_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_list *out, char *err,
                       size_t errlen);
 

@@ -17,7 +17,9 @@ static const struct {
     [TENSOR_I16] = {"I16", 2},      [TENSOR_I8] = {"I8", 1},     [TENSOR_U8] = {"U8", 1},
     [TENSOR_BOOL] = {"BOOL", 1},    [TENSOR_F8_E4M3] = {"F8_E4M3", 1}, [TENSOR_F8_E5M2] = {"F8_E5M2", 1},
     [TENSOR_Q8_0] = {"Q8_0", 0},    [TENSOR_Q4_0] = {"Q4_0", 0},   [TENSOR_Q4_K] = {"Q4_K", 0},
-    [TENSOR_Q6_K] = {"Q6_K", 0},
+    [TENSOR_Q6_K] = {"Q6_K", 0},    [TENSOR_Q4_1] = {"Q4_1", 0},   [TENSOR_Q5_0] = {"Q5_0", 0},
+    [TENSOR_Q5_1] = {"Q5_1", 0},    [TENSOR_Q2_K] = {"Q2_K", 0},   [TENSOR_Q3_K] = {"Q3_K", 0},
+    [TENSOR_Q5_K] = {"Q5_K", 0},
 };
 
 size_t tensor_dtype_size(tensor_dtype dt) {
@@ -37,6 +39,12 @@ int tensor_dtype_to_kern(tensor_dtype dt, kern_dtype *out) {
     case TENSOR_Q4_0: *out = KERN_Q4_0; return 0;
     case TENSOR_Q4_K: *out = KERN_Q4_K; return 0;
     case TENSOR_Q6_K: *out = KERN_Q6_K; return 0;
+    case TENSOR_Q4_1: *out = KERN_Q4_1; return 0;
+    case TENSOR_Q5_0: *out = KERN_Q5_0; return 0;
+    case TENSOR_Q5_1: *out = KERN_Q5_1; return 0;
+    case TENSOR_Q2_K: *out = KERN_Q2_K; return 0;
+    case TENSOR_Q3_K: *out = KERN_Q3_K; return 0;
+    case TENSOR_Q5_K: *out = KERN_Q5_K; return 0;
     default: return -1;
     }
 }
@@ -60,6 +68,13 @@ bool ld_tensor_nbytes(tensor_dtype dt, int32_t ndim, const int64_t *shape, uint6
     }
     *out = n;
     return true;
+}
+
+bool ld_shape_fits(int32_t ndim, const int64_t *shape, uint64_t limit) {
+    uint64_t n = 1;
+    for (int32_t i = 0; i < ndim; i++)
+        if (shape[i] < 0 || (shape[i] && !ld_mul_u64(n, (uint64_t)shape[i], &n))) return false;
+    return n <= limit;
 }
 
 void ld_format_shape(char *buf, size_t n, int32_t ndim, const int64_t *shape) {

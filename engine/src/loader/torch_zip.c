@@ -100,11 +100,21 @@ int torch_zip_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_l
         goto done;
     }
     storage_ctx sc = {&za, pe->name, plen};
+    size_t start = out->count;
     if (torch_unpickle(p, (size_t)pe->size, find_storage, &sc, file, out, msg, sizeof msg)) {
         fail(err, errlen, file, "%s", msg);
         goto done;
     }
     rc = 0;
+    for (size_t i = start; i < out->count && !rc; i++) {
+        const tensor_entry *e = &out->items[i];
+        if (ld_shape_fits(e->ndim, e->shape, len)) continue;
+        char shp[128];
+        ld_format_shape(shp, sizeof shp, e->ndim, e->shape);
+        rc = fail(err, errlen, file, "tensor '%s' shape %s is empty, yet its other dimensions claim more elements "
+                  "than the file has bytes", e->name, shp);
+    }
+    if (rc) ld_list_truncate(out, start);
 done:
     zip_close(&za);
     return rc;

@@ -34,7 +34,8 @@ static int bind(weight_ref *out, const weight_store *ws, const char *name, int n
     }
     if (tensor_dtype_to_kern(t->dtype, &out->dt) != 0) {
         snprintf(err, errlen,
-                 "%s: tensor '%s' has dtype %s; mnemo reads F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K weights",
+                 "%s: tensor '%s' has dtype %s; mnemo reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, "
+                 "Q4_K, Q5_K and Q6_K weights",
                  t->file, name, tensor_dtype_name(t->dtype));
         return -1;
     }

@@ -1,5 +1,6 @@
 /*
- * spm_binding.cc — the tokenizer.h C API over libsentencepiece (the only C++ in libengine).
+ * spm_binding.cc — the SentencePiece implementation of the tokenizer seam (tokenizer_impl.h) over libsentencepiece
+ * (the only C++ in libengine).
  *
  * Design:
  *  - A thin, boundary-only binding: every entry point is extern "C", takes and returns plain C types, and
@@ -10,7 +11,7 @@
  *    model's piece array without bounds checks.
  *  - The special ids are looked up once at load; after that the struct is never written, so concurrent
  *    calls are safe (SentencePieceProcessor's Encode/Decode/lookups are const).
- *  - Long texts are encoded in pieces of about ENCODE_CHUNK bytes: SentencePiece holds ~150 bytes of working
+ *  - Long texts are encoded in pieces of about TOKENIZER_ENCODE_CHUNK bytes: SentencePiece holds ~150 bytes of working
  *    memory per input byte, so one 7 MB text took a gigabyte. A piece boundary is put only where the model can
  *    never join tokens across it: right before a single ASCII space between two other printable ASCII
  *    characters, in a model trained with split_by_whitespace (no piece crosses a word start) and whitespace as
@@ -32,10 +33,10 @@
 #include <sys/stat.h>
 
 extern "C" {
-#include "tokenizer.h"
+#include "tokenizer_impl.h"
 }
 
-struct tokenizer {
+struct spm_model {
     sentencepiece::SentencePieceProcessor sp;
     sentencepiece::SentencePieceProcessor sp_next; /* without the dummy prefix: pieces after the first */
     bool chunkable; /* long texts may be encoded in pieces (see the file comment) */
@@ -44,15 +45,15 @@ struct tokenizer {
     int32_t bos, eos, unk, pad;
 };
 
-#define ENCODE_CHUNK ((size_t)64 << 10)
-
 namespace {
 
 void set_err(char *err, size_t errlen, const char *fmt, const char *a, const char *b) {
     if (err && errlen) std::snprintf(err, errlen, fmt, a, b);
 }
 
-bool in_range(const tokenizer *tok, int32_t id) { return tok && id >= 0 && id < tok->vocab; }
+bool in_range(const spm_model *tok, int32_t id) { return tok && id >= 0 && id < tok->vocab; }
+
+const spm_model *model_of(const tokenizer *t) { return static_cast<const spm_model *>(t->impl); }
 
 /* Copies bytes into a fresh NUL-terminated malloc'ed buffer; NULL when out of memory. */
 char *dup_bytes(const char *p, size_t n) {
@@ -111,7 +112,7 @@ bool walk_proto(const unsigned char *p, const unsigned char *end, F f, G g) {
  * (sentencepiece_model.proto: ModelProto.trainer_spec = 2, .normalizer_spec = 3; TrainerSpec.split_by_whitespace
  * = 22, .treat_whitespace_as_suffix = 24; NormalizerSpec.add_dummy_prefix = 3, .remove_extra_whitespaces = 4;
  * proto2 defaults true, false, true, true). Debian ships no header for these messages, so the bytes are read. */
-void plan_chunking(tokenizer *tok) {
+void plan_chunking(spm_model *tok) {
     tok->chunkable = tok->use_next = false;
     const std::string proto = tok->sp.serialized_model_proto();
     bool split_ws = true, ws_suffix = false, dummy = true, remove_extra = true;
@@ -150,111 +151,24 @@ size_t piece_end(const char *text, size_t len, size_t from, size_t target) {
     return len;
 }
 
-}  // namespace
-
-extern "C" {
-
-
 /* The special ids SentencePiece read from the model (-1 where the model has none). */
-static void take_special_ids(tokenizer *tok) {
-    tok->bos = tok->sp.bos_id();
-    tok->eos = tok->sp.eos_id();
-    tok->unk = tok->sp.unk_id();
-    tok->pad = tok->sp.pad_id();
-}
-int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t errlen) {
-    if (out) *out = nullptr;
-    if (!model_path || !out) {
-        set_err(err, errlen, "%s%s", "tokenizer_load: NULL argument", "");
-        return -1;
-    }
-    /* Check the file ourselves first: SentencePiece's own message for a missing file is less direct. */
-    struct stat st;
-    if (stat(model_path, &st) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            set_err(err, errlen, "%s: no such file%s", model_path, "");
-        else
-            set_err(err, errlen, "%s: cannot open (%s)", model_path, std::strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file%s", model_path, "");
-        return -1;
-    }
-    tokenizer *tok = nullptr;
-    try {
-        tok = new (std::nothrow) tokenizer();
-        if (!tok) {
-            set_err(err, errlen, "%s: out of memory%s", model_path, "");
-            return -1;
-        }
-        const auto status = tok->sp.Load(model_path);
-        if (!status.ok()) {
-            std::string msg = status.message() ? status.message() : "";
-            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();  /* spm pads it */
-            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, msg.c_str());
-            delete tok;
-            return -1;
-        }
-        /* An empty/garbage protobuf can parse "successfully"; a model without pieces is not usable. */
-        const int n = tok->sp.GetPieceSize();
-        if (n <= 0) {
-            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, "empty vocabulary");
-            delete tok;
-            return -1;
-        }
-        tok->vocab = n;
-        take_special_ids(tok);
-        plan_chunking(tok);
-        *out = tok;
-        return 0;
-    } catch (const std::exception &e) {
-        set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, e.what());
-    } catch (...) {
-        set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, "unknown error");
-    }
-    delete tok;
-    return -1;
+void take_special_ids(spm_model *m) {
+    m->bos = m->sp.bos_id();
+    m->eos = m->sp.eos_id();
+    m->unk = m->sp.unk_id();
+    m->pad = m->sp.pad_id();
 }
 
-int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokenizer **out, char *err,
-                         size_t errlen) {
-    if (out) *out = nullptr;
-    if (!bytes || !what || !out) {
-        set_err(err, errlen, "%s%s", "tokenizer_load_proto: NULL argument", "");
-        return -1;
-    }
-    tokenizer *tok = nullptr;
+void spm_destroy(void *impl) {
     try {
-        tok = new (std::nothrow) tokenizer();
-        if (!tok) {
-            set_err(err, errlen, "%s: out of memory%s", what, "");
-            return -1;
-        }
-        const auto status = tok->sp.LoadFromSerializedProto(std::string_view((const char *)bytes, len));
-        if (!status.ok() || tok->sp.GetPieceSize() <= 0) {
-            std::string msg = status.ok() ? "empty vocabulary" : status.message() ? status.message() : "";
-            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();
-            set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, msg.c_str());
-            delete tok;
-            return -1;
-        }
-        tok->vocab = tok->sp.GetPieceSize();
-        take_special_ids(tok);
-        plan_chunking(tok);
-        *out = tok;
-        return 0;
-    } catch (const std::exception &e) {
-        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, e.what());
+        delete static_cast<spm_model *>(impl);
     } catch (...) {
-        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, "unknown error");
+        /* Destructors should not throw; if one does, leaking beats crashing into C. */
     }
-    delete tok;
-    return -1;
 }
 
-int tokenizer_piece_info(const tokenizer *tok, int32_t id, float *score, int *type) {
-    if (!tok || id < 0 || id >= tok->vocab) return -1;
+int spm_piece_info(const tokenizer *t, int32_t id, float *score, int *type) {
+    const spm_model *tok = model_of(t);
     try {
         *score = tok->sp.GetScore(id);
         *type = tok->sp.IsUnknown(id) ? 2 : tok->sp.IsControl(id) ? 3 : tok->sp.IsUnused(id) ? 5
@@ -265,26 +179,9 @@ int tokenizer_piece_info(const tokenizer *tok, int32_t id, float *score, int *ty
     }
 }
 
-void tokenizer_free(tokenizer *tok) {
-    try {
-        delete tok;
-    } catch (...) {
-        /* Destructors should not throw; if one does, leaking beats crashing into C. */
-    }
-}
-
-int32_t tokenizer_vocab_size(const tokenizer *tok) { return tok ? tok->vocab : 0; }
-int32_t tokenizer_bos_id(const tokenizer *tok) { return tok ? tok->bos : -1; }
-int32_t tokenizer_eos_id(const tokenizer *tok) { return tok ? tok->eos : -1; }
-int32_t tokenizer_unk_id(const tokenizer *tok) { return tok ? tok->unk : -1; }
-int32_t tokenizer_pad_id(const tokenizer *tok) { return tok ? tok->pad : -1; }
-
-int tokenizer_encode_pieces(const tokenizer *tok, const char *text, size_t len, bool add_bos, size_t piece_bytes,
-                            int32_t **ids, size_t *n) {
-    if (!tok || !ids || !n || (!text && len)) return -1;
-    *ids = nullptr;
-    *n = 0;
-    if (!text) text = "";
+int spm_encode(const tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
+               size_t piece_bytes, int32_t **ids, size_t *n) {
+    const spm_model *tok = model_of(t);
     if (!tok->chunkable || piece_bytes == 0) piece_bytes = len;
     int32_t *buf = nullptr;
     try {
@@ -323,19 +220,10 @@ int tokenizer_encode_pieces(const tokenizer *tok, const char *text, size_t len, 
     }
 }
 
-bool tokenizer_encodes_in_pieces(const tokenizer *tok) { return tok && tok->chunkable; }
+bool spm_encodes_in_pieces(const tokenizer *t) { return model_of(t)->chunkable; }
 
-int tokenizer_encode(const tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids,
-                     size_t *n) {
-    return tokenizer_encode_pieces(tok, text, len, add_bos, ENCODE_CHUNK, ids, n);
-}
-
-int tokenizer_decode(const tokenizer *tok, const int32_t *ids, size_t n, char **text, size_t *len) {
-    if (!tok || !text || !len || (!ids && n)) return -1;
-    *text = nullptr;
-    *len = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!in_range(tok, ids[i])) return -1;
+int spm_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len) {
+    const spm_model *tok = model_of(t);
     try {
         std::vector<int> v(ids, ids + n);
         std::string s;
@@ -351,13 +239,9 @@ int tokenizer_decode(const tokenizer *tok, const int32_t *ids, size_t n, char **
     }
 }
 
-int tokenizer_id_to_piece(const tokenizer *tok, int32_t id, char **piece, size_t *len) {
-    if (!piece || !len) return -1;
-    *piece = nullptr;
-    *len = 0;
-    if (!in_range(tok, id)) return -1;
+int spm_id_to_piece(const tokenizer *t, int32_t id, char **piece, size_t *len) {
     try {
-        const std::string &p = tok->sp.IdToPiece(id);
+        const std::string &p = model_of(t)->sp.IdToPiece(id);
         char *buf = dup_bytes(p.data(), p.size());
         if (!buf) return -1;
         *piece = buf;
@@ -368,8 +252,8 @@ int tokenizer_id_to_piece(const tokenizer *tok, int32_t id, char **piece, size_t
     }
 }
 
-int32_t tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
-    if (!tok || !piece) return -1;
+int32_t spm_piece_to_id(const tokenizer *t, const char *piece) {
+    const spm_model *tok = model_of(t);
     try {
         /* PieceToId maps unknown pieces to unk: only a round trip back to the same piece is a real hit. */
         const int id = tok->sp.PieceToId(piece);
@@ -380,22 +264,141 @@ int32_t tokenizer_piece_to_id(const tokenizer *tok, const char *piece) {
     }
 }
 
-bool tokenizer_is_control(const tokenizer *tok, int32_t id) {
-    if (!in_range(tok, id)) return false;
+bool spm_is_control(const tokenizer *t, int32_t id) {
     try {
-        return tok->sp.IsControl(id);
+        return model_of(t)->sp.IsControl(id);
     } catch (...) {
         return false;
     }
 }
 
-bool tokenizer_is_byte(const tokenizer *tok, int32_t id) {
-    if (!in_range(tok, id)) return false;
+bool spm_is_byte(const tokenizer *t, int32_t id) {
     try {
-        return tok->sp.IsByte(id);
+        return model_of(t)->sp.IsByte(id);
     } catch (...) {
         return false;
     }
+}
+
+const tokenizer_ops spm_ops = {
+    spm_destroy, spm_encode, spm_encodes_in_pieces, spm_decode, spm_id_to_piece, spm_piece_to_id,
+    spm_is_control, spm_is_byte, spm_piece_info, nullptr,
+};
+
+/* Wraps a loaded model in the tokenizer seam; takes ownership. NULL (model freed) when out of memory. */
+tokenizer *wrap(spm_model *m) {
+    tokenizer *t = tokenizer_wrap(&spm_ops, m, TOKENIZER_SPM);
+    if (!t) {
+        spm_destroy(m);
+        return nullptr;
+    }
+    t->vocab = m->vocab;
+    t->bos = m->bos;
+    t->eos = m->eos;
+    t->unk = m->unk;
+    t->pad = m->pad;
+    return t;
+}
+
+}  // namespace
+
+extern "C" {
+
+int tokenizer_load(const char *model_path, tokenizer **out, char *err, size_t errlen) {
+    if (out) *out = nullptr;
+    if (!model_path || !out) {
+        set_err(err, errlen, "%s%s", "tokenizer_load: NULL argument", "");
+        return -1;
+    }
+    /* Check the file ourselves first: SentencePiece's own message for a missing file is less direct. */
+    struct stat st;
+    if (stat(model_path, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            set_err(err, errlen, "%s: no such file%s", model_path, "");
+        else
+            set_err(err, errlen, "%s: cannot open (%s)", model_path, std::strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s: not a regular file%s", model_path, "");
+        return -1;
+    }
+    spm_model *tok = nullptr;
+    try {
+        tok = new (std::nothrow) spm_model();
+        if (!tok) {
+            set_err(err, errlen, "%s: out of memory%s", model_path, "");
+            return -1;
+        }
+        const auto status = tok->sp.Load(model_path);
+        if (!status.ok()) {
+            std::string msg = status.message() ? status.message() : "";
+            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();  /* spm pads it */
+            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, msg.c_str());
+            delete tok;
+            return -1;
+        }
+        /* An empty/garbage protobuf can parse "successfully"; a model without pieces is not usable. */
+        const int n = tok->sp.GetPieceSize();
+        if (n <= 0) {
+            set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, "empty vocabulary");
+            delete tok;
+            return -1;
+        }
+        tok->vocab = n;
+        take_special_ids(tok);
+        plan_chunking(tok);
+        if (!(*out = wrap(tok))) {
+            set_err(err, errlen, "%s: out of memory%s", model_path, "");
+            return -1;
+        }
+        return 0;
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, e.what());
+    } catch (...) {
+        set_err(err, errlen, "%s: not a SentencePiece model (%s)", model_path, "unknown error");
+    }
+    delete tok;
+    return -1;
+}
+
+int tokenizer_load_proto(const void *bytes, size_t len, const char *what, tokenizer **out, char *err,
+                         size_t errlen) {
+    if (out) *out = nullptr;
+    if (!bytes || !what || !out) {
+        set_err(err, errlen, "%s%s", "tokenizer_load_proto: NULL argument", "");
+        return -1;
+    }
+    spm_model *tok = nullptr;
+    try {
+        tok = new (std::nothrow) spm_model();
+        if (!tok) {
+            set_err(err, errlen, "%s: out of memory%s", what, "");
+            return -1;
+        }
+        const auto status = tok->sp.LoadFromSerializedProto(std::string_view((const char *)bytes, len));
+        if (!status.ok() || tok->sp.GetPieceSize() <= 0) {
+            std::string msg = status.ok() ? "empty vocabulary" : status.message() ? status.message() : "";
+            while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();
+            set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, msg.c_str());
+            delete tok;
+            return -1;
+        }
+        tok->vocab = tok->sp.GetPieceSize();
+        take_special_ids(tok);
+        plan_chunking(tok);
+        if (!(*out = wrap(tok))) {
+            set_err(err, errlen, "%s: out of memory%s", what, "");
+            return -1;
+        }
+        return 0;
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, e.what());
+    } catch (...) {
+        set_err(err, errlen, "%s: not a usable SentencePiece model (%s)", what, "unknown error");
+    }
+    delete tok;
+    return -1;
 }
 
 }  // extern "C"

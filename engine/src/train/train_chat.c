@@ -58,6 +58,13 @@ static int on_special(void *u, mnemo_chat_special which, bool answer) {
     return push(u, (piece){.special = true, .answer = answer, .which = which});
 }
 
+/* The id a template's special stands for: BOS only for a vocabulary that starts sequences with it (SmolLM2's
+ * ChatML has none), EOS always; -1 for none. */
+static mnemo_token special_id(const mnemo_model *m, mnemo_chat_special which) {
+    if (which == MNEMO_CHAT_BOS) return mnemo_model_adds_bos(m) ? mnemo_model_bos(m) : -1;
+    return mnemo_model_eos(m);
+}
+
 /* The end of the run of text that starts at piece i (one past its last piece). */
 static size_t run_end(const render_buf *r, size_t i) {
     while (i < r->n && !r->p[i].special) i++;
@@ -89,7 +96,7 @@ train_chat_rc train_chat_tokenize(const mnemo_model *m, mnemo_chat_template tmpl
     /* pass 1: ids of every special and every whole run of text */
     for (size_t i = 0; i < r.n;) {
         if (r.p[i].special) {
-            mnemo_token id = r.p[i].which == MNEMO_CHAT_BOS ? mnemo_model_bos(m) : mnemo_model_eos(m);
+            mnemo_token id = special_id(m, r.p[i].which);
             if (id >= 0) { /* a model without BOS or EOS: nothing, as mnemo-server does */
                 if (grow((void **)&ids, &cap, n_out + 1, sizeof *ids)) goto oom;
                 ids[n_out++] = id;
@@ -99,7 +106,7 @@ train_chat_rc train_chat_tokenize(const mnemo_model *m, mnemo_chat_template tmpl
         }
         size_t j = run_end(&r, i), at = r.p[i].at, len = r.p[j - 1].at + r.p[j - 1].len - at, nf = 0;
         int32_t *full = NULL;
-        if (tokenizer_encode(m->tok, r.buf + at, len, false, &full, &nf) != 0) {
+        if (tokenizer_encode_special(m->tok, r.buf + at, len, false, &full, &nf) != 0) {
             snprintf(err, errlen, "tokenization failed");
             goto out;
         }
@@ -121,7 +128,7 @@ train_chat_rc train_chat_tokenize(const mnemo_model *m, mnemo_chat_template tmpl
     size_t k = 0; /* ids[k]: the first id of piece i */
     for (size_t i = 0; i < r.n;) {
         if (r.p[i].special) {
-            if (r.p[i].which == MNEMO_CHAT_BOS ? mnemo_model_bos(m) >= 0 : mnemo_model_eos(m) >= 0)
+            if (special_id(m, r.p[i].which) >= 0)
                 loss[k++] = r.p[i].answer;
             i++;
             continue;
@@ -132,7 +139,7 @@ train_chat_rc train_chat_tokenize(const mnemo_model *m, mnemo_chat_template tmpl
             if (q + 1 < j) { /* the next piece starts at byte b of the run: the ids of text[0, b) that agree */
                 free(pre);
                 pre = NULL;
-                if (tokenizer_encode(m->tok, r.buf + at, r.p[q + 1].at - at, false, &pre, &np) != 0) {
+                if (tokenizer_encode_special(m->tok, r.buf + at, r.p[q + 1].at - at, false, &pre, &np) != 0) {
                     snprintf(err, errlen, "tokenization failed");
                     goto out;
                 }
