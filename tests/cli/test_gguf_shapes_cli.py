@@ -66,7 +66,7 @@ src = open(os.path.join(FIX, "gguf", "gqa_q8_0.gguf"), "rb").read()
 infos = tensor_infos(src)
 cases = [  # tensor, new type (None: keep), ne — each spun the loader before shapes were checked
     ("blk.0.attn_q.weight", None, (0, 1 << 57)),         # Q/K row reorder: 1.4e17 empty rows
-    ("blk.0.ffn_down.weight", GGML_Q5_0, (0, 1 << 45)),  # q5_0 -> q8_0 conversion: 3.5e13 empty rows
+    ("blk.0.ffn_down.weight", GGML_Q5_0, (0, 1 << 45)),  # a q5_0 matrix: 3.5e13 empty rows walked before
     ("blk.1.attn_k.weight", None, (1 << 40, 0)),         # the other dim empty
 ]
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,8 @@
 /*
  * test_gguf_shapes.c — GGUF tensor shapes that lie are refused at parse time, quickly and by name. A zero dim makes
  * a tensor's byte size 0 whatever its other dims claim, so before shapes were checked a 2-D tensor [0, 2^45]
- * passed every size check and the loader walked 2^45 empty rows (q5_0 -> q8_0 conversion) or 2^57 (Q/K reorder).
+ * passed every size check and the loader walked 2^45 empty rows (a q5_0 matrix, then converted to q8_0) or 2^57
+ * (Q/K reorder).
  * Also: the row reorder refuses empty rows and head counts whose double overflows; sane files still load.
  */
 #include <stdint.h>
