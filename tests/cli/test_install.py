@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The installed layout finds its default model (SmolLM2-135M-Instruct's GGUF) on its own (issue 17 item 3; stdlib only; run by ctest).
+"""The installed layout finds its default model (SmolLM2-135M-Instruct's GGUF) on its own (stdlib only; run by ctest).
 
 Installs the build into a temporary prefix and checks: the default model and the LongLLaMA demo land in share/mnemo/models; no installed
 binary or library holds a path into the source tree but to its code (debug and line information);

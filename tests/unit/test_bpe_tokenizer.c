@@ -1,7 +1,7 @@
 /*
  * test_bpe_tokenizer.c — byte-level BPE behind the tokenizer seam, against the references that define it:
- *  - llama.cpp's own vocabulary test vectors (tests/fixtures/tokenizers/ggml-vocab-*.gguf with .inp/.out, copied
- *    from llama.cpp's models/): every input's ids equal llama.cpp's exactly, decode gives the input back, and the
+ *  - llama.cpp's own vocabulary test vectors (tests/fixtures/tokenizers/ggml-vocab-*.gguf with .inp/.out, fetched
+ *    from llama.cpp's models/ by scripts/fetch-test-vocabs.sh): every input's ids equal llama.cpp's exactly, decode gives the input back, and the
  *    streaming detokenizer gives the same text. $MNEMO_LLAMA_VOCAB_DIR adds every ggml-vocab-*.gguf found there
  *    (llama.cpp's whole models/ directory; SentencePiece and unsupported ones are skipped with a note);
  *  - Hugging Face `tokenizers` on a tiny tokenizer.json (tests/reference/make_bpe_fixtures.py): ids and decode
