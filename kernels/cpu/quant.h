@@ -7,6 +7,7 @@
 #define MNEMO_QUANT_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -176,5 +177,19 @@ kq_tile_fn kq_xtile_avx512vnni(kern_dtype dt);
 /* kern_cpu_matmul for quantized weights (quant_matmul.c); k must be whole blocks (kern_dtype_block). */
 int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                           int64_t k, float beta);
+
+/* The 16 group scales of a 256-weight super-block for the signed K-types (q3_K, q6_K): each group of 16 maps its value
+ * of largest magnitude to -levels (ggml's sign trick); returns the group scale of largest magnitude, with its sign. */
+static inline float kq_signed_group_scales(const float *x, float levels, float scale[16]) {
+    float max_scale = 0.f, amax_scale = 0.f;
+    for (int g = 0; g < 16; g++) {
+        float amax = 0.f, max = 0.f;
+        for (int e = 0; e < 16; e++)
+            if (fabsf(x[16 * g + e]) > amax) amax = fabsf(x[16 * g + e]), max = x[16 * g + e];
+        scale[g] = max / -levels;
+        if (fabsf(scale[g]) > amax_scale) amax_scale = fabsf(scale[g]), max_scale = scale[g];
+    }
+    return max_scale;
+}
 
 #endif

@@ -103,14 +103,8 @@ static void quantize_q4_K(kq_block_q4_K *y, const float *x, int64_t nsb) {
  * super-block's d puts the largest group scale at -128 (int8), as ggml's quantize_row_q6_K_ref does. */
 static void quantize_q6_K(kq_block_q6_K *y, const float *x, int64_t nsb) {
     for (int64_t i = 0; i < nsb; i++, x += KERN_QK_K) {
-        float scale[16], max_scale = 0.f, amax_scale = 0.f;
-        for (int g = 0; g < 16; g++) {
-            float amax = 0.f, max = 0.f;
-            for (int e = 0; e < 16; e++)
-                if (fabsf(x[16 * g + e]) > amax) amax = fabsf(x[16 * g + e]), max = x[16 * g + e];
-            scale[g] = max / -32.f;
-            if (fabsf(scale[g]) > amax_scale) amax_scale = fabsf(scale[g]), max_scale = scale[g];
-        }
+        float scale[16];
+        const float max_scale = kq_signed_group_scales(x, 32.f, scale);
         float id = max_scale != 0.f ? -128.f / max_scale : 0.f;
         y[i].d = kern_f32_to_f16(id != 0.f ? 1.f / id : 0.f);
         const float d = kern_f16_to_f32(y[i].d);

@@ -108,14 +108,8 @@ static void quantize_q2_K(kq_block_q2_K *y, const float *x, int64_t nsb) {
 
 static void quantize_q3_K(kq_block_q3_K *y, const float *x, int64_t nsb) {
     for (int64_t i = 0; i < nsb; i++, x += KERN_QK_K) {
-        float scale[16], max_scale = 0.f, amax_scale = 0.f;
-        for (int g = 0; g < 16; g++) {
-            float amax = 0.f, max = 0.f;
-            for (int e = 0; e < 16; e++)
-                if (fabsf(x[16 * g + e]) > amax) amax = fabsf(x[16 * g + e]), max = x[16 * g + e];
-            scale[g] = max / -4.f;
-            if (fabsf(scale[g]) > amax_scale) amax_scale = fabsf(scale[g]), max_scale = scale[g];
-        }
+        float scale[16];
+        const float max_scale = kq_signed_group_scales(x, 4.f, scale);
         const float iscale = max_scale != 0.f ? -32.f / max_scale : 0.f;
         y[i].d = kern_f32_to_f16(iscale != 0.f ? 1.f / iscale : 0.f);
         const float d = kern_f16_to_f32(y[i].d);

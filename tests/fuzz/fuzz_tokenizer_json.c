@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stream_check.h"
 #include "tokenizer.h"
 
 static const char *const TEXTS[] = {"Hello world", "  3333 ied 4 \xc2\xbd months\n\n", "<|im_start|>x<|im_end|>",
@@ -24,18 +25,7 @@ static void exercise(const tokenizer *tok, const char *text, size_t len) {
         char *out;
         size_t ol;
         if (tokenizer_decode(tok, ids, n, &out, &ol) != 0 || out[ol] != '\0') abort();
-        text_stream *ts = text_stream_new(tok, -1);
-        if (!ts) abort();
-        size_t at = 0;
-        for (size_t i = 0; i <= n; i++) {
-            const char *s;
-            size_t sl;
-            if ((i < n ? text_stream_push(ts, ids[i], &s, &sl) : text_stream_flush(ts, &s, &sl)) != 0) abort();
-            if (at + sl > ol || memcmp(out + at, s, sl) != 0) abort();
-            at += sl;
-        }
-        if (at != ol) abort();
-        text_stream_free(ts);
+        stream_equals_decode(tok, ids, n, out, ol);
         free(out);
         free(ids);
     }
