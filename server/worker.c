@@ -262,10 +262,10 @@ static void end_slot(worker *w, slot *s, ireq_end why, mnemo_finish_reason finis
     s->state = SLOT_IDLE;
     s->t_idle = t;
     s->ireq = NULL;
+    enforce_cache_budget(w); /* before the client wakes: what it sees next already respects --cache-ram */
     ireq_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
                    (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
     ireq_unref(j);
-    enforce_cache_budget(w);
 }
 
 void worker_stop(worker *w, int i, ireq_end why) {
