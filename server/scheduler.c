@@ -92,9 +92,7 @@ static void assign_slots(scheduler *s) {
 static void update_stats(scheduler *s) {
     s->stats.slots_busy = worker_busy(s->w);
     s->stats.waiting = s->n_queued;
-    s->stats.kv_used = worker_kv_used(s->w);
-    s->stats.kv_bytes = worker_kv_bytes(s->w);
-    worker_memory(s->w, &s->stats.memory);
+    worker_publish(s->w);
 }
 
 static void *loop(void *arg) {
@@ -192,6 +190,12 @@ void sched_get_stats(scheduler *s, sched_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
     pthread_mutex_unlock(&s->mu);
+    worker_gauges g;
+    worker_gauges_get(s->w, &g); /* published by the worker, fresher than the scheduler's step */
+    out->slots_busy = g.busy;
+    out->kv_used = g.kv_used;
+    out->kv_bytes = g.kv_bytes;
+    out->memory = g.memory;
 }
 
 void sched_stop_accepting(scheduler *s) {

@@ -10,6 +10,7 @@
  */
 #include "worker.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ struct worker {
     uint64_t next_order;
     mnemo_batch_entry *entries;
     slot **entry_slot;      /* which slot each batch entry belongs to */
+    pthread_mutex_t pub_mu; /* guards `published` only: /metrics reads it from HTTP threads */
+    worker_gauges published;
 };
 
 worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, char *err, size_t errlen) {
@@ -59,6 +62,7 @@ worker *worker_new(mnemo_model *model, const worker_config *cfg, metrics *mx, ch
     w->n_ctx = cfg->n_ctx;
     w->batch = cfg->batch;
     w->cache_bytes = cfg->cache_bytes;
+    pthread_mutex_init(&w->pub_mu, NULL);
     w->slots = calloc((size_t)cfg->n_slots, sizeof *w->slots);
     w->entries = calloc((size_t)cfg->n_slots, sizeof *w->entries);
     w->entry_slot = calloc((size_t)cfg->n_slots, sizeof *w->entry_slot);
@@ -89,6 +93,7 @@ void worker_free(worker *w) {
         mnemo_context_free(w->slots[i].own);
         free(w->slots[i].held);
     }
+    pthread_mutex_destroy(&w->pub_mu);
     free(w->slots);
     free(w->entries);
     free(w->entry_slot);
@@ -224,6 +229,20 @@ static void enforce_cache_budget(worker *w) {
     }
 }
 
+void worker_publish(worker *w) {
+    worker_gauges g = {.busy = worker_busy(w), .kv_used = worker_kv_used(w), .kv_bytes = worker_kv_bytes(w)};
+    worker_memory(w, &g.memory);
+    pthread_mutex_lock(&w->pub_mu);
+    w->published = g;
+    pthread_mutex_unlock(&w->pub_mu);
+}
+
+void worker_gauges_get(worker *w, worker_gauges *out) {
+    pthread_mutex_lock(&w->pub_mu);
+    *out = w->published;
+    pthread_mutex_unlock(&w->pub_mu);
+}
+
 void worker_start(worker *w, int i, ireq *j, int choice) {
     slot *s = &w->slots[i];
     ireq_ref(j);
@@ -263,6 +282,7 @@ static void end_slot(worker *w, slot *s, ireq_end why, mnemo_finish_reason finis
     s->t_idle = t;
     s->ireq = NULL;
     enforce_cache_budget(w); /* before the client wakes: what it sees next already respects --cache-ram */
+    worker_publish(w);
     ireq_end_choice(j, s->choice, why, finish, n_gen, (s->t_start - j->t_arrival) * 1e3,
                    (prefill_end - s->t_start) * 1e3, s->t_gen ? (t - s->t_gen) * 1e3 : 0.0, error);
     ireq_unref(j);

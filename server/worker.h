@@ -1,7 +1,7 @@
 /*
  * worker.h — the engine side of the scheduler: it owns one mnemo_context per slot and runs the batch.
  *
- * All functions are called from the scheduler thread only (slots are not locked). worker_step is one iteration
+ * All functions are called from the scheduler thread only (slots are not locked), except worker_gauges_get. worker_step is one iteration
  * of continuous batching:
  *   1. every generating slot samples its next token from its last logits (mnemo_generation_step) and the event
  *      goes to its request; a slot whose sequence ended becomes idle;
@@ -44,6 +44,17 @@ int64_t worker_kv_used(const worker *w);    /* KV positions filled over all busy
 int64_t worker_kv_bytes(const worker *w);
 /* Memory by kind summed over every slot's context (mnemo_context_memory). */
 void worker_memory(const worker *w, mnemo_memory_stats *sum);
+
+typedef struct {
+    int busy;
+    int64_t kv_used, kv_bytes;
+    mnemo_memory_stats memory;
+} worker_gauges;
+/* Takes the gauges above from the slots and publishes them (also done before any client is woken, so a client
+ * that reads /metrics after its answer sees the state its request left). */
+void worker_publish(worker *w);
+/* The last published gauges; any thread. */
+void worker_gauges_get(worker *w, worker_gauges *out);
 
 /* Put choice `choice` of j on an idle slot (takes a reference on j). */
 void worker_start(worker *w, int slot, ireq *j, int choice);
