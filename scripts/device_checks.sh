@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a session lent a GPU runs there, from the repository root, after `scripts/device_bundle.sh` here made
-# .device/bundle.tar.zst (carried with the tree): the CUDA checks against the CPU, then the figures issue 24 asks
-# for. Each step's output goes to $OUT/<step>.log (the device tool brings $OUT back; elsewhere ./device-out), and
+# .device/bundle.tar.zst (carried with the tree): the CUDA checks against the CPU, then the device
+# benchmarks. Each step's output goes to $OUT/<step>.log (the device tool brings $OUT back; elsewhere ./device-out), and
 # one line per step to stdout. Steps are grouped so that each group fits one 10-minute device command:
 #
 #   scripts/device_checks.sh correct     test_ops (SIMT, tc and mma prefill), the fixtures, device training, S2-Attn,

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Trains mnemo's embedded default model (issue 22, point 3): a small LongLLaMA-layout model (one memory layer, local
+# Trains mnemo's embedded default model: a small LongLLaMA-layout model (one memory layer, local
 # context 128) trained by `mnemo train --fot` from random weights on tiny shakespeare (public domain), with the
 # SentencePiece tokenizer trained on that corpus (models/tiny-shakespeare/tokenizer.model, 512 pieces), then written
 # as bf16 into models/longllama-shakespeare.
 #
 #   scripts/train_default_model.sh [CORPUS] [WORK_DIR]
-#       CORPUS    default ../shared/data/tinyshakespeare.txt (1115394 bytes)
+#       CORPUS    default data/tinyshakespeare.txt (1115394 bytes)
 #       WORK_DIR  default ~/.cache/mnemo-default-model; training continues there through --resume
 #   STEPS, BATCH, LR, THREADS override the defaults below; BUILD=build.
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$SRC/build}
 MNEMO=$BUILD/mnemo
-CORPUS=${1:-$SRC/../shared/data/tinyshakespeare.txt}
+CORPUS=${1:-$SRC/data/tinyshakespeare.txt}
 W=${2:-$HOME/.cache/mnemo-default-model}
 STEPS=${STEPS:-700}
 BATCH=${BATCH:-8}

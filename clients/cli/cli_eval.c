@@ -1,5 +1,5 @@
 /*
- * cli_eval.c — `mnemo eval <task>`: what a model remembers, measured (issue 22). Tasks: perplexity,
+ * cli_eval.c — `mnemo eval <task>`: what a model remembers, measured. Tasks: perplexity,
  * forgetting-curve, dict-lookup (their arithmetic in clients/eval/eval_tasks.h) and passkey (cli_passkey.c).
  * Every task prints a table, or with --json one JSON object per line, each with "eval": "<task>", which
  * scripts/plot_eval.py draws as a PNG. The options every task shares are parsed here (cli_eval_common.h).

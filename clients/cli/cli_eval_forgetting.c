@@ -1,5 +1,5 @@
 /*
- * cli_eval_forgetting.c — `mnemo eval forgetting-curve` (shared/papers/forgetting-curve.txt §3; the inputs and
+ * cli_eval_forgetting.c — `mnemo eval forgetting-curve` (the Forgetting Curve paper §3; the inputs and
  * lengths are defined in eval_tasks.h): for each test length, --samples pairs of a copy input [bos]S[bos]S and a
  * language-model input [bos]I[bos]S drawn from one text, teacher-forced accuracy on the second half of the second
  * S; mean and standard deviation per length, then the fine and coarse memory lengths.

@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --uio-init DIR         start from this UIO directory (its chunk, M, rank and alpha)\n"
             "  --tbptt-slots S        encoder graphs kept by reservoir sampling (default 2; 0: full BPTT)\n"
             "  --no-compensation      without the unbiased factor max(1, (t-1)/S) on memory gradients\n"
-            "long context (issue 21; --fot takes neither --s2-attn nor --smt):\n"
+            "long context (--fot takes neither --s2-attn nor --smt):\n"
             "  --s2-attn              S2-Attn in training: groups of seq-len/4, half the heads shifted by half a\n"
             "                         group (LongLoRA); served with full attention\n"
             "  --rope-scale F         linear position interpolation F; --out gets a config.json with it and\n"

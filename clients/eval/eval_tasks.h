@@ -1,8 +1,8 @@
 /*
- * eval_tasks.h — the data and the arithmetic of `mnemo eval` (issue 22), apart from any model so each can be
+ * eval_tasks.h — the data and the arithmetic of `mnemo eval`, apart from any model so each can be
  * tested on a case with a known answer. A model is reached only through an eval_scorer (eval_scorer.h).
  *
- *   forgetting curve (shared/papers/forgetting-curve.txt §3): copy input [bos]S[bos]S and language-model input
+ *   forgetting curve: copy input [bos]S[bos]S and language-model input
  *     [bos]I[bos]S, S and I disjoint spans of one text, each |S| = (L - 2) / 2 tokens for a test length L; the
  *     accuracy is teacher-forced argmax accuracy on the second half of the second S (the first half shows the
  *     model the copying). Fine memory length: the longest tested L whose copy accuracy is >= 99%; coarse: the

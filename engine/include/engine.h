@@ -125,7 +125,7 @@ MNEMO_API uint64_t mnemo_model_weight_bytes(const mnemo_model *model);
 /* True for LongLLaMA models with memory layers: their contexts have no length limit (see "LongLLaMA memory"). */
 MNEMO_API bool mnemo_model_has_memory(const mnemo_model *model);
 
-/* ---- UIO-LLM compression (issue 19; shared/specs/uio-longlora-beacon.md; wenhaoli-xmu/UIO-LLMs)
+/* ---- UIO-LLM compression (wenhaoli-xmu/UIO-LLMs)
  * A UIO-LLM is a base LLaMA plus a few weights that compress each segment of chunk_size tokens into num_memory
  * <mem> KV entries per layer: an encoder (the base with LoRA on q_proj, v_proj) reads the segment with num_memory
  * copies of a learned <mem> vector appended, and a transfer head (k_proj, v_proj with their own LoRA) turns the
@@ -318,7 +318,7 @@ MNEMO_API int32_t mnemo_context_n_ctx(const mnemo_context *ctx);
 /* Bytes of KV cache this context holds allocated (keys + values, all layers, n_ctx positions). */
 MNEMO_API uint64_t mnemo_context_kv_bytes(const mnemo_context *ctx);
 
-/* ---- LongLLaMA memory (models whose config.json has mem_layers; see shared/specs/longllama.md)
+/* ---- LongLLaMA memory (models whose config.json has mem_layers)
  * mnemo_decode on such a context follows the reference's long-input handling: all but the last
  * last_context_length tokens go through in windows of max_position_embeddings whose keys and values land in
  * the memory layers' memory; the tail stays in the local window; decoding continues there, and a full window
@@ -440,7 +440,7 @@ MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, c
  *          checksummed file tied to the model, the data and the settings (written to a temp name and renamed, so
  *          a run killed at any moment resumes from its last checkpoint and gives the same losses and final
  *          weights, bit for bit, as a run never stopped — with the same number of threads). */
-/* UIO (issue 19): a UIO-LLM's encoder LoRA (q, v), transfer-head LoRA (k, v) and <mem> token over the frozen base
+/* UIO: a UIO-LLM's encoder LoRA (q, v), transfer-head LoRA (k, v) and <mem> token over the frozen base
  * (lora_rank / lora_alpha their rank and alpha), trained over documents of seq_len tokens cut into uio_chunk-token
  * segments with the paper's unbiased incremental TBPTT (engine/src/train/uio_train.h); out_dir receives a UIO
  * directory (uio_config.json + uio.safetensors) that mnemo_model_params.uio_dir loads. */
@@ -488,7 +488,7 @@ typedef struct {
     int64_t checkpoint_every;   /* 0: only at the end (and when cancelled) */
     bool resume;                /* continue from out_dir's train_state.mnemo (settings must match) */
     bool recompute;             /* false: keep every layer's activations; true: recompute them in the backward */
-    /* Long-context training (issue 21). LongLoRA's recipe: s2_attn + LoRA+ + rope_scale. SMT: text data only. */
+    /* Long-context training. LongLoRA's recipe: s2_attn + LoRA+ + rope_scale. SMT: text data only. */
     bool s2_attn;               /* false; true: S²-Attn in training (groups of seq_len/4, half the heads shifted by
                                  * half a group, no wrap-around); inference keeps full attention */
     double rope_scale;          /* 0: the model's RoPE; F >= 1: linear position interpolation F in training, and

@@ -1,7 +1,7 @@
 /*
  * bench_engine.c — CPU prefill and decode throughput of the real forward pass (llama_forward) on a random
  * model with LongLLaMA-3B's layer shape (hidden 3200, ffn 8640, 32 heads x 100, vocab 32000), measured against
- * the machine's own limits taken in the same run (issue 23's honest bounds):
+ * the machine's own limits taken in the same run:
  *   - decode: weight + KV bytes read per token / read-only bandwidth (a vectorised sum over 256 MB, all threads,
  *     measured right after each token)  ->  fraction of the bandwidth bound (copy bandwidth also shown)
  *   - prefill: the time the FLOPs would take at the peak of the instructions the kernels use — the matmuls at

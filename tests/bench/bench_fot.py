@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """FoT cross-batch training on the CPU: tokens/s against the plain step and against PyTorch, and peak RSS at long
-seq_len with and without --recompute (issue 21, items 4 and 6).
+seq_len with and without --recompute.
 
   python3 tests/bench/bench_fot.py speed [--seq-len 1024] [--pairs 3] [--steps 4] [--threads 2] [--jsonl FILE]
   python3 tests/bench/bench_fot.py rss [--seq-lens 2048,8192,32768] [--threads 2] [--jsonl FILE]

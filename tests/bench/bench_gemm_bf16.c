@@ -1,9 +1,9 @@
 /*
  * bench_gemm_bf16.c — the prefill GEMMs of bf16 weights, y[m,n] = x[m,k] . w[n,k]^T with x fp32, on each way
- * this machine can do them, to pick the fastest (issue 23):
- *   sgemm-f32      OpenBLAS sgemm on fp32 weights (the f32 model's path before issue 23; the fallback)
+ * this machine can do them, to pick the fastest:
+ *   sgemm-f32      OpenBLAS sgemm on fp32 weights (the fallback)
  *   f32-tiles      mnemo's AVX-512 FMA tiles on fp32 weights (kernels/cpu/cpu_gemm_f32.c, through the matmul op)
- *   widen+sgemm    bf16 weights widened to fp32 panels + sgemm (mnemo's EXACT mode; the path before issue 23)
+ *   widen+sgemm    bf16 weights widened to fp32 panels + sgemm (mnemo's EXACT mode)
  *   bf16dot        mnemo's AVX512_BF16 tiles (FAST mode: kernels/cpu/cpu_gemm_bf16dot.c, through the matmul op)
  *   onednn         oneDNN (libdnnl, Debian 2.6) bf16 x bf16 -> f32 matmul, x rounded to bf16 inside the timing
  *   libxsmm        libxsmm (Debian 1.17) libxsmm_xgemm_omp, bf16 in, f32 out, x rounded inside the timing

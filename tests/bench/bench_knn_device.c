@@ -1,8 +1,8 @@
 /*
- * bench_knn_device.c — kNN memory searched on the device (issue 24, point 3): top-k over one head's keys by
+ * bench_knn_device.c — kNN memory searched on the device: top-k over one head's keys by
  * memstore's IVF-grow mirror (mem_device_ivf.c: topk_ip over every centroid, then ivf_scan_topk over the nprobe
  * best cells) against the exact flat search (topk_ip: GEMM + k-selection over every key), with recall@k of both
- * approximate searches (device mirror, host IVF-grow) against the exact one. Target (issue 24): top-128 over 1M
+ * approximate searches (device mirror, host IVF-grow) against the exact one. Target: top-128 over 1M
  * keys per head <= 1 ms.
  *
  * Keys (bf16, one head) are "nested" clusters as bench_recall's (rows/64 clusters around 100 centres, random

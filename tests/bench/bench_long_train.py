@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Long-context training on the CPU (issue 21 points 4 and 6): peak RSS of each method with and without --recompute,
+"""Long-context training on the CPU: peak RSS of each method with and without --recompute,
 and training tokens/s of each method against the plain step and against PyTorch doing the same step.
 
   python3 tests/bench/bench_long_train.py rss   [--lens 2048,8192,32768] [--methods s2] [--case s2small] [--threads 2]

@@ -1,6 +1,6 @@
 /*
  * bench_longctx.c — long-context scaling through the PUBLIC API (mnemo_model_load, mnemo_context_new,
- * mnemo_decode, mnemo_context_memory) on a small random-weight model in LongLLaMA layout (issue 5, item 8).
+ * mnemo_decode, mnemo_context_memory) on a small random-weight model in LongLLaMA layout.
  *
  * What it measures, for each mode and context length N:
  *   - prefill: the wall time of one mnemo_decode over N token ids (the tokenizer is bypassed);

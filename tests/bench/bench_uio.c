@@ -1,5 +1,5 @@
 /*
- * bench_uio.c — UIO-LLM compression at length (issue 19, point 5), through the PUBLIC API (mnemo_model_load with
+ * bench_uio.c — UIO-LLM compression at length, through the PUBLIC API (mnemo_model_load with
  * uio_dir, mnemo_context_new, mnemo_decode, mnemo_context_memory) on a small random-weight LLaMA with random UIO
  * weights (non-zero LoRA), written to a temp dir.
  *

@@ -1,5 +1,5 @@
 /*
- * bench_uio_tbptt.c — the paper's Table 4 at small scale (issue 19, point 3): how well unbiased incremental TBPTT's
+ * bench_uio_tbptt.c — the paper's Table 4 at small scale: how well unbiased incremental TBPTT's
  * gradient matches full BPTT's. For each trial (a mini-batch of B documents of N tokens) the gradient of every UIO
  * tensor by full BPTT (S = 0) and by the reservoir with S slots, with and without the compensation factor (the same
  * draws for both), and the ratio r = |g_reservoir| / |g_full|; printed: mean and variance of r over the trials, for

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The FoT paper's dictionary-lookup result (Appendix F, Figure 10) at small scale, trained by mnemo itself
-# (issue 22, point 2): a LongLLaMA-layout model (one memory layer) trained with cross-batch, and a plain model of the
+#: a LongLLaMA-layout model (one memory layer) trained with cross-batch, and a plain model of the
 # same size as the baseline; then value accuracy against dictionary length, the FoT model's memory dense and kNN
 # (k = 32; flat and IVF-grow), the baseline seeing its training window.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of `mnemo train`'s long-context methods (issue 21; stdlib only; run by ctest).
+"""End-to-end tests of `mnemo train`'s long-context methods (stdlib only; run by ctest).
 
 - LongLoRA's recipe: --s2-attn --lora-plus --rope-scale 2 on a model with a 128-position window trains at seq_len
   256, writes config.json with rope_scaling linear 2 and max_position_embeddings 256; `mnemo export --merge` takes

@@ -17,7 +17,7 @@ Checks, exit 1 on any failure:
   - every tensor of adapter_model.safetensors is used (peft silently ignores unknown names), and
     every LoRA parameter peft created got a value from the file;
   - with --logits (MNFXLGT1, tests/reference/README.md; one record per prompt, same order, as
-    mnemo writes them for base + adapter): max |peft - mnemo| <= --tol (default 1e-4, issue 18).
+    mnemo writes them for base + adapter): max |peft - mnemo| <= --tol.
 It always prints, per prompt, max |adapter - base| (an adapter that changes nothing is suspicious)
 and with --write saves peft's logits as MNFXLGT1 for the C side.
 """

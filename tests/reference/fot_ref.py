@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One FoT cross-batch training step (loss and autograd gradients) in PyTorch, written for mnemo's tests from the
-Focused Transformer paper (§3.2, Appendix A.2, B.3, Listing 1) and shared/specs/longllama.md §5. The model pieces
+Focused Transformer paper (§3.2, Appendix A.2, B.3, Listing 1) and modeling_longllama.py. The model pieces
 (config, RMSNorm, rotate_half RoPE tables) are longllama_ref.py's; nothing here is shared with the C code.
 
 The statement:

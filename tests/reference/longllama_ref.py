@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small PyTorch reference of LongLLaMA's (Focused Transformer) inference forward, written from
-shared/specs/longllama.md §4 for mnemo's tests. Not a copy of the upstream code; the facts it relies on were
+the LongLLaMA paper and modeling_longllama.py for mnemo's tests. Not a copy of the upstream code; the facts it relies on were
 checked against CStanKonrad/long_llama src/modeling_longllama.py (function names below refer to that file).
 
 Model: LLaMA blocks (pre-RMSNorm, attention, residual; RMSNorm, down(silu(gate(x)) * up(x)), residual; final

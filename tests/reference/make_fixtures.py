@@ -3,12 +3,12 @@
 
 Run once by hand (never in CI), from the repository root:
 
-    /work/pyref/bin/python tests/reference/make_fixtures.py [path/to/tinyshakespeare.txt]
+    build/train-venv/bin/python tests/reference/make_fixtures.py [path/to/tinyshakespeare.txt]
 
 Needs: `spm_train` on PATH (Debian package `sentencepiece`) and a Python with
 torch, transformers, sentencepiece, safetensors, numpy (versions used are
 recorded in every reference.json; see tests/reference/README.md).
-Default corpus: /work/shared/data/tinyshakespeare.txt.
+Default corpus: data/tinyshakespeare.txt.
 
 Writes (everything deterministic: fixed seeds, 1 torch thread, relative paths
 for spm_train so the .model bytes do not embed a temp dir):
@@ -42,7 +42,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 MODELS_DIR = os.path.join(FIX, "models")
 TOK_PATH = os.path.join(FIX, "tokenizer.model")
-DEFAULT_CORPUS = "/work/shared/data/tinyshakespeare.txt"
+DEFAULT_CORPUS = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 
 BOS, EOS = 1, 2
 VOCAB = 512

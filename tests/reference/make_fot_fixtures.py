@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fixtures of one FoT cross-batch training step (issue 21, items 1 and 5) from tests/reference/fot_ref.py.
+"""Fixtures of one FoT cross-batch training step from tests/reference/fot_ref.py.
 Run by hand (never in CI), from the repository root:
 
     build/train-venv/bin/python tests/reference/make_fot_fixtures.py [--check]

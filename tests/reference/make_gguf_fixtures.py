@@ -1,7 +1,7 @@
 """Writes tests/fixtures/gguf/: GGUF files made with the upstream gguf-py writer (pip package `gguf`, the one
 llama.cpp's convert_hf_to_gguf.py uses), so mnemo's GGUF reader is checked against bytes it did not write.
 
-    /work/main/build/train-venv/bin/python tests/reference/make_gguf_fixtures.py
+    build/train-venv/bin/python tests/reference/make_gguf_fixtures.py
 
 - gqa_q8_0.gguf: tests/fixtures/models/gqa (8/2 heads) as convert_hf_to_gguf.py --outtype q8_0 writes it: llama.*
   metadata, the SentencePiece vocabulary as tokenizer.ggml.* (tokens, scores, types, as convert's

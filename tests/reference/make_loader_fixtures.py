@@ -3,7 +3,7 @@
 
 Run once by hand (never in CI), from the repository root:
 
-    /work/pyref/bin/python tests/reference/make_loader_fixtures.py
+    build/train-venv/bin/python tests/reference/make_loader_fixtures.py
 
 Needs torch and safetensors (transformers >= 5 no longer writes pytorch_model.bin, so the HF-style files are
 written the way older transformers did: torch.save(model.state_dict())). Every file is a few KB and fully

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generate mnemo's LongLLaMA fixtures (tests/fixtures/longllama/<model>/) from tests/reference/longllama_ref.py,
-a PyTorch reference written from shared/specs/longllama.md §4. Run once by hand (never in CI), from the repo root:
+a PyTorch reference written from modeling_longllama.py's semantics. Run once by hand (never in CI), from the repo root:
 
-    /work/pyref/bin/python tests/reference/make_longllama_fixtures.py [--upstream DIR]
+    build/train-venv/bin/python tests/reference/make_longllama_fixtures.py [--upstream DIR]
 
 --upstream DIR: the src/ directory of CStanKonrad/long_llama (modeling_longllama.py; not committed). Every dense
 case is then replayed through the upstream model with the same weights and inputs (same fed tokens) and the max
@@ -290,7 +290,7 @@ def main():
                 continue
             sfx = "" if which == "dense" else "_knn"
             ref = {"format": "mnemo-longllama-fixture", "version": 1, "model": name,
-                   "generator": "tests/reference/longllama_ref.py (from shared/specs/longllama.md section 4)",
+                   "generator": "tests/reference/longllama_ref.py (LongLLaMA memory layers)",
                    "torch": torch.__version__, "transformers": transformers.__version__,
                    "weight_seed": spec["seed"],
                    "config": {k: cj[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""PyTorch statements of S²-Attn (LongLoRA) and sparse memory training (SMT), and their fixtures (issue 21).
+"""PyTorch statements of S²-Attn (LongLoRA) and sparse memory training (SMT), and their fixtures.
 
 Run by hand (never in CI), from the repository root, in the venv of setup_train_venv.sh:
 
     build/train-venv/bin/python tests/reference/make_s2_smt_fixtures.py [--check]
 
 Written from the papers and the spec, not from mnemo's C:
-  S²-Attn (../shared/papers/longlora.txt §3.2; ../shared/specs/uio-longlora-beacon.md, the no-leak form): an
+  S²-Attn: an
     explicit boolean mask per head — the first half of the heads sees keys of its own group [kg, (k+1)g), the second
     half groups shifted by g/2 ([0, g/2), [g/2, 3g/2), ..., [T-g/2, T)), causal inside, no wrap-around — applied in
     a plain softmax (a transformers attention function registered as "s2_mask"); RoPE before, global positions.
-  SMT (../shared/papers/sparse-memory-training.txt §3, Algorithm 1, eq. 2-3): Algorithm 1 in Python over the same
+  SMT: Algorithm 1 in Python over the same
     random stream as the C sampler (splitmix64; Floyd's draws), the sampled memory tokens at their original
     position_ids followed by the target part; loss = mean CE over the target part + beta * mean CE of the plain
     first seq_len + 1 tokens at positions 0..seq_len-1.

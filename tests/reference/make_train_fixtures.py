@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate mnemo's training reference fixtures (issue 18): gradients, LoRA, AdamW runs, adapter interop.
+"""Generate mnemo's training reference fixtures: gradients, LoRA, AdamW runs, adapter interop.
 
 Run by hand (never in CI), from the repository root, in the venv of setup_train_venv.sh:
 
@@ -42,7 +42,7 @@ from safetensors.torch import save_file
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 MODELS = "tests/fixtures/models"          # relative to ROOT: peft records it in adapter_config.json
-CORPUS = "/work/shared/data/tinyshakespeare.txt"
+CORPUS = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 TOKENIZER = "tests/fixtures/tokenizer.model"
 
 SEQ_LEN = 16

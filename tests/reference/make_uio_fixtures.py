@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate mnemo's UIO-LLMs inference fixtures (issue 19, point 4, inference half) into tests/fixtures/uio/.
+"""Generate mnemo's UIO-LLMs inference fixtures into tests/fixtures/uio/.
 
 Run by hand (never in CI), from the repository root, in the venv of setup_train_venv.sh:
 
@@ -47,7 +47,7 @@ import uio_reference as U  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 MODELS = "tests/fixtures/models"
-CORPUS = "/work/shared/data/tinyshakespeare.txt"
+CORPUS = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 TOKENIZER = "tests/fixtures/tokenizer.model"
 EOS = 2
 

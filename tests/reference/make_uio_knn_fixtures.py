@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate the fixture of mnemo's UIO option (b) — compressed memory past a budget in a kNN store — into
-tests/fixtures/uio_knn/ (issue 19, 2(b)). The semantics are the extended statement in uio_reference.py (its
+tests/fixtures/uio_knn/. The semantics are the extended statement in uio_reference.py (its
 docstring, "Beyond the reference"): store slots at RoPE position 0, the rest of [memory | raw | new] at 0..N-1.
 
 One case over an existing UIO fixture (tests/fixtures/uio/gqa_c12_m3: GQA base, chunk_size 12, 3 <mem> slots per

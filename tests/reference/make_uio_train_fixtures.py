@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate mnemo's UIO training fixtures (issue 19, points 3-4) into tests/fixtures/uio_train/.
+"""Generate mnemo's UIO training fixtures into tests/fixtures/uio_train/.
 
 Run by hand (never in CI), from the repository root:
 

@@ -5,7 +5,7 @@ A demo, not a useful model: ~1M parameters trained for a few minutes on tiny sha
 fixture tokenizer, so `build/mnemo generate --prompt ...` prints Shakespeare-like text out of the box.
 Run once by hand (never in CI), from the repository root:
 
-    /work/pyref/bin/python tests/reference/train_demo_model.py [--minutes 12]
+    build/train-venv/bin/python tests/reference/train_demo_model.py [--minutes 12]
 
 Needs torch, transformers, sentencepiece, safetensors. Deterministic seed; wall-clock budget, so the exact
 loss depends on the machine's speed (the one reached is written into the model's README).
@@ -24,7 +24,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOK = os.path.join(ROOT, "tests", "fixtures", "tokenizer.model")
 OUT = os.path.join(ROOT, "models", "tiny-shakespeare")
-TEXT = "/work/shared/data/tinyshakespeare.txt"
+TEXT = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 
 
 def main():
@@ -98,7 +98,7 @@ A {n_params / 1e6:.2f}M-parameter LLaMA (4 layers, hidden 128, 4 heads, ffn 344,
 fixture tokenizer. Validation loss {vl:.3f} nats/token on the held-out last 5%. It exists so `mnemo generate` prints
 Shakespeare-like text with nothing downloaded; it is not a useful language model.
 
-Regenerate: `/work/pyref/bin/python tests/reference/train_demo_model.py --minutes {args.minutes:g}`
+Regenerate: `build/train-venv/bin/python tests/reference/train_demo_model.py --minutes {args.minutes:g}`
 """)
     print("saved", OUT, sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT)), "bytes")
 

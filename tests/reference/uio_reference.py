@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A small PyTorch reference of UIO-LLMs inference, written for mnemo's tests (issue 19, point 4) from
-shared/specs/uio-longlora-beacon.md ("UIO-LLMs: facts from the reference code wenhaoli-xmu/UIO-LLMs @d486c3e")
-and shared/papers/uio-llms.txt. No code is copied from the reference; function names below refer to its
+"""A small PyTorch reference of UIO-LLMs inference, written for mnemo's tests from
+the reference code wenhaoli-xmu/UIO-LLMs @d486c3e
+and the UIO-LLMs paper. No code is copied from the reference; function names below refer to its
 src/modifiers/modify_llama_ccf.py and src/modifier.py, where the facts were confirmed.
 
 Model = a base LLaMA (HF LlamaForCausalLM weights: pre-RMSNorm blocks, rotate_half RoPE, SwiGLU MLP, final
@@ -49,7 +49,7 @@ generate(prompt, n) (SegmentRecurrentModifier.generate): fresh session; prompt[:
   accumulator, compression when the accumulator reaches C) to produce the next; stop after n new tokens or
   after EOS (id 2 unless told); the last new token is not fed.
 
-Beyond the reference, mnemo's option (b) (issue 19, 2(b); session(budget=B), B > 0): the reference's RoPE table
+Beyond the reference, mnemo's kNN memory (session(budget=B), B > 0): the reference's RoPE table
 bounds memory + raw (4096 positions). With a memory budget B, after every compression the oldest mem_slots - B
 memory slots of every layer leave [memory | raw] for a per-layer STORE, and stay there for good. The decoder then
 attends over [store | memory | raw | new] in one softmax: memory, raw and new keep positions 0..N_local-1 exactly as
@@ -59,7 +59,7 @@ query (no causal mask: all of it is older than any query). This is the DENSE sta
 (mem_knn_k = k) keeps, per query and head, the k store slots of largest q_rot . k (k >= the store: this statement).
 B = 0 or B >= every slot ever made: the reference itself (no slot ever leaves).
 
-Option (a) of issue 19, beyond the reference (keep_raw W, 0 <= W <= C; W = 0 is everything above, unchanged):
+Raw tokens kept beside the memory, beyond the reference (keep_raw W, 0 <= W <= C; W = 0 is everything above, unchanged):
   "keep the last W raw tokens after a compression so the next token does not see only memory". When a segment is
   compressed, the raw K/V of its LAST W tokens stay in the raw cache (ahead of any raw tokens that follow them);
   the rest of its raw K/V leave as before. The accumulator is unchanged (the kept tokens are never compressed
@@ -208,7 +208,7 @@ class UioWeights:
         return cls(config, t[0], enc, t[1 + 4 * n], dec)
 
     def as_named(self):
-        """mnemo's uio.safetensors names (issue 19)."""
+        """mnemo's uio.safetensors names."""
         out = {"encoder.retrieval_token": self.retrieval_token, "decoder.repeat_token": self.repeat_token}
         for l, e in enumerate(self.enc):
             for p in self.ENC:

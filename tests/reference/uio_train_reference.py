@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch reference of UIO-LLMs training (issue 19, point 3): the gradient of one document's segment losses with
+"""PyTorch reference of UIO-LLMs training: the gradient of one document's segment losses with
 respect to every UIO parameter, by full BPTT and by the paper's (unbiased) incremental TBPTT with a reservoir.
-Written from shared/papers/uio-llms.txt (3.3, appendices A and B) and shared/specs/uio-longlora-beacon.md
+Written from the UIO-LLMs paper (3.3, appendices A and B) and its reference code
 ("Training"), on top of uio_reference.py's forward (the same model as inference). No code is copied.
 
 Semantics (mnemo's engine/src/train/uio_train.h says the same):

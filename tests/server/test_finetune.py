@@ -1,4 +1,4 @@
-"""Fine-tuning over HTTP (issue 20) against the real server: the official openai client uploads a file, creates a
+"""Fine-tuning over HTTP against the real server: the official openai client uploads a file, creates a
 job, follows it and uses the fine-tuned model; cancel, list and pagination; malformed requests; the worker and the
 server killed with SIGKILL mid-job, restarted, and the job finishing from its last checkpoint with the same adapter,
 bit for bit, as a run never interrupted; inference served while a job trains; --train-device.

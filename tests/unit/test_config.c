@@ -1,6 +1,6 @@
 /*
  * test_config.c — model_config_parse/load: the committed fixture configs (MHA, GQA, linear RoPE scaling),
- * the LongLLaMA-3B config (shared/specs/longllama.md §1), defaults, model_type fallback, eos lists,
+ * the LongLLaMA-3B config (syzymon/long_llama_3b's config.json), defaults, model_type fallback, eos lists,
  * transformers-5 rope_parameters; then bad configs, each with the message substring it must produce
  * ("not supported" for unsupported features, which the API maps to MNEMO_ERR_UNSUPPORTED).
  */

@@ -1,5 +1,5 @@
 /*
- * test_long_trainer.c — issue 21's methods through mnemo_trainer: LongLoRA's recipe (S²-Attn + LoRA+ + rope_scale 2)
+ * test_long_trainer.c — the long-context training methods through mnemo_trainer: LongLoRA's recipe (S²-Attn + LoRA+ + rope_scale 2)
  * and SMT (M 112, n 16, beta 1; shuffled, 2 micro-batches of 2 rows), each stopped after step 4 without a save
  * (what SIGKILL leaves: the step-3 checkpoint) and resumed: every step's loss and the final adapter bit for bit the
  * uninterrupted run's, with and without --recompute on the resumed half. Also: the written config.json (linear 2,

@@ -1,6 +1,6 @@
 /*
- * test_mem_device_ivf.c — IVF-grow searched on the device (memstore's mirror of the host index, mem_device_ivf.c,
- * issue 24 point 3) against the host IVF-grow search and exact kNN.
+ * test_mem_device_ivf.c — IVF-grow searched on the device (memstore's mirror of the host index, mem_device_ivf.c)
+ * against the host IVF-grow search and exact kNN.
  *
  * A store of 2 heads x 64 dims (bf16, IVF-grow, nprobe 16) takes 20000 rows of clustered random keys (200 clusters,
  * as bench_recall's) in appends of uneven sizes, a device copy synced after each (as the engine does), so the index

@@ -1,5 +1,5 @@
 /*
- * test_train_checkpoint.c — training checkpoints (issue 18 item 7): saved and loaded bit for bit; a corrupt,
+ * test_train_checkpoint.c — training checkpoints: saved and loaded bit for bit; a corrupt,
  * truncated, foreign (other fingerprint), other-settings or misshapen file is refused with a message and the
  * caller's buffers stay exactly as they were.
  */

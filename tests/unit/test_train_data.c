@@ -1,5 +1,5 @@
 /*
- * test_train_data.c — the training data of issue 18 item 6: a text file becomes windows of seq_len + 1 ids that
+ * test_train_data.c — the training data: a text file becomes windows of seq_len + 1 ids that
  * overlap by one (BOS + the file's ids), in order or a per-epoch permutation drawn from the seed alone; a JSON-lines
  * file becomes padded rows whose loss covers the completion and EOS only; every bad file is refused at open with
  * the file (and line) named. A chat-format line ({"messages": [...]}) becomes the model's chat template rendered and

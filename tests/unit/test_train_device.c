@@ -1,6 +1,6 @@
 /*
  * test_train_device.c — training on a device backend (CUDA; in CI the CPU emulator, tests/cuda/emu) against the same
- * run on the CPU (issue 24, point 4). Each case trains a tiny fixture model through mnemo_trainer on both backends
+ * run on the CPU. Each case trains a tiny fixture model through mnemo_trainer on both backends
  * from the same settings (batch 2 x 8 tokens, 3 steps, AdamW with clipping at 1.0 and a warmup + cosine schedule):
  *   full fine-tuning   bf16 weights widened to fp32 master copies (on the device: from the uploaded weights)
  *   LoRA               r 4 on every projection (q,k,v,o,gate,up,down), fp32 weights, SGD with momentum + decay

@@ -6,7 +6,7 @@
  *   - train.txt becomes exactly the reference stream's 30 windows, and every step of the recorded AdamW runs
  *     (G = 1 and G = 2, which wraps) takes the windows train_data gives;
  *   - the learning rate of every recorded step is lr_schedule's (cosine, warmup 2, 10 steps).
- * Gradients and optimizer steps are checked when the backward lands (issue 18).
+ * Gradients and optimizer steps are checked when the backward lands.
  */
 #include <jansson.h>
 #include <math.h>

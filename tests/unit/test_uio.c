@@ -1,5 +1,5 @@
 /*
- * test_uio.c — UIO-LLM compression inference (issue 19, points 1 and 4) against the PyTorch reference's fixtures
+ * test_uio.c — UIO-LLM compression inference against the PyTorch reference's fixtures
  * (tests/fixtures/uio, made by tests/reference/make_uio_fixtures.py from tests/reference/uio_reference.py; its
  * README gives the semantics). Every case (mha_c16_m4, mha_c16_m2_bf16, gqa_c12_m3), from both checkpoint formats
  * (the reference's uio.pth and mnemo's uio.safetensors), on a fresh context each time:

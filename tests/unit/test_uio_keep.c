@@ -1,5 +1,5 @@
 /*
- * test_uio_keep.c — UIO option (a), mnemo_context_params.uio_keep_raw W (issue 19, point 2a), against the PyTorch
+ * test_uio_keep.c — UIO option (a), mnemo_context_params.uio_keep_raw W, against the PyTorch
  * reference with the same option (tests/reference/uio_reference.py keep_raw; fixtures tests/fixtures/uio/keep_raw:
  * the mha_c16_m4 weights, C 16, M 4, W 5 (the kept rows move down the cache) and W 14 (> C - M: the first time they
  * move up, a positive position shift), 4 compressions, one during generation). For each case, on each device:

@@ -1,5 +1,5 @@
 /*
- * test_uio_knn.c — UIO options beyond the reference (issue 19, point 2), on the CPU:
+ * test_uio_knn.c — UIO options beyond the reference, on the CPU:
  * (b) uio_mem_budget: <mem> entries past the budget in a kNN memstore, attended at position 0
  *   - tests/fixtures/uio_knn/gqa_c12_m3_b7 (make_uio_knn_fixtures.py, the extended statement in uio_reference.py:
  *     budget 7, 8 compressions, 17 entries stored): logits of every fed token within 1e-4 with dense store attention

@@ -1,7 +1,7 @@
 /*
  * threads_api.c — how libengine's CPU threads behave on a machine shared with other work.
  *
- * Two things went wrong there (issue 17, measured with tests/bench/bench_long_prompt.py):
+ * Two things went wrong there:
  *   - OpenMP (libgomp) lets a worker that runs out of work spin for up to ~300000 pause loops (milliseconds)
  *     before it sleeps. With another CPU-bound job on the machine, the spinning workers hold the cores that the
  *     one worker still computing — and the other job — wait for, and every parallel step ends late: a long

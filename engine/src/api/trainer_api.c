@@ -178,7 +178,7 @@ static char *state_path(const mnemo_trainer *t) {
     return s;
 }
 
-/* Issue 21's settings: S2-Attn's group fits seq_len, the RoPE factor, SMT's shape (its defaults filled in t->smt). */
+/* Long-context settings: S2-Attn's group fits seq_len, the RoPE factor, SMT's shape (its defaults filled in t->smt). */
 static mnemo_status check_long_params(mnemo_trainer *t, const mnemo_train_params *p) {
     if (p->s2_attn && (p->seq_len % 8))
         return tfail(t, MNEMO_ERR_INVALID_ARG, "S2-Attn splits seq_len into 4 groups shifted by half a group: seq_len "

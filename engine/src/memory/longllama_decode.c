@@ -1,6 +1,6 @@
 /*
  * longllama_decode.c — memory_ops.decode for LongLLaMA: the reference's long-input handling
- * (modeling_longllama.py _handle_long_input, shared/specs/longllama.md §4) on top of the local window
+ * (modeling_longllama.py _handle_long_input, CStanKonrad/long_llama) on top of the local window
  * (the context's kv_cache, W = max_position_embeddings positions) and the memory layers' stores.
  *
  *   prefix = all but the last last_context_length tokens, in windows of W:

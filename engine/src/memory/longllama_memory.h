@@ -1,7 +1,7 @@
 /*
  * longllama_memory.h — the per-context state of a LongLLaMA (Focused Transformer) model, the first implementation
  * of the memory table (memory.h; its row: longllama_ops.c): the local cache window and the memory of each memory
- * layer, following shared/specs/longllama.md §4 (checked against the reference modeling_longllama.py):
+ * layer, following the reference modeling_longllama.py (CStanKonrad/long_llama):
  *   - The local cache holds at most W = max_position_embeddings tokens; RoPE positions are relative to its
  *     first token (0 .. n_local-1), so the ordinary kv_cache with pos0 = n_local serves as the local cache.
  *   - A call whose tokens do not fit next to the local cache first flushes it: memory layers append its keys

@@ -1,5 +1,5 @@
 /*
- * uio_keep.c — option (a) of issue 19 beyond the reference (mnemo_context_params.uio_keep_raw = W > 0): when a
+ * uio_keep.c — raw tokens kept beside the compressed memory, beyond the reference (mnemo_context_params.uio_keep_raw = W > 0): when a
  * segment is compressed, the raw K/V of its last W tokens stay in the cache right after the new memory instead of
  * leaving with the rest, so the token after a compression still sees the segment's end verbatim.
  *

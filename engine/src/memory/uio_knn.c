@@ -1,12 +1,12 @@
 /*
- * uio_knn.c — option (b) of issue 19, beyond the reference: UIO's compressed memory past a budget moves to a kNN
+ * uio_knn.c — a kNN memory for UIO, beyond the reference: UIO's compressed memory past a budget moves to a kNN
  * memstore per layer and is retrieved top-k per query, as LongLLaMA's memory is (uio_memory.h, struct uio_knn;
  * tests/fixtures/uio_knn/README.md gives the semantics and the PyTorch statement of them).
  *
  * Positions: the reference's RoPE table bounds memory + raw (4096 positions). Here the cache keeps the B newest
  * <mem> entries at positions 0..B-1 and the raw tokens after them, as the reference lays out [memory | raw]; an
  * entry leaving the cache has no position left in it, so it is stored unrotated — "at position 0", the choice
- * LongLLaMA's memory layers make for their memory keys (shared/specs/longllama.md §4) — and a query at position p
+ * LongLLaMA's memory layers make for their memory keys — and a query at position p
  * scores it as q_p . k. The transfer head produces keys before RoPE, so stored keys are exact (never un-rotated).
  * When entries leave, those staying shift down by as many rows and are rotated again, from their pre-RoPE copies
  * (kpre), at their new positions: the cache always holds what the reference would hold with those entries alone.

@@ -1,7 +1,7 @@
 /*
- * uio_memory.h — the per-context state of a UIO-LLM (issue 19), the second implementation of the memory table
+ * uio_memory.h — the per-context state of a UIO-LLM, the second implementation of the memory table
  * (memory.h; its row: uio_ops.c). Semantics: tests/fixtures/uio/README.md ("Semantics"), from
- * shared/specs/uio-longlora-beacon.md and the reference wenhaoli-xmu/UIO-LLMs.
+ * the UIO-LLMs paper and its reference code wenhaoli-xmu/UIO-LLMs.
  *
  * Decoder side (uio_ops.c): the context's own KV cache IS the concatenation [memory | raw]:
  *     rows [0, n_mem)              the <mem> entries of every compressed segment, in order (M per segment)

@@ -1,5 +1,5 @@
 /*
- * uio_weights.h — a UIO-LLM's own weights (issue 19; shared/specs/uio-longlora-beacon.md, UIO-LLMs): what turns a
+ * uio_weights.h — a UIO-LLM's own weights: what turns a
  * base LLaMA into a compressor of segments into <mem> KV entries. A UIO directory holds
  *   uio_config.json   the reference's keys: num_memory M, lora_rank r, lora_alpha, lora_dropout (unused at
  *                     inference), chunk_size C (a multiple of M)

@@ -1,5 +1,5 @@
 /*
- * lora.h — a LoRA adapter in Hugging Face peft's format, applied without merging (issue 18, item 4).
+ * lora.h — a LoRA adapter in Hugging Face peft's format, applied without merging.
  *
  * A directory holds adapter_config.json (peft_type "LORA", r, lora_alpha, target_modules among q_proj, k_proj,
  * v_proj, o_proj, gate_proj, up_proj, down_proj, use_rslora) and adapter_model.safetensors (or .bin) with, per

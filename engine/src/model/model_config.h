@@ -1,6 +1,6 @@
 /*
  * model_config.h — config.json of a LlamaForCausalLM / LongLlamaForCausalLM checkpoint, parsed and validated.
- * The LongLLaMA fields are kept for the long-context issue (see shared/specs/longllama.md §1).
+ * The LongLLaMA fields are kept for LongLLaMA checkpoints (CStanKonrad/long_llama's config.json).
  */
 #ifndef MNEMO_MODEL_CONFIG_H
 #define MNEMO_MODEL_CONFIG_H

@@ -1,5 +1,5 @@
 /*
- * fot_attention.h — the attention of a LongLLaMA memory layer during FoT cross-batch training (issue 21, item 1),
+ * fot_attention.h — the attention of a LongLLaMA memory layer during FoT cross-batch training,
  * forward and backward, composed from the attention ops of the op table (no op of its own).
  *
  * Row r's queries (T of them, rotated as usual at positions 0..T-1) see, in ONE softmax, the keys of every extra

@@ -1,5 +1,5 @@
 /*
- * fot_schedule.h — FoT cross-batch schedules (issue 21, item 1; paper §3.2, Appendix A.2 and B.3): which extra
+ * fot_schedule.h — FoT cross-batch schedules (paper §3.2, Appendix A.2 and B.3): which extra
  * contexts each batch row's memory layers attend to.
  *
  * Text: segments "F(P,N)" separated by commas, F a fraction of the batch ("1/4", "1/2", "1"), P the number of

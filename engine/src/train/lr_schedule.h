@@ -1,6 +1,6 @@
 /*
  * lr_schedule.h — the learning rate of each optimizer step, and global gradient-norm clipping, with the semantics
- * of the PyTorch code users compare against (issue 18, item 5):
+ * of the PyTorch code users compare against:
  *   - schedules as transformers' get_{constant,linear,cosine}_schedule_with_warmup (a LambdaLR stepped after every
  *     optimizer step, so step s, counted from 0, uses lr * lambda(s)):
  *       warmup   lambda(s) = s / W                                   for s < W

@@ -1,5 +1,5 @@
 /*
- * model_grad.h — the loss of a LLaMA model on a batch and the gradient of every parameter (issue 18, item 2),
+ * model_grad.h — the loss of a LLaMA model on a batch and the gradient of every parameter,
  * written out layer by layer on the op table as karpathy/llm.c does: a forward that keeps what the backward needs
  * (per layer: the residual input, both norms' inputs and rstd, q and k after RoPE, v, the attention output and its
  * log-sum-exp, the MLP's gate, up and product), cross-entropy fused with its softmax over the vocabulary (one
@@ -91,7 +91,7 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
 void model_train_ws_free(model_train_ws *w);
 size_t model_train_ws_bytes(const model_train_ws *w);
 
-/* Long-context training (issue 21). S2-Attn (LongLoRA, s2_attn.h) with groups of `group` rows in every step of
+/* Long-context training. S2-Attn (LongLoRA, s2_attn.h) with groups of `group` rows in every step of
  * this workspace instead of full causal attention; group 0: full attention again. 0, or -1 (a shape S2-Attn cannot
  * split; the workspace keeps full attention). */
 int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen);

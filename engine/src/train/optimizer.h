@@ -1,5 +1,5 @@
 /*
- * optimizer.h — one optimizer step over a trainable set, with torch.optim's semantics (issue 18, item 5):
+ * optimizer.h — one optimizer step over a trainable set, with torch.optim's semantics:
  *   AdamW  torch.optim.AdamW: decoupled weight decay p *= 1 - lr*wd, bias-corrected moments, eps outside the sqrt
  *          (the kernels' adamw op, so a device backend can run it);
  *   SGD    torch.optim.SGD (dampening 0, no Nesterov): g += wd*p; with momentum mu, buf = g on the first step and

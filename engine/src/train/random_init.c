@@ -1,6 +1,6 @@
 /*
  * random_init.c — mnemo_init_random_checkpoint (engine.h): a checkpoint directory with freshly initialised weights,
- * for training a small model from scratch (issue 21, item 1: the evaluation trains LongLLaMA-layout models this
+ * for training a small model from scratch (the evaluation trains LongLLaMA-layout models this
  * way). The initialisation is transformers' LlamaPreTrainedModel._init_weights: every projection, the embeddings
  * and lm_head drawn from N(0, initializer_range^2) (config.json's, default 0.02), the embedding row of
  * pad_token_id zeroed (nn.Embedding's padding_idx), every RMSNorm weight 1. The draws come from our own seeded

@@ -1,5 +1,5 @@
 /*
- * rope_config.h — position interpolation's config (LongLoRA's recipe, issue 21 point 2): training with linear RoPE
+ * rope_config.h — position interpolation's config: training with linear RoPE
  * scaling F writes the base's config.json with rope_scaling {"type": "linear", "factor": F} and
  * max_position_embeddings scaled to the longer window, so the engine (and transformers) serve the result there.
  */

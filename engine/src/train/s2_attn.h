@@ -1,6 +1,6 @@
 /*
- * s2_attn.h — LongLoRA's shifted sparse attention (S²-Attn, issue 21 point 2), the training-time attention of one
- * sequence of T rows, in the no-leak form of the current reference code (../shared/specs/uio-longlora-beacon.md):
+ * s2_attn.h — LongLoRA's shifted sparse attention, the training-time attention of one
+ * sequence of T rows, in the no-leak form of the current reference code:
  *
  *   group g (T divisible by g, g even); the first half of the query heads attends within groups [0,g), [g,2g), ...;
  *   the second half within groups shifted by g/2: [0,g/2), [g/2,3g/2), ..., [T-g/2,T) — half-size groups at both

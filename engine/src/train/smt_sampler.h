@@ -1,5 +1,5 @@
 /*
- * smt_sampler.h — sparse memory training (SMT, issue 21 point 3; ../shared/papers/sparse-memory-training.txt §3,
+ * smt_sampler.h — sparse memory training (SMT; the Sparse Memory Training paper §3,
  * Algorithm 1, Table 6): which tokens of a document's memory part a training row keeps, and the row itself.
  *
  * Algorithm 1, "sparse sampling with decay", 0-based over the memory part [0, M):

@@ -1,6 +1,6 @@
 /*
  * train_chat.h — one chat conversation -> the ids a training row holds and which of them count in the loss
- * (issue 18, item 6: the {"messages": [...]} lines of train_data.h).
+ *.
  *
  * The conversation is rendered with a chat template (engine.h "chat templates", no generation prompt) and
  * tokenized as mnemo-server tokenizes a chat prompt: each run of text between two specials as one piece, BOS and

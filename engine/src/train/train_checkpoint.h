@@ -1,5 +1,5 @@
 /*
- * train_checkpoint.h — a training run's state in one file (issue 18, item 7): what a resumed run needs to continue
+ * train_checkpoint.h — a training run's state in one file: what a resumed run needs to continue
  * bit for bit. The file is the checksummed container (container/include/snapshot.h: magic, version, the model's
  * fingerprint, CRC-32, written to a unique path.tmp.XXXXXX and renamed), with sections:
  *   TRNM  u32 version (1), u32 0, i64 step, u64 data_seed, u64 rng[4]

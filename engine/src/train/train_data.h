@@ -1,5 +1,5 @@
 /*
- * train_data.h — the examples a training run reads, and which of them step s takes (issue 18, item 6).
+ * train_data.h — the examples a training run reads, and which of them step s takes.
  *
  * Text (.txt, any other extension): one stream, BOS + the SentencePiece ids of the whole file, cut into windows of
  *   seq_len + 1 tokens that overlap by one (window i = ids[i*L .. i*L + L]); every predicted token counts.

@@ -1,6 +1,6 @@
 /*
  * trainable.h — the tensors a training run changes, in one list the optimizer, the gradient norm and the checkpoint
- * walk in the same order (issue 18, items 2-3):
+ * walk in the same order:
  *   LoRA   the A and B of every targeted projection (peft's names and layout; B not multiplied by the scale),
  *   LoRA+  the same plus the embeddings and every norm (fp32 copies the model's forward is pointed at),
  *   full   every parameter of the model (fp32 copies; bf16/f16 weights widened once).

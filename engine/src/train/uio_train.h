@@ -1,7 +1,7 @@
 /*
- * uio_train.h — training a UIO-LLM (issue 19, point 3): the encoder LoRA (q, v), the transfer head's LoRA (k, v)
+ * uio_train.h — training a UIO-LLM: the encoder LoRA (q, v), the transfer head's LoRA (k, v)
  * and the <mem> embedding, trained end to end over long documents segment by segment with the paper's unbiased
- * incremental TBPTT (shared/papers/uio-llms.txt 3.3 and appendix B; shared/specs/uio-longlora-beacon.md). The base
+ * incremental TBPTT. The base
  * model is frozen. Semantics are those of inference (tests/fixtures/uio/README.md); the PyTorch twin is
  * tests/reference/uio_train_reference.py.
  *
