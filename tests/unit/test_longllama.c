@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "fixture_logits.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 /* fp32 memory: 1e-4 (measured <= 6e-6). bf16 memory: a key that fp32 rounding puts 1 ulp away from torch's can
@@ -325,20 +326,13 @@ static void check_api(const char *dir) {
 }
 
 int main(void) {
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    test_devices devs = test_pick_devices();
     setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/longllama", test_fixtures());
     for (int dev = 0; dev < 2; dev++) {
-        if ((dev == 0 && !run_cpu) || (dev == 1 && !(run_cuda && cuda_ok))) continue;
-        printf("== device %s%s\n", dev ? "cuda: " : "cpu", dev ? info : "");
+        if ((dev == 0 && !devs.cpu) || (dev == 1 && !devs.cuda)) continue;
+        printf("== device %s%s\n", dev ? "cuda: " : "cpu", dev ? devs.info : "");
         DIR *d = opendir(dir);
         CHECK(d != NULL, "no LongLLaMA fixtures under %s", dir);
         int models = 0;

@@ -36,6 +36,7 @@
 #include "kernels.h"
 #include "mem_device_ivf.h"
 #include "memstore.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 enum { H = 2, D = 64, NQ = 48, K = 32, NPROBE = 8, NCLUSTERS = 200, TOTAL = 20000 };
@@ -283,14 +284,8 @@ int main(void) {
     run_large("cpu", &posing, kc, true);
     posing.ctx_free(kc);
 
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(!want || run_cuda || !strcmp(want, "cpu"), "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    printf("device half: %s (%s)\n", run_cuda && cuda_ok ? "cuda" : "not run", info);
-    if (run_cuda && cuda_ok) {
+    test_devices devs = test_pick_devices();
+    if (devs.cuda) {
         kern_ctx *kg = kern_cuda_ctx_new();
         CHECK(kg != NULL, "cuda context");
         if (kg) run("cuda", kern_cuda_backend(), kg, false);

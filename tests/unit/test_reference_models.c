@@ -23,6 +23,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "fixture_logits.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 #define LOGIT_TOL 1e-4f
@@ -188,21 +189,14 @@ out:
 }
 
 int main(void) {
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    test_devices devs = test_pick_devices();
     setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     setenv("MNEMO_CPU_GEMM", "exact", 1);  /* the same on the CPU (FAST rounds bf16 prefill activations) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models", test_fixtures());
     for (int dev = 0; dev < 2; dev++) {
-        if ((dev == 0 && !run_cpu) || (dev == 1 && !(run_cuda && cuda_ok))) continue;
-        printf("== device %s%s%s\n", dev ? "cuda: " : "cpu", dev ? info : "", "");
+        if ((dev == 0 && !devs.cpu) || (dev == 1 && !devs.cuda)) continue;
+        printf("== device %s%s%s\n", dev ? "cuda: " : "cpu", dev ? devs.info : "", "");
         DIR *d = opendir(dir);
         CHECK(d != NULL, "no fixture models under %s", dir);
         int models = 0;

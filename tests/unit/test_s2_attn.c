@@ -22,6 +22,7 @@
 #include "kernels.h"
 #include "model_grad.h"
 #include "s2_attn.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -229,13 +230,8 @@ out:
 
 int main(void) {
     const kern_backend *cpu = kern_cpu_backend(), *cuda = NULL;
-    char info[256] = "";
-    const char *want = getenv("MNEMO_TEST_DEVICE"); /* as test_train_device: cuda = required, cpu = CPU only */
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    CHECK(!want || strcmp(want, "cuda") || cuda_ok, "MNEMO_TEST_DEVICE=cuda asks for CUDA, which is not usable: %s",
-          info);
-    if (cuda_ok && (!want || strcmp(want, "cpu"))) cuda = kern_cuda_backend();
-    printf("device pass: %s (%s)\n", cuda ? "cuda" : "not run", info);
+    test_devices devs = test_pick_devices();
+    if (devs.cuda) cuda = kern_cuda_backend();
     for (int pass = 0; pass < (cuda ? 2 : 1); pass++) {
         const kern_backend *be = pass ? cuda : cpu;
         check_against_mask(be, 32, 8, 4, 4, 8);  /* MHA */

@@ -41,6 +41,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "tensor_index.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 #define STEPS 3
@@ -252,14 +253,8 @@ static void check_resume(const train_case *c, const char *data) {
 }
 
 int main(void) {
-    char info[256], data[4600];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(!want || run_cuda || !strcmp(want, "cpu"), "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    run_cuda = run_cuda && cuda_ok;
-    printf("device half: %s (%s)\n", run_cuda ? "cuda" : "not run", info);
+    char data[4600];
+    test_devices devs = test_pick_devices();
     setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     snprintf(tmp_root, sizeof tmp_root, "/tmp/mnemo_test_train_device_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -286,9 +281,9 @@ int main(void) {
                                     NULL};
     const char *only = getenv("MNEMO_TEST_CASE"); /* one case (and its resume) by name, to debug it alone */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        if (!only || !strcmp(only, cases[i].name)) check_case(&cases[i], data, run_cuda);
-    if (run_cuda && (!only || !strcmp(only, "resume"))) check_resume(&lora_resume, data);
-    if (run_cuda && (!only || !strcmp(only, "uio"))) check_resume(&cases[6], data);
+        if (!only || !strcmp(only, cases[i].name)) check_case(&cases[i], data, devs.cuda);
+    if (devs.cuda && (!only || !strcmp(only, "resume"))) check_resume(&lora_resume, data);
+    if (devs.cuda && (!only || !strcmp(only, "uio"))) check_resume(&cases[6], data);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);

@@ -34,6 +34,7 @@
 #include "fixture_logits.h"
 #include "safetensors_write.h"
 #include "tensor_index.h"
+#include "test_devices.h"
 #include "test_util.h"
 #include "uio_memory.h"
 
@@ -712,19 +713,12 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    test_devices devs = test_pick_devices();
     setenv("MNEMO_CUDA_GEMM", "split", 1);
     mnemo_log_set_level(MNEMO_LOG_ERROR);
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
-        if (run_cpu) run_case(CASES[c], MNEMO_DEVICE_CPU, "cpu");
-        if (run_cuda && cuda_ok) run_case(CASES[c], MNEMO_DEVICE_CUDA, "cuda");
+        if (devs.cpu) run_case(CASES[c], MNEMO_DEVICE_CPU, "cpu");
+        if (devs.cuda) run_case(CASES[c], MNEMO_DEVICE_CUDA, "cuda");
     }
     for (int i = 0; i < MODE_COUNT; i++) printf("worst |dlogit|, %s: %.3g\n", MODE_NAMES[i], g_worst[i]);
     printf("worst |d<mem> hidden| %.3g, |d memory K/V| %.3g\n", g_worst_h, g_worst_kv);

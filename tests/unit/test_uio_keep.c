@@ -25,6 +25,7 @@
 #include "fixture_logits.h"
 #include "kernels.h"
 #include "snapshot.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 #define LOGIT_TOL 1e-4f
@@ -366,17 +367,11 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    test_devices devs = test_pick_devices();
     mnemo_log_set_level(MNEMO_LOG_ERROR);
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
-        if (run_cpu) run_case(CASES[c], MNEMO_DEVICE_CPU, "cpu");
-        if (run_cuda && cuda_ok) run_case(CASES[c], MNEMO_DEVICE_CUDA, "cuda");
+        if (devs.cpu) run_case(CASES[c], MNEMO_DEVICE_CPU, "cpu");
+        if (devs.cuda) run_case(CASES[c], MNEMO_DEVICE_CUDA, "cuda");
     }
     printf("worst |dlogit| with uio_keep_raw: %.3g (tolerance %g)\n", g_worst, LOGIT_TOL);
     test_limits();

@@ -31,6 +31,7 @@
 #include "engine_impl.h"
 #include "fixture_logits.h"
 #include "kernels.h"
+#include "test_devices.h"
 #include "test_util.h"
 #include "uio_memory.h"
 
@@ -534,19 +535,12 @@ static void test_store_limit(const fixture *f, mnemo_model *m) {
 }
 
 int main(void) {
-    char info[256];
-    const char *want = getenv("MNEMO_TEST_DEVICE");
-    bool cuda_ok = kern_cuda_available(info, sizeof info);
-    bool run_cpu = !want || !strcmp(want, "cpu") || !strcmp(want, "all");
-    bool run_cuda = want ? !strcmp(want, "cuda") || !strcmp(want, "all") : cuda_ok;
-    CHECK(run_cpu || run_cuda, "MNEMO_TEST_DEVICE must be cpu, cuda or all (got '%s')", want);
-    CHECK(!run_cuda || cuda_ok, "MNEMO_TEST_DEVICE=%s asks for CUDA, which is not usable: %s", want, info);
-    if (!run_cuda) printf("cuda: not run (%s)\n", info);
+    test_devices devs = test_pick_devices();
     setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-exact GEMMs, as test_uio */
     fixture kf;
     if (load_fixture("uio_knn/gqa_c12_m3_b7", &kf)) {
         for (int d = 0; d < 2; d++) {
-            if (d == 0 ? !run_cpu : !(run_cuda && cuda_ok)) continue;
+            if (d == 0 ? !devs.cpu : !devs.cuda) continue;
             mnemo_model *m = load_model(&kf, d ? MNEMO_DEVICE_CUDA : MNEMO_DEVICE_CPU);
             if (m) {
                 printf("[%s] (b) compressed memory past a budget, retrieved by kNN (gqa_c12_m3, budget %d)\n",
@@ -567,7 +561,7 @@ int main(void) {
         }
     }
     free_fixture(&kf);
-    for (size_t c = 0; run_cpu && c < sizeof UIO_CASES / sizeof *UIO_CASES; c++) {
+    for (size_t c = 0; devs.cpu && c < sizeof UIO_CASES / sizeof *UIO_CASES; c++) {
         char dir[64];
         snprintf(dir, sizeof dir, "uio/%s", UIO_CASES[c]);
         fixture f;
