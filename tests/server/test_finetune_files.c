@@ -11,17 +11,8 @@
 #include <unistd.h>
 
 #include "finetune_files.h"
+#include "test_util.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
 
 #define PC "{\"prompt\":\"a\",\"completion\":\"b\"}\n"
 #define CHAT "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"yo\"}]}\n"
@@ -165,10 +156,5 @@ int main(void) {
     test_ids();
     test_validate();
     test_store();
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
-        return 1;
-    }
-    printf("test_finetune_files: %zu validation cases + id and store checks passed\n", sizeof VCASES / sizeof VCASES[0]);
-    return 0;
+    return test_summary();
 }

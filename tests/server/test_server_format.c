@@ -13,17 +13,8 @@
 #include "metrics.h"
 #include "oai_format.h"
 #include "text_util.h"
+#include "test_util.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
 
 static int sink_text(void *u, const char *s, size_t n) {
     sb_append(u, s, n);
@@ -187,10 +178,5 @@ int main(void) {
     test_sse();
     test_metrics();
     test_args();
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
-        return 1;
-    }
-    printf("test_server_format: all passed\n");
-    return 0;
+    return test_summary();
 }

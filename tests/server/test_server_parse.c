@@ -7,17 +7,8 @@
 
 #include "http_door.h"
 #include "request_parse.h"
+#include "test_util.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
 
 typedef struct {
     int chat;
@@ -182,10 +173,5 @@ int main(void) {
     test_table();
     test_values();
     test_door();
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
-        return 1;
-    }
-    printf("test_server_parse: %zu table cases + value checks passed\n", sizeof CASES / sizeof CASES[0]);
-    return 0;
+    return test_summary();
 }
