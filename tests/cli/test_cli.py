@@ -11,24 +11,14 @@ import re
 import subprocess
 import sys
 
+from cli_harness import check, finish, runner
+
 BIN = sys.argv[1]
 FIX = sys.argv[2]
 os.environ.pop("MNEMO_MODEL", None)  # the default model is what these tests expect unless they set it
-passed = failed = 0
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args, stdin=None, env=None):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=120, input=stdin, env=env)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+run = runner(BIN, timeout=120)
 
 
 for name in ("mha", "gqa", "torch_bin"):
@@ -292,6 +282,7 @@ import random
 import struct
 
 
+
 def write_adapter(path, b_value):
     os.makedirs(path, exist_ok=True)
     rng = random.Random(3)
@@ -400,5 +391,4 @@ for opt in ("--uio-mem-budget", "--uio-encode-batch"):
     check(rc == 1 and "cannot be combined" in err and opt[2:].replace("-", "_") in err,
           f"--uio-keep-raw with {opt} is refused: exit {rc}, {err!r}")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

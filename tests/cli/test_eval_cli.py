@@ -10,8 +10,9 @@ import subprocess
 import sys
 import tempfile
 
+from cli_harness import check, finish, runner
+
 BIN, FIX, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
-passed = failed = 0
 MHA = os.path.join(FIX, "models", "mha")          # plain LLaMA, 128 positions, vocab 512
 LL = os.path.join(FIX, "longllama", "basic")      # LongLLaMA, window 64, memory layers 1 and 3
 GQA = os.path.join(FIX, "models", "gqa")
@@ -19,18 +20,7 @@ UIO = os.path.join(FIX, "uio", "gqa_c12_m3", "uio_st")
 TEXT = os.path.join(FIX, "train", "data", "train.txt")
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args):
-    p = subprocess.run([BIN, "eval", *args], capture_output=True, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+run = runner(BIN, "eval")
 
 
 def lines(out):
@@ -214,5 +204,4 @@ with tempfile.TemporaryDirectory() as td:
             [l for l in p.stdout.decode().splitlines() if l.startswith("qk_")]) == 4,
               f"proof_dict_lookup.sh again: nothing retrains ({p.returncode})")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -13,31 +13,20 @@ import json
 import math
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
+from cli_harness import check, finish, runner
+
 BIN = sys.argv[1]
 FIX = sys.argv[2]
-passed = failed = 0
 MODEL = os.path.join(FIX, "fot", "model")
 DATA = os.path.join(FIX, "train", "data", "train.txt")
 PAPER = "1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0)"
 COMMON = ["train", "--data", DATA, "--batch", "2", "--seq-len", "8", "--lr", "1e-2", "--threads", "2", "--json"]
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+run = runner(BIN)
 
 
 def steps_of(out):
@@ -164,5 +153,4 @@ with tempfile.TemporaryDirectory() as td:
               f"{' '.join(args)}: exit {rc} (want {code}), {err!r} should name {needle!r} on one line")
     check(not os.path.exists(os.path.join(x, "train_state.mnemo")), "refused runs write no checkpoint")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

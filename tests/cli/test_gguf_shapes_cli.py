@@ -15,18 +15,10 @@ import sys
 import tempfile
 import time
 
+from cli_harness import check, finish
+
 BIN, FIX = sys.argv[1], sys.argv[2]
 GGML_Q5_0 = 6
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def tensor_infos(b):
@@ -91,5 +83,4 @@ with tempfile.TemporaryDirectory() as tmp:
         check("zero dimension" in err and name in err, f"{name} {ne}: message names the tensor and the problem: {err}")
         check(secs < 10, f"{name} {ne}: refused in {secs:.1f} s")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

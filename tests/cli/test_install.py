@@ -21,24 +21,14 @@ import tempfile
 import time
 import urllib.request
 
+from cli_harness import check, finish, runner
+
 BUILD, SRC = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
 ENV = {k: v for k, v in os.environ.items() if k != "MNEMO_MODEL"}
 ENV.update(NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
-passed = failed = 0
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*cmd, env=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env or ENV)
-    return p.returncode, p.stdout, p.stderr
+run = runner(env=ENV)
 
 
 CODE_DIRS = {"engine", "kernels", "memstore", "server", "clients"}
@@ -147,5 +137,4 @@ with tempfile.TemporaryDirectory() as td:
         rc, out, err = run(os.path.join(moved, "bin", "mnemo-server"), "--port", "0")
         check(rc == 1 and looked in err, f"mnemo-server with no default model: exit {rc}, {err!r}")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

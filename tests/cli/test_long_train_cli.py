@@ -10,28 +10,17 @@
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from cli_harness import check, finish, runner
 
 BIN = sys.argv[1]
 FIX = sys.argv[2]
 MODEL = os.path.join(FIX, "models", "gqa")
-passed = failed = 0
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+run = runner(BIN)
 
 
 def losses(out):
@@ -102,5 +91,4 @@ with tempfile.TemporaryDirectory() as td:
         rc, _, err = run(*base, *args, "--steps", "1", "--out", os.path.join(td, "bad"))
         check(rc == 2 and words in err and err.count("\n") == 1, f"{args}: exit {rc}, {err!r}")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

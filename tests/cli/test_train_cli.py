@@ -16,9 +16,10 @@ import sys
 import tempfile
 import time
 
+from cli_harness import check, finish, runner
+
 BIN = sys.argv[1]
 FIX = sys.argv[2]
-passed = failed = 0
 MODEL = os.path.join(FIX, "models", "gqa")
 DATA = os.path.join(FIX, "train", "data", "train.txt")
 COMMON = ["train", "--model", MODEL, "--data", DATA, "--steps", "16", "--batch", "2", "--seq-len", "16",
@@ -26,18 +27,7 @@ COMMON = ["train", "--model", MODEL, "--data", DATA, "--steps", "16", "--batch",
           "--threads", "2", "--json"]
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+run = runner(BIN)
 
 
 def steps_of(out):
@@ -159,5 +149,4 @@ with tempfile.TemporaryDirectory() as td:
               f"{' '.join(args[5:])}: exit {rc} (want {code}), {err!r} should name {needle!r} on one line")
     check(not os.path.exists(os.path.join(td, "x", "train_state.mnemo")), "refused runs write nothing")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

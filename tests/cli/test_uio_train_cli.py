@@ -7,13 +7,13 @@ settings write the same bytes; an existing run is not overwritten and --resume u
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
+from cli_harness import check, finish, runner
+
 BIN = sys.argv[1]
 FIX = sys.argv[2]
-passed = failed = 0
 MODEL = os.path.join(FIX, "models", "gqa")
 DATA = os.path.join(FIX, "train", "data", "train.txt")
 COMMON = ["train", "--model", MODEL, "--data", DATA, "--uio-chunk", "12", "--uio-num-memory", "3",
@@ -21,18 +21,7 @@ COMMON = ["train", "--model", MODEL, "--data", DATA, "--uio-chunk", "12", "--uio
           "--lora-alpha", "8", "--seed", "7", "--threads", "2", "--json"]
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def run(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+run = runner(BIN)
 
 
 def read(path):
@@ -90,5 +79,4 @@ with tempfile.TemporaryDirectory() as td:
     rc, so, se = run(*plain, "--steps", "8", "--uio", os.path.join(td, "cont"), "--uio-init", out)
     check(rc == 0 and len([l for l in so.splitlines() if '"step"' in l]) == 8, f"--uio-init {out}: exit {rc}, {se!r}")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()
