@@ -79,11 +79,6 @@ static const kern_backend cpu_backend = {
 };
 #undef KERN_CPU_ENTRY
 
-/* A missed table entry would leave a NULL pointer: count the filled fields at compile time. */
-#define KERN_COUNT_ONE(name, params, doc) +1
-_Static_assert((0 KERN_OPS(KERN_COUNT_ONE)) == KERN_OP_COUNT, "op table and op ids disagree");
-#undef KERN_COUNT_ONE
-
 const kern_backend *kern_cpu_backend(void) { return &cpu_backend; }
 
 kern_ctx *kern_cpu_ctx_new(int n_threads) {
