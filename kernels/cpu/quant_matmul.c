@@ -32,7 +32,7 @@ static kern_qpath best_path(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni"))
-        return KERN_QPATH_AVX512_VNNI;
+        return kq_gemv_vbmi_available() ? KERN_QPATH_AVX512_VBMI : KERN_QPATH_AVX512_VNNI;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return KERN_QPATH_AVX2;
 #endif
     return KERN_QPATH_SCALAR;
@@ -68,6 +68,7 @@ const char *kern_qpath_name(kern_qpath p) {
     case KERN_QPATH_SCALAR: return "scalar";
     case KERN_QPATH_AVX2: return "avx2";
     case KERN_QPATH_AVX512_VNNI: return "avx512_vnni";
+    case KERN_QPATH_AVX512_VBMI: return "avx512_vbmi";
     case KERN_QPATH_BEST: return "best";
     }
     return "?";
@@ -119,10 +120,19 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
      * packed weight panel per thread (64-byte aligned) */
     size_t qfl = ((size_t)m * (size_t)k + 63) / 64 * 16, afl = (qfl + 2 * (size_t)m * (size_t)nb + 15) / 16 * 16;
     size_t pfl = vnni_gemm ? (kq_gemm_vnni_panel_bytes(k) + 63) / 64 * 16 : 0;
-    float *s = kern_cpu_scratch(kc, afl + pfl * (size_t)kc->n_threads);
+    /* the decode GEMV's activation (kq_gemv_act): k permuted bytes, then nb floats */
+    size_t gfl_x = ((size_t)k + 63) / 64 * 16, gfl = m == 1 ? gfl_x + ((size_t)nb + 15) / 16 * 16 : 0;
+    size_t extra = pfl * (size_t)kc->n_threads > gfl ? pfl * (size_t)kc->n_threads : gfl;
+    float *s = kern_cpu_scratch(kc, afl + extra);
     if (!s) return KERN_ENOMEM;
     kq_act a = {.qs = (int8_t *)s, .d = s + qfl, .sum = (int32_t *)(s + qfl + (size_t)m * (size_t)nb)};
     kq_quantize_act(&a, x, m, k, kc->n_threads);
+    if (m == 1 && path >= KERN_QPATH_AVX512_VBMI && kq_gemv_vbmi_supports(dt)) { /* decode */
+        kq_gemv_act g = {.xp = (int8_t *)(s + afl), .c = s + afl + gfl_x};
+        kq_gemv_prepare(&g, &a, dt, nb);
+        kq_gemv_vbmi(y, w, dt, n, nb, &g, beta, kc->n_threads);
+        return KERN_OK;
+    }
     if (vnni_gemm) {
         rc = kq_gemm_vnni(y, &a, w, dt, m, n, k, beta, s + afl, kc->n_threads);
         if (rc != KERN_EUNSUPPORTED) return rc;
