@@ -6,6 +6,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libj
 pkgs+=(libfaiss-dev)
 # mnemo-server: HTTP library; its tests need a venv (pytest + openai from PyPI, see scripts/test.sh) and curl.
 pkgs+=(libmicrohttpd-dev python3-venv curl ca-certificates)
+# the web page's tests (tests/server/test_webui.py): a real browser and its WebDriver, driven by selenium (PyPI)
+pkgs+=(chromium chromium-driver)
 # mnemo eval's plots (scripts/plot_eval.py): matplotlib from Debian, for the system python3
 pkgs+=(python3-matplotlib)
 [ "${MNEMO_FUZZ:-0}" = 1 ] && pkgs+=(clang libclang-rt-dev)

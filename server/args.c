@@ -112,6 +112,8 @@ void server_opts_defaults(server_opts *o) {
     o->host = "127.0.0.1";
     o->port = 8080;
     o->chat_template = "auto";
+    {"--no-webui", OPT_FLAG, OFF(no_webui), 0, 0,
+     "serve no web page at / (default: a page for chat, documents, sessions, fine-tuning and metrics)"},
     o->device = "auto";
     o->parallel = 4;
     o->queue = 64;

@@ -56,6 +56,7 @@ typedef struct {
     int verbose;               /* -v: log each request */
 } server_opts;
 
+    int no_webui;              /* --no-webui: no web page at / (the API alone) */
 enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 };
 
 void server_opts_defaults(server_opts *o);

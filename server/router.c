@@ -1,7 +1,8 @@
 /*
  * router.c — the one HTTP handler: size limit, API key, route table, method check, loading/stopping state,
  * then the route. Order matters: 413 before anything reads the body; 401 before a route's existence is
- * revealed (except /health, which load balancers probe without credentials).
+ * revealed (except /health, which load balancers probe without credentials, and the web page, which holds no
+ * data and asks for the key itself).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ typedef void (*route_fn)(server_app *, const http_request *, http_reply *);
 
 typedef struct {
     const char *method;
-    const char *path;   /* exact, or a prefix when it ends with '/' */
+    const char *path;   /* exact, or a prefix when it ends with '/' ("/" itself is exact) */
     route_fn fn;
     bool needs_model;
     const char *shown;  /* how a 404 lists it (prefix routes name what follows); NULL = path */
@@ -48,12 +49,14 @@ static const route ROUTES[] = {
     {"GET", "/v1/fine_tuning/jobs", route_ft_jobs_list, false, NULL},
     {"GET", "/v1/fine_tuning/jobs/", route_ft_job_get, false, "/v1/fine_tuning/jobs/{id}[/events|/checkpoints]"},
     {"POST", "/v1/fine_tuning/jobs/", route_ft_job_action, false, "/v1/fine_tuning/jobs/{id}/cancel"},
+    {"GET", "/", route_webui, false, NULL}, /* the web page (routes_webui.c) */
+    {"GET", "/webui/", route_webui, false, "/webui/{file}"},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
 static bool path_matches(const route *r, const char *path) {
     size_t n = strlen(r->path);
-    if (r->path[n - 1] == '/') return strncmp(path, r->path, n) == 0 && path[n] != '\0';
+    if (n > 1 && r->path[n - 1] == '/') return strncmp(path, r->path, n) == 0 && path[n] != '\0'; /* "/" is exact */
     return strcmp(path, r->path) == 0;
 }
 
@@ -99,7 +102,7 @@ static void handle(server_app *app, const http_request *req, http_reply *rep) {
         return;
     }
     const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
-    if (strcmp(req->path, "/health") != 0 && !authorized(app, req)) {
+    if (strcmp(req->path, "/health") != 0 && !webui_public(app, req->path) && !authorized(app, req)) {
         reply_error(rep, 401, "invalid_api_key", NULL, NULL,
                     "missing or wrong API key: send 'Authorization: Bearer <key>'");
         return;
