@@ -16,7 +16,8 @@
  *     adds P.V into its output rows, rescaled when the max grows; the diagonal block masks per row;
  *   - items go longest first (the last query blocks see the most keys) to threads, dynamically.
  * Short query runs (decode: one token per sequence) would pay more for the packing than for the attention: they
- * keep the per-row loop (dot products against the cache, the same vector exp).
+ * take the per-row loop (attention_rows: each KV head read once for its query heads, long key ranges split over
+ * the threads and merged).
  * Results equal the two-pass softmax up to fp32 rounding; both paths are checked against fp64 in tests.
  */
 #include <math.h>
@@ -56,36 +57,93 @@ void att_gather_heads(float *dst, const float *x, int64_t n, int64_t heads, int6
 
 /* Both paths: query i sees keys j <= q_pos0 + i with j < nkeys (the keys that exist: q_pos0 + nq for the causal
  * op, nkv with q_pos0 = nkv - 1 for attention_cross, where every query sees every key). */
+
+/* The per-row path reads each KV head once for all the query heads sharing it (GQA: hq / hkv of them), one key and
+ * one value row at a time, and splits long key ranges into chunks (flash-decoding) so that a decode step with few
+ * KV heads still has work for every thread; each chunk's partial softmax (max, sum, unnormalised output) is merged
+ * per row at the end. ROWS_CHUNK_MIN keys at least per chunk: below that the merge costs more than it spreads. */
+#define ROWS_CHUNK_MIN 128
+
+/* Query row i, KV head g, keys [j0, j1): the group's scores, their max m[r] and sum l[r], and o[r] = sum_j
+ * exp(s_rj - m_r) v_j, unnormalised. s: group x (j1 - j0) floats. */
+static void rows_chunk(const att_tiles *T, float *o, float *m, float *l, float *s, const float *qg, int64_t group,
+                       const float *kh, const float *vh, int64_t kv_stride, int64_t j0, int64_t j1, int64_t hd,
+                       float scale) {
+    const int64_t n = j1 - j0;
+    for (int64_t r = 0; r < group; r++) m[r] = -INFINITY;
+    for (int64_t j = 0; j < n; j++) { /* one pass over K: each key row serves the whole group */
+        const float *kr = kh + (j0 + j) * kv_stride;
+        for (int64_t r = 0; r < group; r++) {
+            float x = kern_dot_f32(qg + r * hd, kr, hd) * scale;
+            s[r * n + j] = x;
+            if (x > m[r]) m[r] = x;
+        }
+    }
+    for (int64_t r = 0; r < group; r++) {
+        float *sr = s + r * n, sum = 0.f;
+        for (int64_t j = 0; j < n; j++) sr[j] -= m[r];
+        T->vexp(sr, sr, n);
+        for (int64_t j = 0; j < n; j++) sum += sr[j];
+        l[r] = sum;
+        memset(o + r * hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t j = 0; j < n; j++) { /* one pass over V */
+        const float *vr = vh + (j0 + j) * kv_stride;
+        for (int64_t r = 0; r < group; r++) kern_axpy_f32(o + r * hd, s[r * n + j], vr, hd);
+    }
+}
+
 static int attention_rows(kern_ctx *kc, const att_tiles *T, float *out, float *lse, const float *q, const float *k,
                           const float *v, int64_t nq, int64_t nkeys, int64_t q_pos0, int64_t hq, int64_t hkv,
                           int64_t hd, float scale) {
-    int nt = kc->n_threads;
-    float *scores = kern_cpu_scratch(kc, (size_t)nt * (size_t)nkeys);
-    if (!scores) return KERN_ENOMEM;
-    int64_t group = hq / hkv, kv_stride = hkv * hd;
+    const int nt = kc->n_threads;
+    const int64_t group = hq / hkv, kv_stride = hkv * hd;
+    /* chunks per (row, KV head): enough items for every thread, none shorter than ROWS_CHUNK_MIN keys */
+    int64_t split = (4 * (int64_t)nt + nq * hkv - 1) / (nq * hkv), most = (nkeys + ROWS_CHUNK_MIN - 1) / ROWS_CHUNK_MIN;
+    if (split > most) split = most;
+    if (split < 1) split = 1;
+    const int64_t chunk = (nkeys + split - 1) / split;
+    const int64_t items = nq * hkv * split, part = group * (hd + 2); /* per item: o[group][hd], m[group], l[group] */
+    float *scratch = kern_cpu_scratch(kc, (size_t)nt * (size_t)(group * chunk) + (size_t)(items * part));
+    if (!scratch) return KERN_ENOMEM;
+    float *parts = scratch + (size_t)nt * (size_t)(group * chunk);
 
-#pragma omp parallel for collapse(2) num_threads(nt) schedule(dynamic, 4)
-    for (int64_t i = 0; i < nq; i++) {
-        for (int64_t h = 0; h < hq; h++) {
-            float *s = scores + (size_t)omp_get_thread_num() * (size_t)nkeys;
-            const float *qv = q + (i * hq + h) * hd;
-            const float *kh = k + (h / group) * hd, *vh = v + (h / group) * hd;
-            int64_t lim = q_pos0 + i + 1 < nkeys ? q_pos0 + i + 1 : nkeys;
-            float mx = -INFINITY;
-            for (int64_t j = 0; j < lim; j++) {
-                s[j] = kern_dot_f32(qv, kh + j * kv_stride, hd) * scale;
-                if (s[j] > mx) mx = s[j];
-            }
-            for (int64_t j = 0; j < lim; j++) s[j] -= mx;
-            T->vexp(s, s, lim);
-            float sum = 0.f;
-            for (int64_t j = 0; j < lim; j++) sum += s[j];
-            float inv = 1.0f / sum;
-            if (lse) lse[i * hq + h] = mx + logf(sum);
-            float *o = out + (i * hq + h) * hd;
-            for (int64_t d = 0; d < hd; d++) o[d] = 0.f;
-            for (int64_t j = 0; j < lim; j++) kern_axpy_f32(o, s[j] * inv, vh + j * kv_stride, hd);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+        const int64_t c = it % split, g = (it / split) % hkv, i = it / (split * hkv);
+        const int64_t lim = q_pos0 + i + 1 < nkeys ? q_pos0 + i + 1 : nkeys;
+        int64_t j0 = c * chunk, j1 = j0 + chunk < lim ? j0 + chunk : lim;
+        float *p = parts + it * part, *m = p + group * hd, *l = m + group;
+        if (j0 >= j1) { /* a chunk past this row's last key: nothing, weight 0 in the merge */
+            for (int64_t r = 0; r < group; r++) m[r] = -INFINITY, l[r] = 0.f;
+            continue;
         }
+        float *s = scratch + (size_t)omp_get_thread_num() * (size_t)(group * chunk);
+        rows_chunk(T, p, m, l, s, q + (i * hq + g * group) * hd, group, k + g * hd, v + g * hd, kv_stride, j0, j1, hd,
+                   scale);
+    }
+    /* merge the chunks of each (row, query head): rescale to the largest max, normalise */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nq * hq * split > 64)
+    for (int64_t rh = 0; rh < nq * hq; rh++) {
+        const int64_t i = rh / hq, h = rh % hq, g = h / group, r = h % group;
+        const float *base = parts + ((i * hkv + g) * split) * part;
+        float mx = -INFINITY;
+        for (int64_t c = 0; c < split; c++) {
+            float mc = base[c * part + group * hd + r];
+            if (mc > mx) mx = mc;
+        }
+        float *o = out + rh * hd, sum = 0.f;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int64_t c = 0; c < split; c++) {
+            const float *pc = base + c * part, mc = pc[group * hd + r], lc = pc[group * hd + group + r];
+            if (lc == 0.f) continue;
+            float w = expf(mc - mx);
+            sum += w * lc;
+            kern_axpy_f32(o, w, pc + r * hd, hd);
+        }
+        float inv = 1.0f / sum;
+        for (int64_t d = 0; d < hd; d++) o[d] *= inv;
+        if (lse) lse[rh] = mx + logf(sum);
     }
     return KERN_OK;
 }

@@ -231,6 +231,8 @@ static void test_rope(const kern_backend *be, kern_ctx *kc) {
 static void test_attention(const kern_backend *be, kern_ctx *kc) {
     struct { int64_t nq, nkv, q0, hq, hkv, hd; } cases[] = {
         {1, 1, 0, 4, 4, 16}, {5, 5, 0, 8, 2, 12}, {1, 37, 36, 32, 32, 100}, {3, 20, 17, 6, 3, 64}, {17, 17, 0, 4, 1, 33},
+        /* decode with long caches: key ranges split over the threads, GQA groups of 3 and 8 */
+        {1, 700, 699, 9, 3, 64}, {2, 1500, 1498, 32, 4, 64}, {3, 260, 257, 8, 1, 100},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t nq = cases[c].nq, nkv = cases[c].nkv, q0 = cases[c].q0, hq = cases[c].hq, hkv = cases[c].hkv,
