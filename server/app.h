@@ -87,8 +87,8 @@ void route_ft_jobs_create(server_app *app, const http_request *req, http_reply *
 void route_ft_jobs_list(server_app *app, const http_request *req, http_reply *rep);
 void route_ft_job_get(server_app *app, const http_request *req, http_reply *rep);    /* .../{id}, events, checkpoints */
 void route_ft_job_action(server_app *app, const http_request *req, http_reply *rep); /* .../{id}/cancel */
-
-#endif
 void route_webui(server_app *app, const http_request *req, http_reply *rep);        /* routes_webui.c: / and /webui/ */
 /* True for the web page's paths while it is on: they load without the API key (the page asks for it). */
 bool webui_public(const server_app *app, const char *path);
+
+#endif

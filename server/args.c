@@ -101,6 +101,8 @@ static const opt_def OPTS[] = {
     {"--max-files", OPT_INT, OFF(max_files), 1, 1000000, "uploaded files kept in --jobs-dir (1000)"},
     {"--max-pending-jobs", OPT_INT, OFF(max_pending_jobs), 1, 1000000,
      "fine-tuning jobs validating, queued or running before new ones get 429 (100)"},
+    {"--no-webui", OPT_FLAG, OFF(no_webui), 0, 0,
+     "serve no web page at / (default: a page for chat, documents, sessions, fine-tuning and metrics)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400,
      "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
@@ -112,8 +114,6 @@ void server_opts_defaults(server_opts *o) {
     o->host = "127.0.0.1";
     o->port = 8080;
     o->chat_template = "auto";
-    {"--no-webui", OPT_FLAG, OFF(no_webui), 0, 0,
-     "serve no web page at / (default: a page for chat, documents, sessions, fine-tuning and metrics)"},
     o->device = "auto";
     o->parallel = 4;
     o->queue = 64;

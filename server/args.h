@@ -53,10 +53,10 @@ typedef struct {
     int max_jobs;              /* --max-jobs: fine-tuning jobs running at once (the rest queue) */
     int max_files;             /* --max-files: uploaded files kept */
     int max_pending_jobs;      /* --max-pending-jobs: jobs validating, queued or running before 429 */
+    int no_webui;              /* --no-webui: no web page at / (the API alone) */
     int verbose;               /* -v: log each request */
 } server_opts;
 
-    int no_webui;              /* --no-webui: no web page at / (the API alone) */
 enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 };
 
 void server_opts_defaults(server_opts *o);
