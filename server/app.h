@@ -36,12 +36,15 @@ typedef struct server_app {
     metrics *mx;
     chat_template tmpl;
     mnemo_mem_index mem_index; /* --mem-index, parsed */
+    mnemo_memory_mode memory;  /* --memory, parsed */
+    mnemo_mem_dtype ret_dtype; /* --ret-dtype, parsed */
     char alias[256];  /* the base model's first name (model_names.h) */
     const char *aliases[APP_MAX_ALIASES]; /* every name of the base model, alias first */
     int n_aliases;
     int n_ctx;        /* per slot (LongLLaMA: the local window; such contexts have no length limit) */
     bool unbounded;   /* the model has LongLLaMA memory layers: prompts and generations longer than n_ctx */
     bool uio;         /* a UIO-LLM (--uio): n_ctx bounds memory + raw positions, the engine says what fits */
+    bool retrieval;   /* --memory retrieval: no length limit; the cache is --ret-sinks + --ret-window rows */
     mnemo_uio_info uio_info;
     int n_vocab;
     int port;         /* the bound port (--port 0 picks one) */

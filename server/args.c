@@ -89,6 +89,17 @@ static const opt_def OPTS[] = {
      "UIO: whole segments of one mnemo_decode call compressed N per encoder forward (default 1 = one by one, the "
      "reference's order); the server prefills through mnemo_decode_batch, one segment per step, so it changes "
      "no result or speed here yet"},
+    {"--memory", OPT_STR, OFF(memory), 0, 0,
+     "model (default: the model's own memory, if any) | retrieval: training-free retrieval memory for a plain RoPE "
+     "LLaMA (InfLLM): the first --ret-sinks and last --ret-window tokens stay in the cache, older ones move to memory "
+     "in blocks, and each step attends to the top --ret-topk blocks; no prompt length limit"},
+    {"--ret-sinks", OPT_INT, OFF(ret_sinks), 0, 1 << 24, "retrieval: first tokens kept for good (default 64)"},
+    {"--ret-window", OPT_INT, OFF(ret_window), 1, 1 << 24,
+     "retrieval: latest tokens kept (default 2048; sinks + window within the model's positions)"},
+    {"--ret-topk", OPT_INT, OFF(ret_topk), 0, 1 << 20, "retrieval: memory blocks per step, layer and KV head (16)"},
+    {"--ret-block", OPT_INT, OFF(ret_block), 0, 1 << 20, "retrieval: tokens per memory block (128)"},
+    {"--ret-reps", OPT_INT, OFF(ret_reps), 0, 1 << 20, "retrieval: representative keys per block (4)"},
+    {"--ret-dtype", OPT_STR, OFF(ret_dtype), 0, 0, "retrieval: memory keys and values in f32 (default), bf16 or f16"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
      "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters, created if missing (default: "
      "none, the /v1/files "
@@ -137,6 +148,13 @@ void server_opts_defaults(server_opts *o) {
     o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */
     o->mem_knn = MNEMO_MEM_KNN_K_DEFAULT;
     o->mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT;
+    o->memory = "model";
+    o->ret_sinks = MNEMO_RET_SINKS_DEFAULT;
+    o->ret_window = MNEMO_RET_WINDOW_DEFAULT;
+    o->ret_topk = MNEMO_RET_TOPK_DEFAULT;
+    o->ret_block = MNEMO_RET_BLOCK_DEFAULT;
+    o->ret_reps = MNEMO_RET_REPS_DEFAULT;
+    o->ret_dtype = "f32";
     const char *key = getenv("MNEMO_API_KEY");
     if (key && *key) o->api_key = key;
 }

@@ -47,6 +47,9 @@ typedef struct {
     int uio_keep_raw;          /* --uio-keep-raw: raw tokens kept after each compression (option (a)); 0 = reference */
     int uio_mem_budget;        /* --uio-mem-budget: <mem> entries kept in the cache, older to a kNN store; 0 = off */
     int uio_encode_batch;      /* --uio-encode-batch: segments per encoder forward (option (c)); 1 = one by one */
+    const char *memory;        /* --memory: model (the model's own) | retrieval (training-free, any plain LLaMA) */
+    int ret_sinks, ret_window, ret_topk, ret_block, ret_reps; /* --ret-*: retrieval memory's settings (engine.h) */
+    const char *ret_dtype;     /* --ret-dtype: f32 | bf16 | f16 */
     const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
     int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
     const char *train_device;  /* --train-device: cpu (default) or cuda, where fine-tuning workers train */

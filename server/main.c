@@ -162,6 +162,14 @@ static int load(server_app *app) {
     cp.uio_keep_raw = o->uio_keep_raw;
     cp.uio_mem_budget = o->uio_mem_budget;
     cp.uio_encode_batch = o->uio_encode_batch;
+    cp.memory = app->memory;
+    cp.ret_sinks = o->ret_sinks;
+    cp.ret_window = o->ret_window;
+    cp.ret_topk = o->ret_topk;
+    cp.ret_block = o->ret_block;
+    cp.ret_reps = o->ret_reps;
+    cp.ret_dtype = app->ret_dtype;
+    app->retrieval = app->memory == MNEMO_MEMORY_RETRIEVAL;
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
                        .cache_bytes = o->cache_ram_mib < 0 ? -1 : o->cache_ram_mib << 20, .ctx = cp};
     char err[512];
@@ -172,6 +180,9 @@ static int load(server_app *app) {
         mnemo_model_free(m);
         return -1;
     }
+    if (app->retrieval)
+        log_line("retrieval memory: sinks %d + window %d in the cache, blocks of %d tokens (%d representatives), top "
+                 "%d per step, %s", o->ret_sinks, o->ret_window, o->ret_block, o->ret_reps, o->ret_topk, o->ret_dtype);
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
                            .ctx = cp};
@@ -284,6 +295,14 @@ int main(int argc, char **argv) {
     if (mnemo_mem_index_parse(o->mem_index, &app.mem_index) != MNEMO_OK) {
         fprintf(stderr, "mnemo-server: --mem-index must be auto, flat, brute, ivf, ivf-grow or hnsw (got '%s')\n",
                 o->mem_index);
+        return 2;
+    }
+    if (mnemo_memory_mode_parse(o->memory, &app.memory) != MNEMO_OK) {
+        fprintf(stderr, "mnemo-server: --memory must be model or retrieval (got '%s')\n", o->memory);
+        return 2;
+    }
+    if (mnemo_mem_dtype_parse(o->ret_dtype, &app.ret_dtype) != MNEMO_OK) {
+        fprintf(stderr, "mnemo-server: --ret-dtype must be f32, bf16 or f16 (got '%s')\n", o->ret_dtype);
         return 2;
     }
     if (app.mem_index == MNEMO_MEM_INDEX_IVF && o->mem_nprobe > 256) { /* engine.h: IVF has 256 cells */

@@ -187,7 +187,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
                                 : mix64((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&app->seq, 1) << 32));
     /* n_ctx bounds plain LLaMA sequences; LongLLaMA has none; UIO compresses as it goes, so only the engine knows
      * what fits (a prompt past its positions ends with a message naming them, a generation with "length") */
-    const bool capped = !app->unbounded && !app->uio;
+    const bool capped = !app->unbounded && !app->uio && !app->retrieval;
     for (int p = 0; p < n_prompts; p++) {
         tokvec t = {0};
         if (prompt_tokens(app, r, p, &t, e) != 0) {

@@ -130,7 +130,12 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
     json_object_set_new(p, "queue_size", json_integer(o->queue));
     json_object_set_new(p, "batch_tokens", json_integer(o->batch));
     json_object_set_new(p, "memory", memory_json(&ss.memory)); /* by kind, over all slots */
-    json_object_set_new(p, "memory_kind", json_string(app->uio ? "uio" : app->unbounded ? "longllama" : "none"));
+    json_object_set_new(p, "memory_kind", json_string(app->retrieval ? "retrieval" : app->uio ? "uio"
+                                                      : app->unbounded ? "longllama" : "none"));
+    if (app->retrieval) /* rows and bytes are in "memory" with the others */
+        json_object_set_new(p, "retrieval", json_pack("{s:i, s:i, s:i, s:i, s:i, s:s}", "sinks", o->ret_sinks, "window",
+                                                      o->ret_window, "topk", o->ret_topk, "block", o->ret_block,
+                                                      "reps", o->ret_reps, "dtype", o->ret_dtype));
     if (app->uio) json_object_set_new(p, "uio", uio_json(app, &ss));
     if (mnemo_model_has_memory(app->model)) { /* how LongLLaMA memory layers read their memory */
         mnemo_mem_index index = mnemo_mem_index_resolve(app->model, app->mem_index);

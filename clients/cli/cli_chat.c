@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "usage: mnemo chat [--model DIR|FILE.gguf] [options]   (then one user message per line on stdin)\n\n"
             "  --model DIR           checkpoint directory or GGUF file (default: $MNEMO_MODEL, else SmolLM2-135M-Instruct)\n"
             "  --system TEXT         a system message first\n"
+            "  --adapter DIR         answer through a peft LoRA adapter (mnemo train's --out, a fine-tuning job's)\n"
             "  --chat-template T     auto | llama2 | chatml | llama3 | plain (default auto: the model's own, else llama2)\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
             "  --temp T              temperature, 0 = greedy (default 0.7)\n"
@@ -133,7 +134,7 @@ static bool collect(const mnemo_token_event *ev, void *user) {
 }
 
 int cli_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model_dir = NULL, *system = NULL, *tmpl_name = "auto";
+    const char *cmd = "chat", *model_dir = NULL, *system = NULL, *tmpl_name = "auto", *adapter_dir = NULL;
     mnemo_model_params mp = mnemo_model_default_params();
     mnemo_context_params cp = mnemo_context_default_params();
     mnemo_generate_params gp = mnemo_generate_default_params();
@@ -149,6 +150,7 @@ int cli_chat(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { VALUE(); model_dir = v; }
         else if (!strcmp(a, "--system")) { VALUE(); system = v; }
+        else if (!strcmp(a, "--adapter")) { VALUE(); adapter_dir = v; }
         else if (!strcmp(a, "--chat-template")) { VALUE(); tmpl_name = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &gp.max_tokens)) return 2; }
         else if (!strcmp(a, "--temp")) { VALUE(); if (!cli_float(cmd, a, v, 0, 100, &gp.sampling.temperature)) return 2; }
@@ -170,6 +172,7 @@ int cli_chat(int argc, char **argv) {
     if (!model_dir && !(model_dir = cli_default_model(cmd))) return 1;
     mnemo_model *model = NULL;
     mnemo_context *ctx = NULL;
+    mnemo_adapter *adapter = NULL;
     int rc = 1;
     conversation conv = {0};
     tokens held = {0};
@@ -189,6 +192,12 @@ int cli_chat(int argc, char **argv) {
     }
     if (mnemo_context_new(model, &cp, &ctx) != MNEMO_OK) {
         fprintf(stderr, "mnemo chat: %s\n", mnemo_context_error(ctx));
+        goto out;
+    }
+    if (adapter_dir && (mnemo_adapter_load(model, adapter_dir, &adapter) != MNEMO_OK ||
+                        mnemo_context_set_adapter(ctx, adapter) != MNEMO_OK)) {
+        fprintf(stderr, "mnemo chat: cannot use the adapter: %s\n",
+                mnemo_adapter_error(adapter)[0] ? mnemo_adapter_error(adapter) : mnemo_context_error(ctx));
         goto out;
     }
     const char *stop = mnemo_chat_template_stop(tmpl);
@@ -264,6 +273,7 @@ out:
     free(ans.s);
     free(line);
     mnemo_context_free(ctx);
+    mnemo_adapter_free(adapter);
     mnemo_model_free(model);
     return rc;
 }

@@ -121,7 +121,8 @@ int cli_eval_int_list(const char *cmd, const char *flag, const char *s, int32_t 
 
 bool cli_eval_has_memory(const cli_eval_task *e) {
     mnemo_uio_info uio;
-    return mnemo_model_has_memory(e->model) || mnemo_model_uio(e->model, &uio) == MNEMO_OK;
+    return e->cp.memory == MNEMO_MEMORY_RETRIEVAL || mnemo_model_has_memory(e->model) ||
+           mnemo_model_uio(e->model, &uio) == MNEMO_OK;
 }
 
 void cli_eval_print_json(json_t *o) {

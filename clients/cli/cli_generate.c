@@ -241,6 +241,11 @@ int cli_generate(int argc, char **argv) {
                 (unsigned long long)ms.mem_tokens, (unsigned long long)ms.mem_entries, uio.chunk_size, uio.num_memory,
                 ms.local_tokens, (double)(ms.mem_key_bytes + ms.mem_value_bytes) / 1e3,
                 (double)ms.local_kv_bytes / 1e3);
+    else if (verbose && cp.memory == MNEMO_MEMORY_RETRIEVAL && mnemo_context_memory(ctx, &ms) == MNEMO_OK)
+        fprintf(stderr, "mnemo: retrieval memory: %llu tokens in memory (%.1f MB of K/V and representatives, %.1f KB "
+                "of index), %d tokens in the cache (%.1f MB with their keys before RoPE)\n",
+                (unsigned long long)ms.mem_tokens, (double)(ms.mem_key_bytes + ms.mem_value_bytes) / 1e6,
+                (double)ms.mem_index_bytes / 1e3, ms.local_tokens, (double)ms.local_kv_bytes / 1e6);
     if (save_session && mnemo_context_save(ctx, save_session) != MNEMO_OK) {
         fprintf(stderr, "mnemo generate: %s\n", mnemo_context_error(ctx));
         goto out;

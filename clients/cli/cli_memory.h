@@ -1,4 +1,5 @@
-/* cli_memory.h — the LongLLaMA and UIO memory options shared by `mnemo generate` and `mnemo passkey`. */
+/* cli_memory.h — the LongLLaMA, UIO and retrieval memory options shared by `mnemo generate`, `mnemo eval` and
+ * `mnemo passkey`. */
 #ifndef MNEMO_CLI_MEMORY_H
 #define MNEMO_CLI_MEMORY_H
 

@@ -163,7 +163,8 @@ static int fit_lengths(const mnemo_model *m, const mnemo_context *ctx, const mne
                        int32_t shortest, bool asked, double *lengths, int n) {
     mnemo_uio_info u;
     bool uio = mnemo_model_uio(m, &u) == MNEMO_OK;
-    bool unbounded = mnemo_model_has_memory(m) || (uio && cp->uio_mem_budget > 0);
+    bool unbounded = mnemo_model_has_memory(m) || (uio && cp->uio_mem_budget > 0) ||
+                     cp->memory == MNEMO_MEMORY_RETRIEVAL; /* retrieval memory: any length */
     int32_t n_ctx = mnemo_context_n_ctx(ctx), longest = unbounded ? 1 << 24 : n_ctx - ANSWER_TOKENS;
     if (uio && !unbounded) longest = uio_capacity(n_ctx, &u, cp->uio_keep_raw) - ANSWER_TOKENS;
     if (!asked && !unbounded) {

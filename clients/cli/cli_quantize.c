@@ -1,7 +1,7 @@
 /*
- * cli_quantize.c — `mnemo quantize`: a Hugging Face checkpoint written as one GGUF file with block-quantized (q8_0,
- * q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K) or f16/bf16/f32 matrices, for mnemo (--model FILE.gguf) and llama.cpp alike
- * (mnemo_quantize).
+ * cli_quantize.c — `mnemo quantize`: a Hugging Face checkpoint (or a GGUF file, re-quantized) written as one GGUF
+ * file with block-quantized (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K) or f16/bf16/f32 matrices, for mnemo
+ * (--model FILE.gguf) and llama.cpp alike (mnemo_quantize).
  */
 #include <stdio.h>
 #include <string.h>
@@ -11,11 +11,12 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: mnemo quantize --model DIR --type TYPE --out FILE.gguf\n\n"
-               "  --model DIR   a Hugging Face LLaMA or LongLLaMA checkpoint directory\n"
+               "  --model DIR   a Hugging Face LLaMA or LongLLaMA checkpoint directory, or a GGUF file to re-quantize\n"
+               "                (its vocabulary and chat template are copied as they are)\n"
                "  --type T      the matrices' type: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, f16,\n"
                "                bf16 or f32 (norms stay f32; rows that are not whole 32-blocks stay f16; k-quant rows\n"
-               "                that are not whole 256-blocks take q4_0, q5_1 (q5_K) or q8_0 (q6_K); the k-quants\n"
-               "                round to nearest, without llama-quantize's search)\n"
+               "                that are not whole 256-blocks take q4_0, q5_0 (q4_K), q5_1 (q5_K) or q8_0 (q6_K);\n"
+               "                the k-quants round to nearest, without llama-quantize's search)\n"
                "  --out FILE    the GGUF file to write (llama architecture: llama.cpp loads it too)\n");
 }
 

@@ -262,6 +262,23 @@ typedef enum {
 #define MNEMO_MEM_KNN_K_DEFAULT 128
 #define MNEMO_MEM_DENSE_ROWS_DEFAULT 8192
 
+/* Which memory a context gets. MODEL: the model's own (LongLLaMA memory layers, UIO compression, or none for a
+ * plain LLaMA). RETRIEVAL: training-free retrieval memory (InfLLM) for a plain RoPE LLaMA: the first ret_sinks
+ * tokens and the last ret_window stay in the KV cache; older tokens move, per layer and KV head, into memory in
+ * blocks of ret_block tokens (keys before RoPE), and each forward step attends to the top ret_topk blocks (by
+ * ret_reps representative keys per block) in one softmax with the cache. No length limit; n_ctx is ignored (the
+ * cache is ret_sinks + ret_window rows, which must fit max_position_embeddings). See README "Retrieval memory". */
+typedef enum { MNEMO_MEMORY_MODEL = 0, MNEMO_MEMORY_RETRIEVAL = 1 } mnemo_memory_mode;
+/* Storage dtype of retrieval memory's keys and values. */
+typedef enum { MNEMO_MEM_F32 = 0, MNEMO_MEM_BF16 = 1, MNEMO_MEM_F16 = 2 } mnemo_mem_dtype;
+/* Retrieval defaults (mnemo_context_default_params): InfLLM's proportions fitted to SmolLM2-135M's 8192 positions
+ * (first passkey figures in tests/bench/RESULTS.md; not tuned yet). */
+#define MNEMO_RET_SINKS_DEFAULT 64
+#define MNEMO_RET_WINDOW_DEFAULT 2048
+#define MNEMO_RET_TOPK_DEFAULT 16
+#define MNEMO_RET_BLOCK_DEFAULT 128
+#define MNEMO_RET_REPS_DEFAULT 4
+
 typedef struct {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's max_position_embeddings. LongLLaMA: the local
                         * window is always max_position_embeddings and the context has no length limit. UIO: the
@@ -290,6 +307,17 @@ typedef struct {
     int32_t uio_encode_batch;  /* > 1: whole segments of a mnemo_decode call are compressed this many per encoder
                                 * forward, and (without logits_all) the decoder skips them, as only the last token's
                                 * logits are kept: the same result (within 1e-5), faster prefill. 0 or 1: one by one */
+    /* Retrieval memory (memory = MNEMO_MEMORY_RETRIEVAL; defaults MNEMO_RET_*). mnemo_context_new refuses
+     * (MNEMO_ERR_INVALID_ARG, with a message) ret_window < 2 * ret_block, ret_sinks > ret_window, ret_sinks +
+     * ret_window past max_position_embeddings, ret_topk or ret_block or ret_reps < 1, ret_reps > ret_block, and
+     * retrieval over a LongLLaMA or UIO model. mem_index chooses the block search, mem_max_bytes bounds it. */
+    mnemo_memory_mode memory;
+    int32_t ret_sinks;         /* S: first tokens kept in the cache for good (attention sinks), 0 .. ret_window */
+    int32_t ret_window;        /* W: latest tokens kept in the cache (the local window) */
+    int32_t ret_topk;          /* k: memory blocks each forward step retrieves per layer and KV head */
+    int32_t ret_block;         /* B: tokens per memory block */
+    int32_t ret_reps;          /* r: representative keys per block, 1 .. ret_block */
+    mnemo_mem_dtype ret_dtype; /* memory keys and values: f32 (default), bf16 or f16 */
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
@@ -299,6 +327,12 @@ MNEMO_API mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *
 MNEMO_API const char *mnemo_mem_index_name(mnemo_mem_index index);
 /* The index a context of this model gets for `index` (AUTO resolved by the model's backend; others unchanged). */
 MNEMO_API mnemo_mem_index mnemo_mem_index_resolve(const mnemo_model *model, mnemo_mem_index index);
+/* "model", "retrieval" <-> mnemo_memory_mode; "f32", "bf16", "f16" <-> mnemo_mem_dtype (command lines, configs).
+ * parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other name; name: "?" for an unknown value. */
+MNEMO_API mnemo_status mnemo_memory_mode_parse(const char *name, mnemo_memory_mode *out);
+MNEMO_API const char *mnemo_memory_mode_name(mnemo_memory_mode mode);
+MNEMO_API mnemo_status mnemo_mem_dtype_parse(const char *name, mnemo_mem_dtype *out);
+MNEMO_API const char *mnemo_mem_dtype_name(mnemo_mem_dtype dtype);
 MNEMO_API mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *params,
                                          mnemo_context **out);
 MNEMO_API void mnemo_context_free(mnemo_context *ctx);
@@ -416,7 +450,9 @@ MNEMO_API mnemo_status mnemo_export_merged(const char *model_dir, const char *ad
  * file follows llama.cpp's llama architecture (llama.cpp loads it too); LongLLaMA settings and the original
  * tokenizer.model ride along under mnemo.* keys. mnemo_model_load takes the file in place of a directory. Rows that
  * are not whole 32-blocks stay f16 and norms f32, as llama.cpp's converter does; q4_K / q6_K rows that are not
- * whole 256-blocks take q4_0 / q8_0. MNEMO_OK, or an error with the reason in err. */
+ * whole 256-blocks take q5_0 / q8_0. model_dir may also be a GGUF file (llama architecture): its tensors are
+ * dequantized and written in type, its tokenizer metadata (SentencePiece or byte-level BPE, chat template) copied
+ * as it is. MNEMO_OK, or an error with the reason in err. */
 MNEMO_API mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char *out_path, char *err,
                                       size_t errlen);
 

@@ -17,7 +17,14 @@ mnemo_context_params mnemo_context_default_params(void) {
                                .logits_all = false,
                                .mem_knn_k = MNEMO_MEM_KNN_K_DEFAULT,
                                .mem_index = MNEMO_MEM_INDEX_AUTO,
-                               .mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT};
+                               .mem_dense_rows = MNEMO_MEM_DENSE_ROWS_DEFAULT,
+                               .memory = MNEMO_MEMORY_MODEL,
+                               .ret_sinks = MNEMO_RET_SINKS_DEFAULT,
+                               .ret_window = MNEMO_RET_WINDOW_DEFAULT,
+                               .ret_topk = MNEMO_RET_TOPK_DEFAULT,
+                               .ret_block = MNEMO_RET_BLOCK_DEFAULT,
+                               .ret_reps = MNEMO_RET_REPS_DEFAULT,
+                               .ret_dtype = MNEMO_MEM_F32};
     return p;
 }
 
@@ -72,9 +79,9 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
     if (model->vocab_only)
         return ctx_fail(ctx, MNEMO_ERR_UNSUPPORTED, "the model was loaded as a vocabulary only: it has no weights");
     mnemo_context_params p = params ? *params : mnemo_context_default_params();
-    const memory_ops *mem = memory_for_model(&model->cfg, model->uio);
+    const memory_ops *mem = memory_for_model(&model->cfg, model->uio, &p);
     int32_t n_ctx = p.n_ctx ? p.n_ctx : model->cfg.max_position_embeddings;
-    if (mem) n_ctx = mem->cache_rows(&model->cfg, n_ctx); /* LongLLaMA: the local window */
+    if (mem) n_ctx = mem->cache_rows(&model->cfg, &p, n_ctx); /* LongLLaMA: the local window */
     int32_t n_batch = p.n_batch ? p.n_batch : 512;
     if (n_ctx < 1 || n_batch < 1)
         return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "n_ctx (%d) and n_batch (%d) must be positive", p.n_ctx, p.n_batch);

@@ -1,12 +1,13 @@
 /*
- * quantize_api.c — mnemo_quantize: a Hugging Face LLaMA / LongLLaMA checkpoint directory written as one GGUF file
+ * quantize_api.c — mnemo_quantize: a Hugging Face LLaMA / LongLLaMA checkpoint directory, or a GGUF file to re-quantize
+ * (quantize_source.c: its tensors dequantized, its tokenizer metadata copied through), written as one GGUF file
  * (llama architecture) that both mnemo and llama.cpp load:
  *   - metadata as convert_hf_to_gguf.py writes it (llama.*, general.file_type, tokenizer.ggml.* from
  *     tokenizer.model), plus mnemo.architecture, mnemo.longllama.* (memory layers and their settings) and
  *     mnemo.tokenizer.spm_model (the tokenizer.model bytes, so mnemo's tokenizer is the original bit for bit);
  *   - matrices in the chosen type; rows without whole 32-blocks fall back to f16 and norms stay f32, as convert
- *     does; k-quant rows without whole 256-blocks take q4_0 (q2_K, q3_K, q4_K), q5_1 (q5_K) or q8_0 (q6_K), as
- *     llama-quantize mostly does (it takes iq4_nl for q2_K / q3_K and q5_0 for q4_K); q4_0, q4_1, q5_0, q5_1,
+ *     does; k-quant rows without whole 256-blocks take q4_0 (q2_K, q3_K), q5_0 (q4_K), q5_1 (q5_K) or q8_0 (q6_K),
+ *     as llama-quantize mostly does (it takes iq4_nl for q2_K / q3_K); q4_0, q4_1, q5_0, q5_1,
  *     q8_0 are ggml's reference quantizers bit for bit, the k-quants mnemo's simple round-to-nearest ones
  *     (quant_kblocks.c, quant_xquantize.c), not ggml's searching ones;
  *     Q/K rows permuted into ggml's RoPE order (gguf_llama_permute_rows);
@@ -22,6 +23,7 @@
 #include "gguf_llama.h"
 #include "gguf_write.h"
 #include "log.h"
+#include "quantize_source.h"
 
 /* llama.cpp's llama_ftype values for general.file_type */
 enum {
@@ -65,8 +67,8 @@ static mnemo_status fail(char *err, size_t errlen, mnemo_status st, const char *
 /* Tensor i: source widened to fp32, Q/K rows permuted, then stored in its type. */
 static int fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
     const out_tensor *o = &((quant_job *)user)->t[i];
-    kern_dtype sk;
-    if (tensor_dtype_to_kern(o->src->dtype, &sk) || kern_dtype_is_quant(sk)) {
+    kern_dtype sk; /* a GGUF source's quantized blocks widen like f16 / bf16 ones */
+    if (tensor_dtype_to_kern(o->src->dtype, &sk)) {
         snprintf(err, errlen, "%s: dtype %s cannot be converted", o->src->name, tensor_dtype_name(o->src->dtype));
         return -1;
     }
@@ -142,8 +144,10 @@ static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, 
             o->kd = out_types[ti].kd;
             if (kern_dtype_is_kquant(o->kd) && o->cols % KERN_QK_K) { /* rows of partial 256-blocks: a 32-block
                                                                       * type of about the same size or more */
-                o->kd = o->kd == KERN_Q6_K ? KERN_Q8_0 : o->kd == KERN_Q5_K ? KERN_Q5_1 : KERN_Q4_0;
-                o->ggml = o->kd == KERN_Q8_0 ? GGML_Q8_0 : o->kd == KERN_Q5_1 ? GGML_Q5_1 : GGML_Q4_0;
+                o->kd = o->kd == KERN_Q6_K ? KERN_Q8_0 : o->kd == KERN_Q5_K ? KERN_Q5_1
+                        : o->kd == KERN_Q4_K ? KERN_Q5_0 : KERN_Q4_0;
+                o->ggml = o->kd == KERN_Q8_0 ? GGML_Q8_0 : o->kd == KERN_Q5_1 ? GGML_Q5_1
+                          : o->kd == KERN_Q5_0 ? GGML_Q5_0 : GGML_Q4_0;
             }
             if (kern_dtype_is_quant(o->kd) && o->cols % KERN_QBLOCK) { /* convert's fallback */
                 o->ggml = GGML_F16;
@@ -257,22 +261,36 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     if (ti < 0)
         return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
                     "q3_K, q4_K, q5_K, q6_K, f16, bf16, f32%s", type, "");
-    struct stat st_dir;
-    if (stat(model_dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
-        return fail(err, errlen, MNEMO_ERR_IO, "%s: not a directory (mnemo quantize reads a Hugging Face checkpoint%s)",
-                    model_dir, "");
+    struct stat st_in;
+    if (stat(model_dir, &st_in) != 0 || !(S_ISDIR(st_in.st_mode) || S_ISREG(st_in.st_mode)))
+        return fail(err, errlen, MNEMO_ERR_IO, "%s: neither a checkpoint directory nor a GGUF file%s", model_dir, "");
     model_config cfg;
-    if (model_config_load(model_dir, &cfg, err, errlen) != 0) return MNEMO_ERR_FORMAT;
     weight_store *ws = NULL;
-    if (weight_store_open(model_dir, &ws, err, errlen) != 0) return MNEMO_ERR_FORMAT;
+    quant_gguf_source gsrc = {0};
+    char tok_dir[4096], name[256];
+    const char *base = strrchr(model_dir, '/');
+    snprintf(name, sizeof name, "%s", base && base[1] ? base + 1 : model_dir);
+    snprintf(tok_dir, sizeof tok_dir, "%s", model_dir);
+    if (S_ISREG(st_in.st_mode)) {
+        mnemo_status gs = quant_gguf_open(model_dir, &gsrc, &cfg, &ws, err, errlen);
+        if (gs != MNEMO_OK) return gs;
+        size_t nl = strlen(name);
+        if (!quant_gguf_name(&gsrc, name, sizeof name) && nl > 5 && !strcmp(name + nl - 5, ".gguf")) name[nl - 5] = 0;
+        /* a GGUF without its vocabulary: the tokenizer.model beside it, where the loader looks for it */
+        char *slash = strrchr(tok_dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(tok_dir, sizeof tok_dir, ".");
+    } else {
+        if (model_config_load(model_dir, &cfg, err, errlen) != 0) return MNEMO_ERR_FORMAT;
+        if (weight_store_open(model_dir, &ws, err, errlen) != 0) return MNEMO_ERR_FORMAT;
+    }
     quant_job job = {0};
     gguf_writer *w = gguf_writer_new();
     mnemo_status st = w ? plan(&cfg, ws, ti, &job, err, errlen) : MNEMO_ERR_NOMEM;
     if (st == MNEMO_OK) {
-        const char *base = strrchr(model_dir, '/');
-        base = base && base[1] ? base + 1 : model_dir;
-        put_config(w, &cfg, base, out_types[ti].ftype, kern_dtype_is_quant(out_types[ti].kd));
-        st = put_tokenizer(w, &cfg, model_dir, err, errlen);
+        put_config(w, &cfg, name, out_types[ti].ftype, kern_dtype_is_quant(out_types[ti].kd));
+        if (gsrc.map && quant_gguf_has_tokenizer(&gsrc)) quant_gguf_put_tokenizer(w, &gsrc);
+        else st = put_tokenizer(w, &cfg, tok_dir, err, errlen);
     }
     for (size_t i = 0; st == MNEMO_OK && i < job.n; i++) {
         const out_tensor *o = &job.t[i];
@@ -288,5 +306,6 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     gguf_writer_free(w);
     free(job.t);
     weight_store_close(ws);
+    quant_gguf_close(&gsrc);
     return st;
 }

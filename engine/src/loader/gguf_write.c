@@ -98,6 +98,15 @@ void gguf_w_arr_str(gguf_writer *w, const char *k, const char *const *s, const s
     for (uint64_t i = 0; i < n; i++) put_str(w, &w->kv, s[i], lens ? lens[i] : strlen(s[i]));
 }
 
+void gguf_w_copy(gguf_writer *w, const gguf_kv *kv) {
+    key(w, kv->key, kv->type);
+    if (kv->type == GGUF_ARRAY) {
+        put_u32(w, &w->kv, kv->arr_type);
+        put_u64(w, &w->kv, kv->n);
+    }
+    put(w, &w->kv, kv->p, (size_t)kv->nbytes); /* the parser checked these bytes lie in the source image */
+}
+
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, int32_t ndim, const int64_t *ne, uint64_t nbytes) {
     if (w->oom) return;
     if (w->n_t == w->cap_t) {

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf.h"
+
 typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_new(void); /* NULL when out of memory */
@@ -27,6 +29,8 @@ void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n)
 void gguf_w_arr_u8(gguf_writer *w, const char *key, const uint8_t *v, uint64_t n);
 /* n strings; lens[i] bytes each (lens NULL: NUL-terminated). */
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *s, const size_t *lens, uint64_t n);
+/* A key/value as gguf_parse read it from another file, copied byte for byte (any type, arrays of strings too). */
+void gguf_w_copy(gguf_writer *w, const gguf_kv *kv);
 
 /* Declares a tensor: ne[0] innermost (GGUF order), nbytes its size in type. Tensors are written in this order. */
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t ggml_type, int32_t ndim, const int64_t *ne,

@@ -10,7 +10,8 @@
 
 #include "longllama_memory.h"
 
-static int32_t cache_rows(const model_config *cfg, int32_t n_ctx) {
+static int32_t cache_rows(const model_config *cfg, const mnemo_context_params *p, int32_t n_ctx) {
+    (void)p;
     (void)n_ctx;
     return cfg->max_position_embeddings; /* the local window, whatever the caller asked */
 }

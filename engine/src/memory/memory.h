@@ -77,8 +77,9 @@ typedef struct memory_ops {
     uint32_t snapshot_kind; /* in a snapshot header: which memory wrote it (0 is reserved for "none") */
 
     /* ---- lifetime */
-    /* KV-cache rows a context of this model needs, given the caller's n_ctx (LongLLaMA: its window). */
-    int32_t (*cache_rows)(const model_config *cfg, int32_t n_ctx);
+    /* KV-cache rows a context of this model needs, given the caller's parameters and n_ctx (LongLLaMA: its window;
+     * retrieval: sinks + window). */
+    int32_t (*cache_rows)(const model_config *cfg, const mnemo_context_params *p, int32_t n_ctx);
     /* A new, empty memory in *state. MNEMO_OK, or INVALID_ARG (a bad mem_* parameter) / NOMEM with a message. */
     mnemo_status (*create)(void **state, const memory_args *a, char *err, size_t errlen);
     void (*free)(void *st);  /* NULL is a no-op */
@@ -141,9 +142,11 @@ typedef struct memory_ops {
     void (*load_discard)(const void *st, void *staged);
 } memory_ops;
 
-/* The memory a model's contexts get: UIO when the model was loaded with UIO weights (uio non-NULL), LongLLaMA for
- * a LongLLaMA config, NULL for plain LLaMA. The only place that names the mechanisms. */
-const memory_ops *memory_for_model(const model_config *cfg, const struct uio_weights *uio);
+/* The memory a context gets: retrieval memory when its parameters ask for it (p->memory), else the model's own: UIO
+ * when the model was loaded with UIO weights (uio non-NULL), LongLLaMA for a LongLLaMA config, NULL for plain LLaMA.
+ * The only place that names the mechanisms. */
+const memory_ops *memory_for_model(const model_config *cfg, const struct uio_weights *uio,
+                                   const mnemo_context_params *p);
 /* "plain LLaMA" for kind 0, else the name of the memory that writes that snapshot kind ("?" if none does). */
 const char *memory_kind_name(uint32_t snapshot_kind);
 

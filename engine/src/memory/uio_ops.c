@@ -15,8 +15,9 @@
 
 /* The cache holds memory + raw: the caller's n_ctx (0: max_position_embeddings) is that bound, as the reference's
  * RoPE table of 4096 positions is. */
-static int32_t cache_rows(const model_config *cfg, int32_t n_ctx) {
+static int32_t cache_rows(const model_config *cfg, const mnemo_context_params *p, int32_t n_ctx) {
     (void)cfg;
+    (void)p;
     return n_ctx;
 }
 
