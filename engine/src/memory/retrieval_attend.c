@@ -1,7 +1,7 @@
 /*
  * retrieval_attend.c — retrieval memory's attention at one layer for one forward step (memory_ops.attend): the
  * step's query sums are kept for the representatives of the blocks they will join, the top-k blocks of each KV head
- * are retrieved and rotated at the memory's position, and the queries attend to them and to the cache (sinks +
+ * are retrieved (their keys lie rotated at the memory's position already), and the queries attend to them and to the cache (sinks +
  * local window, causal) in one softmax. Shapes: q, out [nq][hq][hd] (q rotated at rows q_pos0 ..); k, v the
  * layer's cache [nkv][hkv][hd] (retrieval_memory.h for the layout and the choices).
  */
@@ -71,17 +71,30 @@ int retrieval_attend(void *st, int32_t l, const kern_backend *be, kern_ctx *kc, 
         int64_t *ids = s->ids + g * s->k;
         if (mem_store_search(s->reps[l], (int)g, 1, qs, (size_t)hd, kk, ids, s->scores) != 0) return KERN_EBACKEND;
         settle_ids(ids, kk, s->n_blocks);
+        if (nq == 1) { /* one query (generation): attention_mem reads the chosen rows where they lie */
+            mk[g] = mem_store_raw_keys(s->tokens[l], (int)g);
+            mv[g] = mem_store_raw_values(s->tokens[l], (int)g);
+            for (int64_t h = g * grp; h < (g + 1) * grp; h++)
+                for (int32_t j = 0; j < kk; j++)
+                    for (int32_t m = 0; m < B; m++) s->sel[(h * kk + j) * B + m] = ids[j] * B + m;
+            continue;
+        }
+        /* many queries: the chosen rows gathered (widened) once for all of them */
         float *gk = s->gk + g * (int64_t)kk * B * hd, *gv = s->gv + g * (int64_t)kk * B * hd;
         for (int32_t j = 0; j < kk; j++) {
-            float *dk = gk + (int64_t)j * B * hd, *dv = gv + (int64_t)j * B * hd;
-            mem_store_read_keys(s->tokens[l], (int)g, (size_t)(ids[j] * B), (size_t)B, dk);
-            mem_store_read_values(s->tokens[l], (int)g, (size_t)(ids[j] * B), (size_t)B, dv);
-            for (int32_t m = 0; m < B; m++) retrieval_rotate(dk + (int64_t)m * hd, s->mem_pos_cs, (int32_t)hd, 1.f);
+            mem_store_read_keys(s->tokens[l], (int)g, (size_t)(ids[j] * B), (size_t)B, gk + (int64_t)j * B * hd);
+            mem_store_read_values(s->tokens[l], (int)g, (size_t)(ids[j] * B), (size_t)B, gv + (int64_t)j * B * hd);
         }
         mk[g] = gk;
         mv[g] = gv;
     }
     /* 3. one softmax over [cache (causal) | retrieved tokens] */
+    if (nq == 1) {
+        mem_dtype dt = mem_store_dtype(s->tokens[l]);
+        kern_dtype kdt = dt == MEM_DTYPE_BF16 ? KERN_BF16 : dt == MEM_DTYPE_F16 ? KERN_F16 : KERN_F32;
+        return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, kdt,
+                                 (int64_t)mem_store_size(s->tokens[l]), s->sel, (int64_t)kk * B);
+    }
     return be->attention_mem(kc, out, q, k, v, nq, nkv, q_pos0, hq, hkv, hd, scale, mk, mv, KERN_F32,
                              (int64_t)kk * B, NULL, 0);
 }

@@ -11,7 +11,8 @@
  *   B local tokens move to memory as one block (retrieval_store.c) and the window shifts down: the cache rows that
  *   stay are rotated again, from their keys before RoPE, at their new positions. A step is at most W - B + 1
  *   tokens, so a whole block is always there to move.
- * Memory. Per layer and KV head: the tokens that left the window, in blocks of B, keys before RoPE and values
+ * Memory. Per layer and KV head: the tokens that left the window, in blocks of B, keys already rotated at the
+ *   retrieval position P (below: every retrieved key is read there, so a step reads them as they lie) and values
  *   (a mem_store in f32, bf16 or f16), and one row per block: the sum of its r representative keys (before RoPE,
  *   f32). The representatives are InfLLM's: the r tokens of the block whose keys get the largest attention logits
  *   (summed over the KV head's query heads) from the B queries that follow them, at their true relative
@@ -64,7 +65,9 @@ typedef struct retrieval_state {
     float *mem_pos_cs;       /* [hd] cos | sin of position P (the rope op's arithmetic) */
     float *rel_cs;           /* [2B][hd] cos | sin of positions 0 .. 2B-1 (representative logits) */
     /* attention scratch */
-    float *gk, *gv;          /* [hkv][k * B][hd] the retrieved tokens, keys rotated at P */
+    float *gk, *gv;          /* [hkv][k * B][hd] the retrieved tokens of a many-query step, widened to f32 */
+    int64_t *sel;            /* [hq][k * B] a one-query step's retrieved token rows (attention_mem reads the stores) */
+    float *rotk;             /* [B][kv_dim] a block's keys rotated at P, on their way to memory */
     float *qsum;             /* [hkv][hd] */
     int64_t *ids;            /* [hkv][k] */
     float *scores;           /* [k] */

@@ -35,6 +35,8 @@ static void destroy(void *st) {
     free(s->rel_cs);
     free(s->gk);
     free(s->gv);
+    free(s->sel);
+    free(s->rotk);
     free(s->qsum);
     free(s->ids);
     free(s->scores);
@@ -142,6 +144,8 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     s->rel_cs = malloc(2 * (size_t)s->B * hd * sizeof(float));
     s->gk = malloc((size_t)s->hkv * kB * hd * sizeof(float));
     s->gv = malloc((size_t)s->hkv * kB * hd * sizeof(float));
+    s->sel = malloc((size_t)s->hq * kB * sizeof(int64_t));
+    s->rotk = malloc((size_t)s->B * kvd * sizeof(float));
     s->qsum = malloc(kvd * sizeof(float));
     s->ids = malloc((size_t)s->hkv * (size_t)s->k * sizeof(int64_t));
     s->scores = malloc((size_t)s->k * sizeof(float));
@@ -150,7 +154,7 @@ static mnemo_status create(void **state, const memory_args *a, char *err, size_t
     s->rot = malloc(3 * (size_t)s->B * hd * sizeof(float));
     s->rsum = malloc(kvd * sizeof(float));
     if (!s->tokens || !s->reps || !s->layer_flags || !s->raw_k || !s->raw_q || !s->pos || !s->mem_pos_cs ||
-        !s->rel_cs || !s->gk || !s->gv || !s->qsum || !s->ids || !s->scores || !s->zeros || !s->rep_score || !s->rot ||
+        !s->rel_cs || !s->gk || !s->gv || !s->sel || !s->rotk || !s->qsum || !s->ids || !s->scores || !s->zeros || !s->rep_score || !s->rot ||
         !s->rsum)
         goto oom;
     memset(s->layer_flags, MEMORY_LAYER_KV | MEMORY_LAYER_ATTEND, L);

@@ -1,6 +1,6 @@
 /*
  * retrieval_store.c — retrieval memory's block store: the oldest blocks of the local window move to memory (their
- * tokens' keys before RoPE and values, and one representative row per block), and the window shifts down to the
+ * tokens' keys rotated at the memory position and values, and one representative row per block), and the window shifts down to the
  * row after the sinks, its keys rotated again at their new positions (retrieval_memory.h for the layout).
  */
 #include <math.h>
@@ -102,7 +102,12 @@ mnemo_status retrieval_evict(retrieval_state *s, kern_ctx *kc, const kv_cache *k
     for (int32_t l = 0; l < s->n_layer; l++) {
         const float *rk = s->raw_k + ((size_t)l * rows + (size_t)S) * kvd;
         const float *v = kv->v + ((size_t)l * (size_t)kv->n_ctx + (size_t)S) * kvd;
-        int rc = mem_store_append(s->tokens[l], (size_t)moved, rk, v, kvd);
+        int rc = 0;
+        for (int32_t j = 0; rc == 0 && j < e; j++) { /* keys rotated at P once here, not at every read */
+            memcpy(s->rotk, rk + (size_t)j * B * kvd, (size_t)B * kvd * sizeof(float));
+            for (int32_t m = 0; m < B * s->hkv; m++) retrieval_rotate(s->rotk + (size_t)m * s->hd, s->mem_pos_cs, s->hd, 1.f);
+            rc = mem_store_append(s->tokens[l], (size_t)B, s->rotk, v + (size_t)j * B * kvd, kvd);
+        }
         for (int32_t j = 0; rc == 0 && j < e; j++) {
             representatives(s, l, S + j * B);
             rc = mem_store_append(s->reps[l], 1, s->rsum, s->zeros, kvd);
