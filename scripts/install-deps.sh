@@ -6,6 +6,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libsentencepiece-dev libj
 pkgs+=(libfaiss-dev)
 # mnemo-server: HTTP library; its tests need a venv (pytest + openai from PyPI, see scripts/test.sh) and curl.
 pkgs+=(libmicrohttpd-dev python3-venv curl ca-certificates)
+# mnemo-server's shared state for several nodes (--state postgresql://...): libpq, and the server for its tests
+pkgs+=(libpq-dev postgresql)
 # the web page's tests (tests/server/test_webui.py): a real browser and its WebDriver, driven by selenium (PyPI)
 pkgs+=(chromium chromium-driver)
 # mnemo eval's plots (scripts/plot_eval.py): matplotlib from Debian, for the system python3

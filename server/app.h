@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "scheduler.h"
 #include "sessions.h"
+#include "state.h"
 
 typedef enum { APP_LOADING = 0, APP_READY = 1, APP_STOPPING = 2, APP_STOPPED = 3 } app_state;
 
@@ -53,8 +54,9 @@ typedef struct server_app {
     long long created;
     atomic_ullong seq; /* response ids and default seeds */
     pthread_mutex_t embed_mu; /* one /v1/embeddings request computes at a time (routes_embeddings.c) */
-    ft_files *files;          /* --jobs-dir: uploaded files; NULL without it */
-    ft_jobs *jobs;            /* --jobs-dir: fine-tuning jobs and the adapters they made; NULL without it */
+    ft_files *files;          /* --jobs-dir or --state postgresql: uploaded files; NULL without either */
+    ft_jobs *jobs;            /* --jobs-dir or --state postgresql: fine-tuning jobs and their adapters; NULL without */
+    state_backend store;      /* --state: local directories, or the PostgreSQL database shared by several nodes */
 } server_app;
 
 /* {"local_kv_bytes", "memory_key_bytes", "memory_value_bytes", "index_bytes", "memory_tokens"} (routes_info.c). */

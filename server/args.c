@@ -108,12 +108,22 @@ static const opt_def OPTS[] = {
      "threads of each fine-tuning worker process (default 1; 0 = one per core)"},
     {"--train-device", OPT_STR, OFF(train_device), 0, 0,
      "cpu | cuda: where fine-tuning workers train (default cpu; cuda shares the GPU with serving)"},
-    {"--max-jobs", OPT_INT, OFF(max_jobs), 1, 64, "fine-tuning jobs running at once; the rest wait queued (1)"},
+    {"--max-jobs", OPT_INT, OFF(max_jobs), 0, 64,
+     "fine-tuning jobs running at once; the rest wait queued (1; 0 = this node trains none, another node does)"},
     {"--max-files", OPT_INT, OFF(max_files), 1, 1000000, "uploaded files kept in --jobs-dir (1000)"},
     {"--max-pending-jobs", OPT_INT, OFF(max_pending_jobs), 1, 1000000,
      "fine-tuning jobs validating, queued or running before new ones get 429 (100)"},
     {"--no-webui", OPT_FLAG, OFF(no_webui), 0, 0,
      "serve no web page at / (default: a page for chat, documents, sessions, fine-tuning and metrics)"},
+    {"--state", OPT_STR, OFF(state), 0, 0,
+     "where sessions' snapshots, files, jobs and adapters live: local (default: --session-dir, --jobs-dir) or a "
+     "PostgreSQL conninfo (postgresql://user@host/db?sslmode=...) shared by several nodes"},
+    {"--state-pool", OPT_INT, OFF(state_pool), 1, 256, "connections to the state database (4)"},
+    {"--state-wait", OPT_DBL, OFF(state_wait_s), 0, 86400,
+     "seconds to wait for an unreachable state database at start (default 0: exit 1 at once)"},
+    {"--node-id", OPT_STR, OFF(node_id), 0, 0, "this node's name in the state database (default: host name and pid)"},
+    {"--lease", OPT_DBL, OFF(lease_s), 0.5, 3600,
+     "seconds a node holds a fine-tuning job without renewing before another node resumes it (15)"},
     {"--conn-timeout", OPT_INT, OFF(conn_timeout_s), 1, 86400,
      "seconds idle, or sending headers or body, before a connection is closed (10)"},
 };
@@ -143,6 +153,9 @@ void server_opts_defaults(server_opts *o) {
     o->max_jobs = 1;
     o->max_files = 1000;
     o->max_pending_jobs = 100;
+    o->state = "local";
+    o->state_pool = 4;
+    o->lease_s = 15;
     o->session_max_bytes = (size_t)4 << 30;
     o->uio_encode_batch = 1;
     o->mem_index = "auto"; /* the engine's defaults (engine.h mnemo_context_default_params) */

@@ -57,6 +57,11 @@ typedef struct {
     int max_files;             /* --max-files: uploaded files kept */
     int max_pending_jobs;      /* --max-pending-jobs: jobs validating, queued or running before 429 */
     int no_webui;              /* --no-webui: no web page at / (the API alone) */
+    const char *state;         /* --state: "local" or a PostgreSQL conninfo shared by several nodes */
+    int state_pool;            /* --state-pool: connections to the state database */
+    double state_wait_s;       /* --state-wait: seconds to wait for the database at start; 0 = exit 1 at once */
+    const char *node_id;       /* --node-id: this node's name in the database; NULL = host name and pid */
+    double lease_s;            /* --lease: seconds a claimed job stays this node's without a renewal */
     int verbose;               /* -v: log each request */
 } server_opts;
 

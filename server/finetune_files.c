@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "finetune_files_pg.h"
 #include "text_util.h"
 
 #define ID_PREFIX "file-"
@@ -54,11 +55,33 @@ struct ft_files {
     size_t n, cap;
     long long last_stamp; /* the newest <id>.json mtime (ns): each upload's is set past it, so order survives a
                            * restart even when the filesystem's clock ticks coarser than the uploads */
+    ffpg *pg;             /* --state postgresql: every call goes to finetune_files_pg.c */
 };
+
+/* Why this thread's last lookup found nothing (ft_files_last_error). */
+static _Thread_local ft_error last_error;
+
+const ft_error *ft_files_last_error(void) { return &last_error; }
+
+static void not_found(const char *id) {
+    last_error = (ft_error){.status = 404};
+    snprintf(last_error.code, sizeof last_error.code, "file_not_found");
+    snprintf(last_error.message, sizeof last_error.message, "No such File object: %.64s", id ? id : "");
+}
 
 static void set_error(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static void set_error(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    e->status = status;
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+void ft_files_fail(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
     e->status = status;
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
@@ -195,8 +218,8 @@ fail:;
 }
 
 /* The file object of an upload: id, object, bytes, created_at, filename, purpose, status. */
-static json_t *file_object(const char *id, size_t bytes, long long created, const char *filename, size_t fn_len,
-                           const char *purpose) {
+json_t *ft_files_object(const char *id, size_t bytes, long long created, const char *filename, size_t fn_len,
+                        const char *purpose) {
     json_t *o = json_object();
     if (!o) return NULL;
     json_object_set_new(o, "id", json_string(id));
@@ -372,8 +395,21 @@ ft_files *ft_files_open(const char *jobs_dir, int max_files, char *err, size_t e
     return f;
 }
 
+ft_files *ft_files_open_pg(struct pg_pool *pool, const char *work_dir, int max_files, char *err, size_t errlen) {
+    ft_files *f = calloc(1, sizeof *f);
+    if (!f) return snprintf(err, errlen, "out of memory"), NULL;
+    if (!(f->pg = ffpg_open(pool, work_dir, max_files, err, errlen))) {
+        free(f);
+        return NULL;
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    f->max_files = max_files;
+    return f;
+}
+
 void ft_files_close(ft_files *f) {
     if (!f) return;
+    ffpg_close(f->pg);
     for (size_t i = 0; i < f->n; i++) json_decref(f->v[i].obj);
     free(f->v);
     pthread_mutex_destroy(&f->mu);
@@ -381,6 +417,7 @@ void ft_files_close(ft_files *f) {
 }
 
 size_t ft_files_count(ft_files *f) {
+    if (f->pg) return ffpg_count(f->pg);
     pthread_mutex_lock(&f->mu);
     size_t n = f->n;
     pthread_mutex_unlock(&f->mu);
@@ -396,6 +433,17 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
         return -1;
     }
     if (ft_files_validate(data, len, e) != 0) return -1;
+    if (f->pg) {
+        char pid[64];
+        if (ft_files_new_id(pid) != 0)
+            return set_error(e, 500, "server_error", NULL, "cannot read /dev/urandom for a file id"), -1;
+        json_t *obj = ft_files_object(pid, len, (long long)time(NULL), filename, filename_len, purpose);
+        if (!obj) return set_error(e, 500, "server_error", NULL, "out of memory"), -1;
+        int rc = ffpg_create(f->pg, obj, data, len, e);
+        if (rc == 0) *out = obj;
+        else json_decref(obj);
+        return rc;
+    }
 
     char id[ID_LEN + 1];
     pthread_mutex_lock(&f->mu);
@@ -414,7 +462,7 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
     pthread_mutex_unlock(&f->mu);
 
     long long created = (long long)time(NULL);
-    json_t *obj = file_object(id, len, created, filename, filename_len, purpose);
+    json_t *obj = ft_files_object(id, len, created, filename, filename_len, purpose);
     char *meta = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
     char tmp[4096], fin[4096], tmeta[4096], fmeta[4096];
     path_of(f, tmp, sizeof tmp, TMP_PREFIX, id, ".jsonl");
@@ -461,6 +509,8 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
 }
 
 json_t *ft_files_list(ft_files *f, const char *purpose, const char *after, int limit, bool ascending) {
+    not_found(after);
+    if (f->pg) return ffpg_list(f->pg, purpose, after, limit, ascending, &last_error);
     if (limit < 1) limit = 1;
     if (limit > 10000) limit = 10000;
     json_t *data = json_array();
@@ -493,7 +543,9 @@ json_t *ft_files_list(ft_files *f, const char *purpose, const char *after, int l
 }
 
 json_t *ft_files_get(ft_files *f, const char *id) {
+    not_found(id);
     if (!ft_files_valid_id(id)) return NULL;
+    if (f->pg) return ffpg_get(f->pg, id, &last_error);
     pthread_mutex_lock(&f->mu);
     long i = find(f, id);
     json_t *o = i >= 0 ? json_deep_copy(f->v[i].obj) : NULL;
@@ -502,7 +554,9 @@ json_t *ft_files_get(ft_files *f, const char *id) {
 }
 
 int ft_files_delete(ft_files *f, const char *id) {
+    not_found(id);
     if (!ft_files_valid_id(id)) return -1;
+    if (f->pg) return ffpg_delete(f->pg, id, &last_error);
     char meta[4096], data[4096];
     path_of(f, meta, sizeof meta, "", id, ".json");
     path_of(f, data, sizeof data, "", id, ".jsonl");
@@ -526,10 +580,26 @@ int ft_files_delete(ft_files *f, const char *id) {
 }
 
 bool ft_files_path(ft_files *f, const char *id, char *out, size_t cap) {
+    not_found(id);
     if (!ft_files_valid_id(id)) return false;
+    if (f->pg) return ffpg_path(f->pg, id, out, cap, &last_error);
     pthread_mutex_lock(&f->mu);
     bool ok = find(f, id) >= 0;
     pthread_mutex_unlock(&f->mu);
     if (ok) path_of(f, out, cap, "", id, ".jsonl");
     return ok;
 }
+
+int ft_files_new_id(char out[64]) {
+    unsigned char r[ID_HEX / 2];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t got = read(fd, r, sizeof r);
+    close(fd);
+    if (got != (ssize_t)sizeof r) return -1;
+    memcpy(out, ID_PREFIX, sizeof ID_PREFIX - 1);
+    for (size_t i = 0; i < sizeof r; i++) snprintf(out + sizeof ID_PREFIX - 1 + 2 * i, 3, "%02x", r[i]);
+    return 0;
+}
+
+bool ft_files_remote(const ft_files *f) { return f->pg != NULL; }

@@ -54,4 +54,14 @@ int ft_files_validate(const char *data, size_t len, ft_error *e);
 /* Files kept now. */
 size_t ft_files_count(ft_files *f);
 
+struct pg_pool;
+/* The files kept in the state database (--state postgresql://...), shared by every node; the same contract, the
+ * bytes a caller reads through ft_files_path fetched once into <work_dir>/files. NULL with a message on failure. */
+ft_files *ft_files_open_pg(struct pg_pool *pool, const char *work_dir, int max_files, char *err, size_t errlen);
+/* True for a store opened with ft_files_open_pg. */
+bool ft_files_remote(const ft_files *f);
+/* Why this thread's last ft_files_list / _get / _delete / _path found nothing or failed: status 404 (no such file,
+ * or no `after`), 503 (the state database is unavailable) or 500, with a message. */
+const ft_error *ft_files_last_error(void);
+
 #endif

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "finetune_jobs_pg.h"
 #include "text_util.h"
 
 enum { ST_VALIDATING, ST_QUEUED, ST_RUNNING, ST_SUCCEEDED, ST_FAILED, ST_CANCELLED, ST_COUNT };
@@ -40,6 +41,7 @@ typedef struct {
     size_t line_len;
     int restarts;
     bool cancel;        /* cancel asked: the worker was sent SIGTERM */
+    bool lost;          /* with the state database: another node holds the job's lease now */
     mnemo_adapter *adapter; /* succeeded: loaded on first use */
     double tokens_per_s;
 } ft_job;
@@ -56,7 +58,22 @@ struct ft_jobs {
     long long steps;
     double tokens_per_s;
     long long adapters_loaded;
+    jpg *pg;            /* the state database (NULL: jobs-dir only); jobs[] holds the jobs this node works on */
+    struct { char name[512]; mnemo_adapter *a; } *adapters; /* with pg: fine-tuned models loaded here */
+    size_t n_adapters;
+    double renewed_at;  /* with pg: when the leases were last renewed (monotonic seconds) */
+    double polled_at;   /* with pg: when the queue was last looked at */
 };
+
+static _Thread_local ft_error last_error;
+
+const ft_error *ft_jobs_last_error(void) { return &last_error; }
+
+static void not_found(const char *id) {
+    last_error = (ft_error){.status = 404};
+    snprintf(last_error.code, sizeof last_error.code, "job_not_found");
+    snprintf(last_error.message, sizeof last_error.message, "no fine-tuning job '%.100s'", id ? id : "");
+}
 
 static void set_err(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
     e->status = status;
@@ -83,6 +100,10 @@ static int write_json_atomic(const char *path, json_t *obj) {
 }
 
 static void persist(ft_jobs *J, ft_job *j) {
+    if (J->pg) {
+        jpg_persist(J->pg, j->id, STATUS[j->status], j->obj);
+        return;
+    }
     char path[4200];
     job_path(J, j, "job.json", path, sizeof path);
     if (write_json_atomic(path, j->obj) != 0) fprintf(stderr, "mnemo-server: warning: cannot write %s\n", path);
@@ -90,19 +111,30 @@ static void persist(ft_jobs *J, ft_job *j) {
 
 static long long now_unix(void) { return (long long)time(NULL); }
 
-/* Appends an event (OpenAI's fine_tuning.job.event) to memory and events.jsonl. data may be NULL; stolen. */
+/* An event (OpenAI's fine_tuning.job.event); data may be NULL; stolen. The state database numbers events itself. */
+static json_t *event_json(const ft_job *j, const char *level, const char *type, json_t *data, const char *msg) {
+    char eid[64];
+    snprintf(eid, sizeof eid, "ftevent-%s-%zu", j->id + 6, json_array_size(j->events));
+    json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "object", "fine_tuning.job.event", "id", eid,
+                           "created_at", (json_int_t)now_unix(), "level", level, "message", msg, "type", type);
+    json_object_set_new(ev, "data", data ? data : json_object());
+    return ev;
+}
+
+/* Appends an event to memory and events.jsonl (or the state database). data may be NULL; stolen. */
 static void add_event(ft_jobs *J, ft_job *j, const char *level, const char *type, json_t *data, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    char eid[64];
-    snprintf(eid, sizeof eid, "ftevent-%s-%zu", j->id + 6, json_array_size(j->events));
-    json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "object", "fine_tuning.job.event", "id", eid,
-                           "created_at", (json_int_t)now_unix(), "level", level, "message", msg, "type", type);
-    json_object_set_new(ev, "data", data ? data : json_object());
+    json_t *ev = event_json(j, level, type, data, msg);
     json_array_append(j->events, ev);
+    if (J->pg) {
+        jpg_event(J->pg, j->id, ev);
+        json_decref(ev);
+        return;
+    }
     char path[4200];
     job_path(J, j, "events.jsonl", path, sizeof path);
     char *line = json_dumps(ev, JSON_COMPACT);
@@ -336,9 +368,10 @@ int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
                        "'%s')", model, J->base_name), -1;
     if (!tf) return set_err(e, 400, "missing_required_parameter", "training_file", "training_file is required"), -1;
     char src[4200], vsrc[4200];
-    if (!ft_files_valid_id(tf) || !ft_files_path(J->cfg.files, tf, src, sizeof src))
+    /* with the state database the files are copied inside it (jpg_create), never through this node */
+    if (!ft_files_valid_id(tf) || (!J->pg && !ft_files_path(J->cfg.files, tf, src, sizeof src)))
         return set_err(e, 404, "file_not_found", "training_file", "no file '%.100s'", tf), -1;
-    if (vf && (!ft_files_valid_id(vf) || !ft_files_path(J->cfg.files, vf, vsrc, sizeof vsrc)))
+    if (vf && (!ft_files_valid_id(vf) || (!J->pg && !ft_files_path(J->cfg.files, vf, vsrc, sizeof vsrc))))
         return set_err(e, 404, "file_not_found", "validation_file", "no file '%.100s'", vf), -1;
     if (suffix) {
         size_t n = strlen(suffix);
@@ -374,6 +407,17 @@ int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
     if (vf) json_object_set_new(j->obj, "validation_file", json_string(vf));
     if (suffix) json_object_set_new(j->obj, "user_provided_suffix", json_string(suffix));
     json_object_set_new(j->obj, "estimated_finish", json_null());
+    if (J->pg) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Validating training file: %s", tf);
+        json_t *ev = event_json(j, "info", "message", NULL, msg);
+        int rc = jpg_create(J->pg, j->obj, settings, tf, vf, J->cfg.max_pending, ev, e);
+        if (rc == 0) *out = json_deep_copy(j->obj);
+        json_decref(ev);
+        json_decref(settings);
+        free_job(j);
+        return rc;
+    }
     char dir[4200], path[4200];
     pthread_mutex_lock(&J->mu);
     if (count_pending(J) >= J->cfg.max_pending) {
@@ -412,6 +456,7 @@ int ft_jobs_create(ft_jobs *J, json_t *body, json_t **out, ft_error *e) {
 /* ------------------------------------------------------------------ queries */
 
 json_t *ft_jobs_list(ft_jobs *J, const char *after, int limit) {
+    if (J->pg) return jpg_list(J->pg, after, limit, &last_error);
     json_t *data = json_array();
     pthread_mutex_lock(&J->mu);
     size_t start = J->n; /* newest first */
@@ -432,6 +477,8 @@ json_t *ft_jobs_list(ft_jobs *J, const char *after, int limit) {
 }
 
 json_t *ft_jobs_get(ft_jobs *J, const char *id) {
+    not_found(id);
+    if (J->pg) return jpg_get(J->pg, id, &last_error);
     pthread_mutex_lock(&J->mu);
     ft_job *j = find(J, id);
     json_t *o = j ? json_deep_copy(j->obj) : NULL;
@@ -458,6 +505,8 @@ static json_t *page_desc(json_t *arr, const char *after, int limit) {
 }
 
 json_t *ft_jobs_events(ft_jobs *J, const char *id, const char *after, int limit) {
+    not_found(id);
+    if (J->pg) return jpg_events(J->pg, id, after, limit, &last_error);
     pthread_mutex_lock(&J->mu);
     ft_job *j = find(J, id);
     json_t *o = j ? page_desc(j->events, after, limit) : NULL;
@@ -466,6 +515,8 @@ json_t *ft_jobs_events(ft_jobs *J, const char *id, const char *after, int limit)
 }
 
 json_t *ft_jobs_events_since(ft_jobs *J, const char *id, size_t *cursor, bool *finished) {
+    not_found(id);
+    if (J->pg) return jpg_events_since(J->pg, id, cursor, finished, &last_error);
     pthread_mutex_lock(&J->mu);
     ft_job *j = find(J, id);
     json_t *o = NULL;
@@ -480,6 +531,8 @@ json_t *ft_jobs_events_since(ft_jobs *J, const char *id, size_t *cursor, bool *f
 }
 
 json_t *ft_jobs_checkpoints(ft_jobs *J, const char *id, const char *after, int limit) {
+    not_found(id);
+    if (J->pg) return jpg_checkpoints(J->pg, id, after, limit, &last_error);
     pthread_mutex_lock(&J->mu);
     ft_job *j = find(J, id);
     json_t *o = j ? page_desc(j->checkpoints, after, limit) : NULL;
@@ -488,6 +541,7 @@ json_t *ft_jobs_checkpoints(ft_jobs *J, const char *id, const char *after, int l
 }
 
 int ft_jobs_cancel(ft_jobs *J, const char *id, json_t **out, ft_error *e) {
+    if (J->pg) return jpg_cancel(J->pg, id, out, e); /* the node running it stops its worker at its next renewal */
     pthread_mutex_lock(&J->mu);
     ft_job *j = find(J, id);
     int rc = 0;
@@ -517,7 +571,49 @@ int ft_jobs_cancel(ft_jobs *J, const char *id, json_t **out, ft_error *e) {
     return rc;
 }
 
+/* With the state database: the adapter of fine_tuned_model `name`, fetched and loaded here on first use. */
+static const mnemo_adapter *adapter_pg(ft_jobs *J, const char *name, ft_error *e) {
+    pthread_mutex_lock(&J->mu);
+    for (size_t i = 0; i < J->n_adapters; i++)
+        if (!strcmp(J->adapters[i].name, name)) {
+            const mnemo_adapter *a = J->adapters[i].a;
+            pthread_mutex_unlock(&J->mu);
+            return a;
+        }
+    pthread_mutex_unlock(&J->mu);
+    char dir[4200];
+    if (strlen(name) >= sizeof J->adapters[0].name || jpg_adapter_dir(J->pg, name, dir, sizeof dir, e) != 0) {
+        if (e->status == 404 || strlen(name) >= sizeof J->adapters[0].name)
+            set_err(e, 404, "model_not_found", "model", "the model '%.200s' does not exist (this server has '%s' and "
+                    "the fine_tuned_model of its succeeded jobs, GET /v1/models)", name, J->base_name);
+        return NULL;
+    }
+    mnemo_adapter *ad = NULL;
+    if (mnemo_adapter_load(J->cfg.model, dir, &ad) != MNEMO_OK) {
+        set_err(e, 500, "adapter_unavailable", "model", "the adapter of '%.200s' cannot be loaded: %s", name,
+                mnemo_adapter_error(ad));
+        mnemo_adapter_free(ad);
+        return NULL;
+    }
+    pthread_mutex_lock(&J->mu);
+    const mnemo_adapter *a = ad;
+    for (size_t i = 0; i < J->n_adapters; i++) /* another thread loaded it meanwhile: keep one */
+        if (!strcmp(J->adapters[i].name, name)) a = J->adapters[i].a;
+    void *grown = a == ad ? realloc(J->adapters, (J->n_adapters + 1) * sizeof *J->adapters) : NULL;
+    if (grown) {
+        J->adapters = grown;
+        snprintf(J->adapters[J->n_adapters].name, sizeof J->adapters[0].name, "%s", name);
+        J->adapters[J->n_adapters++].a = ad;
+        J->adapters_loaded++;
+    }
+    pthread_mutex_unlock(&J->mu);
+    if (a != ad || !grown) mnemo_adapter_free(ad);
+    if (a == ad && !grown) set_err(e, 500, "server_error", "model", "out of memory");
+    return a == ad && !grown ? NULL : a;
+}
+
 const mnemo_adapter *ft_jobs_adapter(ft_jobs *J, const char *name, ft_error *e) {
+    if (J->pg) return adapter_pg(J, name, e);
     pthread_mutex_lock(&J->mu);
     ft_job *j = NULL;
     for (size_t i = 0; i < J->n && !j; i++)
@@ -548,6 +644,10 @@ const mnemo_adapter *ft_jobs_adapter(ft_jobs *J, const char *name, ft_error *e) 
 
 void ft_jobs_models(ft_jobs *J, json_t *arr, long long created) {
     (void)created;
+    if (J->pg) {
+        jpg_models(J->pg, arr, J->base_name);
+        return;
+    }
     pthread_mutex_lock(&J->mu);
     for (size_t i = 0; i < J->n; i++) {
         ft_job *j = J->jobs[i];
@@ -564,8 +664,9 @@ void ft_jobs_models(ft_jobs *J, json_t *arr, long long created) {
 
 void ft_jobs_get_stats(ft_jobs *J, ft_jobs_stats *s) {
     memset(s, 0, sizeof *s);
+    if (J->pg) jpg_stats(J->pg, s->by_status);
     pthread_mutex_lock(&J->mu);
-    for (size_t i = 0; i < J->n; i++) s->by_status[J->jobs[i]->status]++;
+    for (size_t i = 0; i < J->n && !J->pg; i++) s->by_status[J->jobs[i]->status]++;
     s->tokens_per_s = J->tokens_per_s;
     s->steps = J->steps;
     s->adapters_loaded = J->adapters_loaded;
@@ -729,9 +830,10 @@ static void worker_line(ft_jobs *J, ft_job *j, const char *line) {
         json_t *vl = json_object_get(o, "valid_loss");
         if (vl) json_object_set(json_object_get(ck, "metrics"), "valid_loss", vl);
         json_array_append_new(j->checkpoints, ck);
+        if (J->pg) jpg_checkpoint(J->pg, j->id, s, ck); /* out/ as of this checkpoint: where another node resumes */
         char path[4200];
         job_path(J, j, "checkpoints.jsonl", path, sizeof path);
-        char *text = json_dumps(ck, JSON_COMPACT);
+        char *text = J->pg ? NULL : json_dumps(ck, JSON_COMPACT);
         FILE *f = text ? fopen(path, "a") : NULL;
         if (f) fprintf(f, "%s\n", text), fclose(f);
         free(text);
@@ -773,6 +875,14 @@ static void reap(ft_jobs *J, ft_job *j, int wstatus) {
         snprintf(name, sizeof name, "ft:%s:%s:%s", J->base_name, str_or(j->obj, "user_provided_suffix", ""), j->id);
         json_object_set_new(j->obj, "fine_tuned_model", json_string(name));
         json_object_set_new(j->obj, "error", json_null());
+        if (J->pg) { /* the adapter and the status in one transaction; failing that, the job resumes (lease) */
+            json_object_set_new(j->obj, "status", json_string(STATUS[ST_SUCCEEDED]));
+            json_object_set_new(j->obj, "finished_at", json_integer(now_unix()));
+            if (!jpg_finish(J->pg, j->id, name, j->obj)) {
+                j->lost = true;
+                return;
+            }
+        }
         add_event(J, j, "info", "message", json_pack("{s:s}", "fine_tuned_model", name),
                   "The job has successfully completed: %s", name);
         set_status(J, j, ST_SUCCEEDED);
@@ -796,6 +906,87 @@ static void reap(ft_jobs *J, ft_job *j, int wstatus) {
     }
 }
 
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void remove_job(ft_jobs *J, size_t i) {
+    free_job(J->jobs[i]);
+    memmove(&J->jobs[i], &J->jobs[i + 1], (J->n - i - 1) * sizeof *J->jobs);
+    J->n--;
+}
+
+/* A job claimed from the state database, as this node's own (J->mu held). */
+static ft_job *adopt(ft_jobs *J, jpg_claimed *c, int status) {
+    ft_job *j = new_job();
+    if (!j || add_job(J, j) != 0) {
+        free_job(j);
+        json_decref(c->obj);
+        return NULL;
+    }
+    snprintf(j->id, sizeof j->id, "%s", c->id);
+    j->obj = c->obj;
+    j->status = status;
+    char path[4200];
+    job_path(J, j, "model_dir", path, sizeof path);
+    FILE *mf = fopen(path, "w");
+    if (mf) fprintf(mf, "%s\n", J->model_dir), fclose(mf);
+    return j;
+}
+
+/* With the state database (J->mu held): renew the leases of this node's jobs, stop the workers of jobs cancelled
+ * elsewhere or taken over, forget jobs that are no longer this node's, claim a job to validate and, while *running
+ * is under --max-jobs, one to train. */
+static void supervise_pg(ft_jobs *J, int *running) {
+    if (mono_s() - J->renewed_at >= J->cfg.lease_s / 3) {
+        J->renewed_at = mono_s();
+        for (size_t i = 0; i < J->n; i++) {
+            ft_job *j = J->jobs[i];
+            if (!j->pid && j->status != ST_VALIDATING) continue;
+            bool cancel = false;
+            if (!jpg_renew(J->pg, j->id, &cancel)) j->lost = true;
+            else if (cancel && !j->cancel) {
+                j->cancel = true;
+                if (j->pid) kill(j->pid, SIGTERM); /* it checkpoints and stops; reap marks it cancelled */
+                else j->status = ST_CANCELLED;
+            }
+        }
+    }
+    for (size_t i = J->n; i-- > 0;) {
+        ft_job *j = J->jobs[i];
+        if (j->lost && j->pid) {
+            fprintf(stderr, "mnemo-server: job %s: another node holds its lease now; stopping this node's worker\n",
+                    j->id);
+            kill(j->pid, SIGKILL), waitpid(j->pid, NULL, 0), j->pid = 0, (*running)--;
+        }
+        if (j->lost || (!j->pid && j->status != ST_VALIDATING && j->status != ST_QUEUED)) remove_job(J, i);
+        else if (!j->pid && j->status == ST_QUEUED && j->restarts < 0) remove_job(J, i); /* validated here */
+    }
+    /* the queue is looked at twice a second: 2 x 2 queries per node and second, whatever the number of nodes */
+    if (mono_s() - J->polled_at < 0.5) return;
+    J->polled_at = mono_s();
+    bool validating = false;
+    for (size_t i = 0; i < J->n; i++) validating |= J->jobs[i]->status == ST_VALIDATING;
+    jpg_claimed c;
+    if (!validating && jpg_claim(J->pg, true, &c) == 1) {
+        ft_job *j = adopt(J, &c, ST_VALIDATING);
+        if (j) j->restarts = -1; /* not trained here: forgotten once queued */
+    }
+    if (*running >= J->cfg.max_jobs || jpg_claim(J->pg, false, &c) != 1) return;
+    ft_job *j = adopt(J, &c, c.was_running ? ST_RUNNING : ST_QUEUED);
+    if (!j || !c.was_running) return; /* a queued one: the loop below starts it */
+    if (c.ckpt_step >= 0)
+        add_event(J, j, "warn", "message", NULL, "Node %s stopped renewing its lease; node %s resumes the job from "
+                  "the checkpoint at step %lld", c.prev_node, J->cfg.node, (long long)c.ckpt_step);
+    else
+        add_event(J, j, "warn", "message", NULL, "Node %s stopped renewing its lease; node %s starts the job over "
+                  "(no checkpoint was stored)", c.prev_node, J->cfg.node);
+    spawn(J, j);
+    *running += j->pid != 0;
+}
+
 static void *supervise(void *arg) {
     ft_jobs *J = arg;
     for (;;) {
@@ -811,6 +1002,7 @@ static void *supervise(void *arg) {
             if (waitpid(j->pid, &ws, WNOHANG) == j->pid) reap(J, j, ws);
             running += j->pid != 0;
         }
+        if (J->pg) supervise_pg(J, &running);
         for (size_t i = 0; i < J->n && running < J->cfg.max_jobs; i++) /* oldest queued first */
             if (J->jobs[i]->status == ST_QUEUED && !J->jobs[i]->cancel) {
                 spawn(J, J->jobs[i]);
@@ -842,6 +1034,11 @@ static void *supervise(void *arg) {
             }
         }
         if (j->pid) kill(j->pid, SIGKILL), waitpid(j->pid, NULL, 0), j->pid = 0;
+    }
+    for (size_t i = 0; J->pg && i < J->n; i++) { /* the last checkpoint up, then the job back to the queue */
+        ft_job *j = J->jobs[i];
+        if (j->out_fd >= 0) read_worker(J, j);
+        if (j->status == ST_RUNNING && !j->lost) jpg_release(J->pg, j->id, j->obj);
     }
     pthread_mutex_unlock(&J->mu);
     return NULL;
@@ -924,7 +1121,14 @@ ft_jobs *ft_jobs_start(const ft_jobs_config *cfg, char *err, size_t errlen) {
         ft_jobs_stop(J);
         return NULL;
     }
-    reload(J);
+    if (cfg->pg) J->pg = jpg_new(cfg->pg, cfg->node ? cfg->node : "node", cfg->lease_s > 0 ? cfg->lease_s : 15,
+                                 J->jobs_dir);
+    if (cfg->pg && !J->pg) {
+        snprintf(err, errlen, "out of memory");
+        ft_jobs_stop(J);
+        return NULL;
+    }
+    if (!J->pg) reload(J); /* with the state database the jobs are its rows */
     if (pthread_create(&J->thread, NULL, supervise, J) != 0) {
         snprintf(err, errlen, "cannot start the fine-tuning supervisor thread");
         J->thread = 0;
@@ -945,6 +1149,9 @@ void ft_jobs_stop(ft_jobs *J) {
     }
     for (size_t i = 0; i < J->n; i++) free_job(J->jobs[i]);
     free(J->jobs);
+    for (size_t i = 0; i < J->n_adapters; i++) mnemo_adapter_free(J->adapters[i].a);
+    free(J->adapters);
+    jpg_free(J->pg);
     free(J->jobs_dir), free(J->model_dir), free(J->base_name), free(J->self_exe);
     pthread_mutex_destroy(&J->mu);
     pthread_cond_destroy(&J->cv);

@@ -15,6 +15,12 @@
  *
  * A succeeded job's fine_tuned_model ("ft:<base>:<suffix>:<job id>") is served by name: its adapter is loaded on
  * first use (mnemo_adapter_load over the shared base weights) and kept; ft_jobs_adapter finds it.
+ *
+ * With the state database (cfg.pg) the jobs, their events, checkpoints and adapters are rows shared by every node:
+ * any node takes requests about any job; a node whose --max-jobs allows claims queued jobs (and jobs whose node
+ * stopped renewing its lease) and runs them in its own work directory as above, storing each checkpoint in the
+ * database so that another node resumes from it; a succeeded job's adapter is stored once and every node serves it.
+ * Queries that find nothing because the database is away return NULL with ft_jobs_last_error() saying 503.
  */
 #ifndef MNEMO_SERVER_FINETUNE_JOBS_H
 #define MNEMO_SERVER_FINETUNE_JOBS_H
@@ -36,6 +42,10 @@ typedef struct {
     const char *train_device; /* "cpu" or "cuda": where each worker trains */
     mnemo_model *model;      /* the served model: tokenizer for validation, base for adapters */
     ft_files *files;
+    struct pg_pool *pg;      /* --state postgresql: the jobs are rows shared by every node (finetune_jobs_pg.h);
+                              * jobs_dir is then this node's work directory */
+    const char *node;        /* with pg: this node's name in leases */
+    double lease_s;          /* with pg: how long a claimed job stays this node's without a renewal */
 } ft_jobs_config;
 
 /* Loads the jobs found in jobs_dir (re-queueing unfinished ones) and starts the supervisor. NULL on failure. */
@@ -53,6 +63,8 @@ json_t *ft_jobs_events(ft_jobs *j, const char *id, const char *after, int limit)
 /* Events oldest first from index *cursor on (advanced); *finished when the job reached a final status. NULL: no job. */
 json_t *ft_jobs_events_since(ft_jobs *j, const char *id, size_t *cursor, bool *finished);
 json_t *ft_jobs_checkpoints(ft_jobs *j, const char *id, const char *after, int limit);
+/* Why this thread's last query above returned NULL: 404 (no such job) or 503 / 500 (the state database). */
+const ft_error *ft_jobs_last_error(void);
 /* 0 with *out (the job object), -1 with e (404, or 409 for a finished job). */
 int ft_jobs_cancel(ft_jobs *j, const char *id, json_t **out, ft_error *e);
 

@@ -186,7 +186,12 @@ static int load(server_app *app) {
     session_config scfg = {.max_sessions = o->max_sessions, .max_bytes = o->session_max_bytes,
                            .dir = o->session_dir, .n_ctx = app->n_ctx, .n_batch = o->batch,
                            .ctx = cp};
-    app->sessions = sessions_new(m, &scfg, err, sizeof err);
+    if (app->store.pg) { /* snapshots are rows of the state database, shared by every node */
+        char cache[4200];
+        snprintf(cache, sizeof cache, "%s/snapshots", app->store.work_dir);
+        scfg.snapshots = snapshot_store_pg(app->store.pg, cache, app->store.node, err, sizeof err);
+    }
+    app->sessions = app->store.pg && !scfg.snapshots ? NULL : sessions_new(m, &scfg, err, sizeof err);
     if (!app->sessions) {
         log_line("error: %s", err);
         sched_free(app->sched);
@@ -210,8 +215,9 @@ static int load(server_app *app) {
                  app->uio_info.chunk_size / app->uio_info.num_memory, o->uio_keep_raw, app->n_ctx, o->uio_mem_budget,
                  o->uio_encode_batch);
     log_line("sessions: up to %d, %zu bytes of memory each%s, snapshots %s%s", o->max_sessions, o->session_max_bytes,
-             o->session_max_bytes ? "" : " (no limit)", o->session_dir ? "in " : "off (no --session-dir)",
-             o->session_dir ? o->session_dir : "");
+             o->session_max_bytes ? "" : " (no limit)",
+             app->store.pg ? "in the state database" : o->session_dir ? "in " : "off (no --session-dir)",
+             !app->store.pg && o->session_dir ? o->session_dir : "");
     bool v6 = strchr(o->host, ':') != NULL;
     log_line("listening on http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "", app->port,
              o->api_key ? " (API key required)" : "");
@@ -228,16 +234,19 @@ static int start_jobs(server_app *app, char *err, size_t errlen) {
     }
     self[n] = 0;
     const server_opts *o = &app->opts;
-    ft_jobs_config jc = {.jobs_dir = o->jobs_dir, .model_dir = o->model_dir, .base_name = app->alias, .self_exe = self,
+    ft_jobs_config jc = {.jobs_dir = app->store.pg ? app->store.work_dir : o->jobs_dir, .model_dir = o->model_dir,
+                         .base_name = app->alias, .self_exe = self,
                          .max_jobs = o->max_jobs, .max_pending = o->max_pending_jobs,
                          .train_threads = o->train_threads, .train_device = o->train_device, .model = app->model,
-                         .files = app->files};
+                         .files = app->files, .pg = app->store.pg, .node = app->store.node,
+                         .lease_s = o->lease_s};
     app->jobs = ft_jobs_start(&jc, err, errlen);
     if (!app->jobs) return -1;
     ft_jobs_stats st;
     ft_jobs_get_stats(app->jobs, &st);
-    log_line("fine-tuning: jobs in %s/jobs, %d at a time on %s (%d threads each); %d queued or resuming",
-             o->jobs_dir, o->max_jobs, o->train_device, o->train_threads, st.by_status[0] + st.by_status[1]);
+    log_line("fine-tuning: jobs in %s%s/jobs, %d at a time on %s (%d threads each); %d queued or resuming",
+             app->store.pg ? "the state database, run in " : "", jc.jobs_dir, o->max_jobs, o->train_device,
+             o->train_threads, st.by_status[0] + st.by_status[1]);
     return 0;
 }
 
@@ -346,6 +355,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mnemo-server: %s\n", err);
         return 2;
     }
+    if (state_open(&app.store, o, err, sizeof err) != 0) { /* --state: an unreachable database is exit status 1 */
+        fprintf(stderr, "mnemo-server: error: %s\n", err);
+        return 1;
+    }
+    if (app.store.pg) log_line("state: %s", app.store.desc);
+    if (app.store.pg && o->session_dir)
+        log_line("warning: --session-dir is not used with --state postgresql: snapshots are rows of the database");
 
     if (install_signals() != 0) {
         fprintf(stderr, "mnemo-server: cannot create the signal pipe\n");
@@ -376,15 +392,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     atomic_store(&app.state, APP_LOADING);
-    if (o->jobs_dir) { /* the files API answers from the start: it needs no model */
-        app.files = ft_files_open(o->jobs_dir, o->max_files, err, sizeof err);
+    if (o->jobs_dir || app.store.pg) { /* the files API answers from the start: it needs no model */
+        app.files = app.store.pg ? ft_files_open_pg(app.store.pg, app.store.work_dir, o->max_files, err, sizeof err)
+                                 : ft_files_open(o->jobs_dir, o->max_files, err, sizeof err);
         if (!app.files) {
             fprintf(stderr, "mnemo-server: --jobs-dir: %s\n", err);
             metrics_free(app.mx);
             return 2;
         }
-        log_line("files: %zu in %s/files (up to %d, --max-files; uploads up to --max-body %zu bytes)",
-                 ft_files_count(app.files), o->jobs_dir, o->max_files, o->max_body);
+        log_line("files: %zu in %s%s (up to %d, --max-files; uploads up to --max-body %zu bytes)",
+                 ft_files_count(app.files), app.store.pg ? "the state database" : o->jobs_dir,
+                 app.store.pg ? "" : "/files", o->max_files, o->max_body);
     }
 
     raise_fd_limit(o->max_conns, o->max_pending);
@@ -396,6 +414,7 @@ int main(int argc, char **argv) {
     if (!http) {
         log_line("error: %s", err);
         ft_files_close(app.files);
+        state_close(&app.store);
         metrics_free(app.mx);
         return 1;
     }
@@ -417,6 +436,7 @@ int main(int argc, char **argv) {
     ft_jobs_stop(app.jobs); /* after the slots (they point at its adapters); workers checkpoint and resume later */
     mnemo_model_free(app.model);
     ft_files_close(app.files); /* after http_stop: no route uses it any more */
+    state_close(&app.store);
     metrics_free(app.mx);
     if (rc < 0) return 1; /* load() said why */
     log_line("stopped");

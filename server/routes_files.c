@@ -5,8 +5,9 @@
  *   GET    /v1/files/{id}          -> the file object
  *   GET    /v1/files/{id}/content  -> the bytes as uploaded (application/octet-stream)
  *   DELETE /v1/files/{id}          -> {"id", "object": "file", "deleted": true}
- * Without --jobs-dir every one answers 501. An id that is not "file-" + 24 hex digits is a 404 like an unknown one,
- * and is never turned into a path. Upload size is bounded by --max-body (router.c answers 413).
+ * Without --jobs-dir or --state postgresql://... (where files are rows shared by every node) every one answers 501;
+ * with the state database away, 503 with Retry-After. An id that is not "file-" + 24 hex digits is a 404 like an
+ * unknown one, and is never turned into a path. Upload size is bounded by --max-body (router.c answers 413).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,11 @@ static void reply_ft_error(http_reply *rep, const ft_error *e) {
 }
 
 static void reply_no_file(http_reply *rep, const char *id) {
+    const ft_error *le = ft_files_last_error(); /* the state database failing is not "no such file" */
+    if (ft_files_valid_id(id) && le->status >= 500) { /* a valid id was looked up: le is that lookup's */
+        reply_ft_error(rep, le);
+        return;
+    }
     if (ft_files_valid_id(id)) reply_error(rep, 404, "file_not_found", "file_id", NULL, "No such File object: %s", id);
     else reply_error(rep, 404, "file_not_found", "file_id", NULL, "No such File object: '%.64s' (file ids are "
                      "\"file-\" and 24 hex digits)", id);
@@ -130,8 +136,11 @@ void route_files_list(server_app *app, const http_request *req, http_reply *rep)
     if (after && !*after) after = NULL;
     json_t *list = ft_files_list(app->files, purpose, after, (int)limit, order && !strcmp(order, "asc"));
     if (!list) {
-        if (after) reply_error(rep, 400, "invalid_value", "after", NULL, "no file '%.64s' to list after (after takes "
-                               "the id of the last file of the previous page)", after);
+        if (ft_files_last_error()->status >= 500)
+            reply_ft_error(rep, ft_files_last_error());
+        else if (after)
+            reply_error(rep, 400, "invalid_value", "after", NULL, "no file '%.64s' to list after (after takes the id "
+                        "of the last file of the previous page)", after);
         else reply_error(rep, 500, "server_error", NULL, NULL, "out of memory");
         return;
     }
@@ -212,6 +221,7 @@ void route_file_delete(server_app *app, const http_request *req, http_reply *rep
     }
     int rc = ft_files_delete(app->files, id);
     if (rc == -1) reply_no_file(rep, id);
+    else if (rc != 0 && ft_files_last_error()->status >= 500) reply_ft_error(rep, ft_files_last_error());
     else if (rc != 0) reply_error(rep, 500, "server_error", NULL, NULL, "cannot delete the file %s", id);
     else reply_json(rep, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "file", "deleted", 1));
 }

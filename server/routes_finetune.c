@@ -77,7 +77,9 @@ void route_ft_jobs_list(server_app *app, const http_request *req, http_reply *re
     int limit = query_limit(req, rep, 20, 100);
     if (limit < 0) return;
     const char *after = req->query ? req->query(req, "after") : NULL;
-    reply_json(rep, 200, ft_jobs_list(app->jobs, after, limit));
+    json_t *list = ft_jobs_list(app->jobs, after, limit);
+    if (!list) reply_ft_error(rep, ft_jobs_last_error()); /* the state database is away */
+    else reply_json(rep, 200, list);
 }
 
 typedef struct {
@@ -172,6 +174,10 @@ void route_ft_job_get(server_app *app, const http_request *req, http_reply *rep)
     } else {
         reply_error(rep, 404, "not_found", NULL, NULL, "no route GET %.200s (a job has /events and /checkpoints)",
                     req->path);
+        return;
+    }
+    if (!o && ft_jobs_last_error()->status >= 500) {
+        reply_ft_error(rep, ft_jobs_last_error());
         return;
     }
     if (!o) {

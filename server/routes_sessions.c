@@ -4,16 +4,17 @@
  *   GET    /v1/sessions                                       -> {"object": "list", "data": [sessions]}
  *   GET    /v1/sessions/{id}                                  -> the session
  *   DELETE /v1/sessions/{id}                                  -> {"id", "object": "session.deleted", "deleted"}
- *   POST   /v1/sessions/{id}/save        {"name"?}            -> {"id", "snapshot", "bytes"} (file in --session-dir)
+ *   POST   /v1/sessions/{id}/save        {"name"?, "if_version"?} -> {"id", "snapshot", "bytes"[, "version"]}
  *   POST   /v1/sessions/{id}/restore     {"name"?}            -> the session, its state replaced by the snapshot
  *   GET    /v1/snapshots                                      -> {"object": "list", "data": [{name, bytes, modified}]}
+ * Snapshots are files in --session-dir, or versioned rows of the state database (--state postgresql://...: "version"
+ * in replies; a save that lost its compare-and-swap is 409 snapshot_version_conflict).
  *   DELETE /v1/snapshots/{name}                               -> {"name", "object": "snapshot.deleted", "deleted"}
  * Completions and chat completions name a session with "session": "<id>" (routes_infer.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "api_error.h"
 #include "app.h"
@@ -35,6 +36,7 @@ static const char *status_code(int status) {
     case 422: return "snapshot_refused";
     case 429: return "too_many_sessions";
     case 501: return "snapshots_disabled";
+    case 503: return "state_unavailable";
     default: return "server_error";
     }
 }
@@ -155,18 +157,33 @@ void route_session_delete(server_app *app, const http_request *req, http_reply *
     else reply_json(rep, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session.deleted", "deleted", 1));
 }
 
-static void save(server_app *app, const char *id, const char *name, http_reply *rep) {
-    char out[SNAPSHOT_NAME_MAX + 1], msg[384];
-    int st = sessions_save(app->sessions, id, name, out, msg, sizeof msg);
+static void save(server_app *app, const char *id, const char *name, int64_t if_version, http_reply *rep) {
+    snapshot_info out;
+    char msg[384];
+    int st = sessions_save(app->sessions, id, name, if_version, &out, msg, sizeof msg);
+    if (st == 409 && strstr(msg, "snapshot '")) { /* a compare-and-swap lost, not a busy session */
+        reply_error(rep, 409, "snapshot_version_conflict", "if_version", NULL, "%s", msg);
+        return;
+    }
     if (st != 200) {
         reply_status(rep, st, msg);
         return;
     }
-    char path[4352];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s.mnemo", app->opts.session_dir, out);
-    json_int_t bytes = stat(path, &sb) == 0 ? (json_int_t)sb.st_size : -1;
-    reply_json(rep, 200, json_pack("{s:s, s:s, s:I}", "id", id, "snapshot", out, "bytes", bytes));
+    json_t *o = json_pack("{s:s, s:s, s:I}", "id", id, "snapshot", out.name, "bytes", (json_int_t)out.bytes);
+    if (out.version > 0) json_object_set_new(o, "version", json_integer(out.version));
+    reply_json(rep, 200, o);
+}
+
+/* The optional "if_version" of a save: an integer >= 0, or absent (-1). -2 after replying 400. */
+static int64_t opt_version(json_t *o, http_reply *rep) {
+    json_t *v = json_object_get(o, "if_version");
+    if (!v || json_is_null(v)) return SNAPSHOT_ANY_VERSION;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        reply_error(rep, 400, "invalid_value", "if_version", NULL,
+                    "'if_version' must be an integer >= 0 (0: only when the snapshot does not exist yet)");
+        return -2;
+    }
+    return json_integer_value(v);
 }
 
 void route_session_action(server_app *app, const http_request *req, http_reply *rep) {
@@ -183,7 +200,8 @@ void route_session_action(server_app *app, const http_request *req, http_reply *
     const char *name;
     if (opt_name(b, "name", &name, rep) == 0) {
         if (is_save) {
-            save(app, id, name, rep);
+            int64_t v = opt_version(b, rep);
+            if (v != -2) save(app, id, name, v, rep);
         } else {
             int st = sessions_restore(app->sessions, id, name, msg, sizeof msg);
             if (st != 200) reply_status(rep, st, msg);
@@ -205,8 +223,12 @@ void route_snapshots_list(server_app *app, const http_request *req, http_reply *
     }
     json_t *data = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:I}", "name", v[i].name, "object", "snapshot", "bytes",
-                                              (json_int_t)v[i].bytes, "modified", (json_int_t)v[i].modified));
+    {
+        json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "name", v[i].name, "object", "snapshot", "bytes",
+                              (json_int_t)v[i].bytes, "modified", (json_int_t)v[i].modified);
+        if (v[i].version > 0) json_object_set_new(o, "version", json_integer(v[i].version));
+        json_array_append_new(data, o);
+    }
     free(v);
     reply_json(rep, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }

@@ -4,10 +4,8 @@
  * Locking: st->mu guards the table and every session's bookkeeping (busy, info). Slow work on a context — load,
  * save, free — happens with the session marked busy and the lock released, so listing never waits for disk.
  */
-#define _DEFAULT_SOURCE /* DT_REG in dirent */
 #include "sessions.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -18,18 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SNAPSHOT_EXT ".mnemo"
-
 struct session {
     session_info info;
     mnemo_context *ctx;
+    /* the snapshot this session last restored or saved, and its version (versioned stores: the compare in the
+     * compare-and-swap of the next save under that name) */
+    char based_on[SNAPSHOT_NAME_MAX + 1];
+    int64_t based_version;
 };
 
 struct session_store {
     pthread_mutex_t mu;
     mnemo_model *model;
     session_config cfg;
-    char dir[4096];
+    snapshot_store *snaps; /* NULL: snapshots are off */
     session **v; /* max_sessions entries; NULL = free */
     uint64_t next_id;
 };
@@ -68,61 +68,34 @@ bool snapshot_name_valid(const char *name) {
 
 static long long now_unix(void) { return (long long)time(NULL); }
 
-/* A save's temporary file: "<name>.mnemo.tmp.XXXXXX" (container/snapshot.c, X alphanumeric), or the
- * "<name>.mnemo.tmp" that saves used before. */
-static bool is_temp_name(const char *name) {
-    static const char tmp[] = SNAPSHOT_EXT ".tmp";
-    size_t n = strlen(name), t = sizeof tmp - 1;
-    if (n > t && !strcmp(name + n - t, tmp)) return true;
-    if (n <= t + 7 || strncmp(name + n - 7 - t, tmp, t) != 0 || name[n - 7] != '.') return false;
-    for (size_t i = n - 6; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
-    }
-    return true;
-}
-
-/* At start no save of ours is running: a temporary file is what a crash left (never listed, never deletable
- * through the API, as big as a snapshot). */
-static void remove_stale_temps(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (!is_temp_name(e->d_name)) continue;
-        char path[4352];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
-    }
-    if (d) closedir(d);
-}
-
 int sessions_check_dir(const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return snprintf(err, errlen, "--session-dir '%s' is not a directory", dir), -1;
     if (access(dir, R_OK | W_OK | X_OK) != 0)
         return snprintf(err, errlen, "--session-dir '%s' is not readable and writable", dir), -1;
-    if (strlen(dir) + SNAPSHOT_NAME_MAX + 16 > sizeof ((session_store *)0)->dir)
-        return snprintf(err, errlen, "--session-dir path is too long"), -1;
+    if (strlen(dir) + SNAPSHOT_NAME_MAX + 16 > 4096) return snprintf(err, errlen, "--session-dir path is too long"), -1;
     return 0;
 }
 
 session_store *sessions_new(mnemo_model *model, const session_config *cfg, char *err, size_t errlen) {
-    if (cfg->dir && sessions_check_dir(cfg->dir, err, errlen) != 0) return NULL;
+    snapshot_store *snaps = cfg->snapshots;
+    if (!snaps && cfg->dir && (sessions_check_dir(cfg->dir, err, errlen) != 0 ||
+                               !(snaps = snapshot_store_local(cfg->dir, err, errlen))))
+        return NULL;
     session_store *st = calloc(1, sizeof *st);
     if (st) st->v = calloc((size_t)(cfg->max_sessions > 0 ? cfg->max_sessions : 1), sizeof *st->v);
     if (!st || !st->v) {
         free(st);
+        snapshot_store_close(snaps);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     pthread_mutex_init(&st->mu, NULL);
     st->model = model;
     st->cfg = *cfg;
-    if (cfg->dir) snprintf(st->dir, sizeof st->dir, "%s", cfg->dir);
-    st->cfg.dir = cfg->dir ? st->dir : NULL;
-    if (cfg->dir) remove_stale_temps(st->dir);
+    st->cfg.dir = NULL; /* the store has it */
+    st->snaps = snaps;
     st->next_id = (uint64_t)now_unix() << 20;
     return st;
 }
@@ -135,6 +108,7 @@ void sessions_free(session_store *st) {
         free(st->v[i]);
     }
     free(st->v);
+    snapshot_store_close(st->snaps);
     pthread_mutex_destroy(&st->mu);
     free(st);
 }
@@ -161,14 +135,15 @@ static void refresh_info(session *s) {
                                                              : mnemo_context_n_past(s->ctx);
 }
 
-static int snapshot_path(const session_store *st, const char *name, char *path, size_t cap, char *err, size_t errlen) {
-    if (!st->cfg.dir)
-        return fail(err, errlen, 501, "snapshots are off: start the server with --session-dir DIR to save and restore");
+/* 200 when snapshots are on and name is a valid snapshot name, else 501 or 400. */
+static int check_name(const session_store *st, const char *name, char *err, size_t errlen) {
+    if (!st->snaps)
+        return fail(err, errlen, 501, "snapshots are off: start the server with --session-dir DIR (or --state "
+                    "postgresql://...) to save and restore");
     if (!snapshot_name_valid(name))
         return fail(err, errlen, 400,
                     "invalid snapshot name '%.64s': 1 to %d characters of A-Z a-z 0-9 _ - . not starting with '.'",
                     name, SNAPSHOT_NAME_MAX);
-    snprintf(path, cap, "%s/%s%s", st->cfg.dir, name, SNAPSHOT_EXT);
     return 200;
 }
 
@@ -176,8 +151,8 @@ static int snapshot_path(const session_store *st, const char *name, char *path, 
  * server keeps it (the engine's messages carry the path it was given). */
 static const char *without_dir(const session_store *st, const mnemo_context *ctx, char *out, size_t cap) {
     const char *msg = mnemo_context_error(ctx);
-    char prefix[sizeof st->dir + 1];
-    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%s/", st->cfg.dir);
+    char prefix[sizeof st->snaps->hide + 1];
+    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%s/", st->snaps->hide);
     size_t n = 0;
     while (*msg && n + 1 < cap) {
         size_t rest = strlen(msg);
@@ -189,18 +164,23 @@ static const char *without_dir(const session_store *st, const mnemo_context *ctx
     return out;
 }
 
-/* Loads snapshot `name` into ctx (the caller owns ctx: it is new, or its session is busy). */
-static int load_snapshot(session_store *st, mnemo_context *ctx, const char *name, char *err, size_t errlen) {
-    char path[4352];
-    int rc = snapshot_path(st, name, path, sizeof path, err, errlen);
+static mnemo_status read_into(void *ctx, const char *path) { return mnemo_context_load(ctx, path); }
+static mnemo_status write_from(void *ctx, const char *path) { return mnemo_context_save(ctx, path); }
+
+/* Loads snapshot `name` into s's context (the caller owns s: it is new, or busy) and remembers what it read. */
+static int load_snapshot(session_store *st, session *s, const char *name, char *err, size_t errlen) {
+    int rc = check_name(st, name, err, errlen);
     if (rc != 200) return rc;
-    struct stat sb;
-    if (stat(path, &sb) != 0) return fail(err, errlen, 404, "no snapshot named '%s'", name);
-    mnemo_status ms = mnemo_context_load(ctx, path);
+    mnemo_status ms;
+    int64_t version = 0;
+    rc = st->snaps->ops->load(st->snaps, name, read_into, s->ctx, &version, &ms, err, errlen);
+    if (rc != 200) return rc;
     if (ms == MNEMO_ERR_NOMEM) return fail(err, errlen, 500, "out of memory loading snapshot '%s'", name);
     char why[512];
     if (ms != MNEMO_OK)
-        return fail(err, errlen, 422, "snapshot '%s' refused: %s", name, without_dir(st, ctx, why, sizeof why));
+        return fail(err, errlen, 422, "snapshot '%s' refused: %s", name, without_dir(st, s->ctx, why, sizeof why));
+    snprintf(s->based_on, sizeof s->based_on, "%s", name);
+    s->based_version = version;
     return 200;
 }
 
@@ -247,7 +227,7 @@ int sessions_create(session_store *st, const char *id, const char *restore, char
     if (mnemo_context_new(st->model, &cp, &s->ctx) != MNEMO_OK)
         rc = fail(err, errlen, 500, "cannot create the session's context: %s", mnemo_context_error(s->ctx));
     else if (restore)
-        rc = load_snapshot(st, s->ctx, restore, err, errlen);
+        rc = load_snapshot(st, s, restore, err, errlen);
     if (rc == 201 || rc == 200) refresh_info(s);
 
     pthread_mutex_lock(&st->mu);
@@ -358,21 +338,26 @@ void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions
     pthread_mutex_unlock(&st->mu);
 }
 
-int sessions_save(session_store *st, const char *id, const char *name, char *name_out, char *err, size_t errlen) {
-    if (!name) name = id; /* "" is not absent: snapshot_path refuses it */
-    char path[4352];
-    int rc = snapshot_path(st, name, path, sizeof path, err, errlen);
+int sessions_save(session_store *st, const char *id, const char *name, int64_t if_version, snapshot_info *out,
+                  char *err, size_t errlen) {
+    if (!name) name = id; /* "" is not absent: check_name refuses it */
+    int rc = check_name(st, name, err, errlen);
     if (rc != 200) return rc;
     session *s;
     if ((rc = sessions_acquire(st, id, &s, err, errlen)) != 200) return rc;
-    mnemo_status ms = mnemo_context_save(s->ctx, path);
+    if (if_version < 0 && st->snaps->versioned && !strcmp(s->based_on, name)) if_version = s->based_version;
+    mnemo_status ms = MNEMO_OK;
+    rc = st->snaps->ops->save(st->snaps, name, write_from, s->ctx, if_version, out, &ms, err, errlen);
     char why[512];
     if (ms != MNEMO_OK)
         rc = fail(err, errlen, 500, "cannot save session '%s' as '%s': %s", id, name,
                   without_dir(st, s->ctx, why, sizeof why));
-    else snprintf(name_out, SNAPSHOT_NAME_MAX + 1, "%s", name);
     /* Saving is not a request: keep the count and last error as they were. */
     pthread_mutex_lock(&st->mu);
+    if (rc == 200) {
+        snprintf(s->based_on, sizeof s->based_on, "%s", name);
+        s->based_version = out->version;
+    }
     s->info.busy = false;
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -383,7 +368,7 @@ int sessions_restore(session_store *st, const char *id, const char *name, char *
     session *s;
     int rc = sessions_acquire(st, id, &s, err, errlen);
     if (rc != 200) return rc;
-    rc = load_snapshot(st, s->ctx, name, err, errlen); /* a refused snapshot leaves the context as it was */
+    rc = load_snapshot(st, s, name, err, errlen); /* a refused snapshot leaves the context as it was */
     refresh_info(s);
     pthread_mutex_lock(&st->mu);
     s->info.busy = false;
@@ -396,46 +381,11 @@ int sessions_restore(session_store *st, const char *id, const char *name, char *
 int sessions_snapshots(session_store *st, snapshot_info **list, int *n, char *err, size_t errlen) {
     *n = 0;
     *list = NULL;
-    if (!st->cfg.dir) return fail(err, errlen, 501, "snapshots are off: start the server with --session-dir DIR");
-    DIR *d = opendir(st->cfg.dir);
-    if (!d) return fail(err, errlen, 500, "cannot list --session-dir: %s", strerror(errno));
-    snapshot_info *out = NULL;
-    int cap = 0;
-    const size_t ext = strlen(SNAPSHOT_EXT);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len <= ext || strcmp(e->d_name + len - ext, SNAPSHOT_EXT) != 0 || len - ext > SNAPSHOT_NAME_MAX) continue;
-        char name[SNAPSHOT_NAME_MAX + 1];
-        memcpy(name, e->d_name, len - ext);
-        name[len - ext] = '\0';
-        if (!snapshot_name_valid(name)) continue;
-        char path[4352];
-        snprintf(path, sizeof path, "%s/%s", st->cfg.dir, e->d_name);
-        struct stat sb;
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            snapshot_info *p = realloc(out, (size_t)cap * sizeof *p);
-            if (!p) break;
-            out = p;
-        }
-        snapshot_info *si = &out[(*n)++];
-        snprintf(si->name, sizeof si->name, "%s", name);
-        si->bytes = (uint64_t)sb.st_size;
-        si->modified = (long long)sb.st_mtime;
-    }
-    closedir(d);
-    *list = out;
-    return 200;
+    if (!st->snaps) return fail(err, errlen, 501, "snapshots are off: start the server with --session-dir DIR");
+    return st->snaps->ops->list(st->snaps, list, n, err, errlen);
 }
 
 int sessions_snapshot_delete(session_store *st, const char *name, char *err, size_t errlen) {
-    char path[4352];
-    int rc = snapshot_path(st, name, path, sizeof path, err, errlen);
-    if (rc != 200) return rc;
-    if (unlink(path) != 0)
-        return errno == ENOENT ? fail(err, errlen, 404, "no snapshot named '%s'", name)
-                               : fail(err, errlen, 500, "cannot delete snapshot '%s': %s", name, strerror(errno));
-    return 200;
+    int rc = check_name(st, name, err, errlen);
+    return rc != 200 ? rc : st->snaps->ops->remove(st->snaps, name, err, errlen);
 }

@@ -5,7 +5,8 @@
  * A session is used by one request at a time: acquire marks it busy (a second request gets 409), release puts it
  * back. Snapshots are files `<dir>/<name>.mnemo` (mnemo_context_save/load); names are checked so that nothing is
  * read or written outside the directory; concurrent saves of one name each write their own temporary file and the
- * last to finish replaces the snapshot whole. Limits: at most max_sessions live sessions; each session's memory stops
+ * last to finish replaces the snapshot whole. With the state database (snapshot_store.h) snapshots are rows shared
+ * by every node instead, versioned. Limits: at most max_sessions live sessions; each session's memory stops
  * growing at max_bytes (the engine's mem_max_bytes: the request that would pass it fails with a clear error).
  *
  * Thread safety: every function may be called from any thread. A busy session's context belongs to whoever
@@ -21,9 +22,9 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "snapshot_store.h"
 
 #define SESSION_ID_MAX 64     /* characters of an id: [A-Za-z0-9_-] */
-#define SNAPSHOT_NAME_MAX 128 /* characters of a snapshot name: [A-Za-z0-9_.-], not starting with '.' */
 
 typedef struct session_store session_store;
 typedef struct session session;
@@ -31,7 +32,8 @@ typedef struct session session;
 typedef struct {
     int max_sessions;
     uint64_t max_bytes;   /* per session: memory keys + values + index (LongLLaMA); 0 = no limit */
-    const char *dir;      /* snapshot directory; NULL = save/restore disabled */
+    const char *dir;      /* snapshot directory, when snapshots is NULL; both NULL = save/restore disabled */
+    snapshot_store *snapshots; /* where snapshots live (taken over by the store, even on failure); NULL = dir */
     int32_t n_ctx, n_batch;
     mnemo_context_params ctx;  /* every context's parameters (memory attention included), as main.c built them */
 } session_config;
@@ -45,12 +47,6 @@ typedef struct {
     mnemo_memory_stats memory;    /* as of the last release */
     char last_error[256];         /* why its last request ended early ("" when it did not) */
 } session_info;
-
-typedef struct {
-    char name[SNAPSHOT_NAME_MAX + 1];
-    uint64_t bytes;
-    long long modified;
-} snapshot_info;
 
 /* 0 when dir is a readable, writable directory; else -1 and a message naming --session-dir. */
 int sessions_check_dir(const char *dir, char *err, size_t errlen);
@@ -81,10 +77,15 @@ session_info *sessions_list(session_store *st, int *n);
 void sessions_totals(session_store *st, mnemo_memory_stats *sum, int *n_sessions);
 
 /* Snapshots. name NULL = the session's id ("" is 400). 200, 400, 404, 409, 422 (refused), 500, 501 (no
- * --session-dir). Messages name snapshots, never the directory's path. */
-int sessions_save(session_store *st, const char *id, const char *name, char *name_out, char *err, size_t errlen);
+ * --session-dir), 503 (the state database is away). Messages name snapshots, never the directory's path.
+ * On a versioned store (snapshot_store.h) a save is a compare-and-swap: against if_version when it is >= 0, else
+ * against the version this session last restored or saved under that name (when it did; otherwise the save
+ * replaces whatever is there), so two nodes that continued one snapshot cannot overwrite each other: the second
+ * gets 409. *out: the saved snapshot (name, bytes, version). */
+int sessions_save(session_store *st, const char *id, const char *name, int64_t if_version, snapshot_info *out,
+                  char *err, size_t errlen);
 int sessions_restore(session_store *st, const char *id, const char *name, char *err, size_t errlen);
-/* Snapshot files in the directory (*list malloc'd, NULL when none). 200, 500, 501. */
+/* The snapshots kept (*list malloc'd, NULL when none). 200, 500, 501, 503. */
 int sessions_snapshots(session_store *st, snapshot_info **list, int *n, char *err, size_t errlen);
 int sessions_snapshot_delete(session_store *st, const char *name, char *err, size_t errlen);
 
