@@ -32,10 +32,10 @@ step() { # NAME command... : its log in $OUT/NAME.log, one summary line here
 case ${1:-correct} in
 correct)
     step test_ops "$B/test_ops" --quiet
-    step test_ops_mma env MNEMO_CUDA_ATTN=mma "$B/test_ops" --quiet attention
-    step test_ops_tc env MNEMO_CUDA_ATTN=tc "$B/test_ops" --quiet attention
+    step test_ops_mma "$B/test_ops" --quiet --set cuda.attn=mma attention
+    step test_ops_tc "$B/test_ops" --quiet --set cuda.attn=tc attention
     step fixtures env MNEMO_TEST_DEVICE=cuda "$B/test_reference_models"
-    step fixtures_mma env MNEMO_TEST_DEVICE=cuda MNEMO_CUDA_ATTN=mma "$B/test_reference_models"
+    step fixtures_mma env MNEMO_TEST_DEVICE=cuda "$B/test_reference_models" --set cuda.attn=mma
     step train_device env MNEMO_TEST_DEVICE=cuda "$B/test_train_device"
     step s2_attn env MNEMO_TEST_DEVICE=cuda "$B/test_s2_attn"
     [ -x "$B/test_mem_device_ivf" ] && step mem_device_ivf env MNEMO_TEST_DEVICE=cuda "$B/test_mem_device_ivf"
@@ -43,16 +43,16 @@ correct)
     ;;
 perf)
     step perf_ops "$B/test_ops" --perf attention matmul
-    step perf_attention_mma env MNEMO_CUDA_ATTN=mma "$B/test_ops" --perf attention
+    step perf_attention_mma "$B/test_ops" --perf --set cuda.attn=mma attention
     step bench_cuda "$B/bench_cuda" --contexts 2048,16384
-    step bench_cuda_mma env MNEMO_CUDA_ATTN=mma "$B/bench_cuda" --contexts 2048,16384
+    step bench_cuda_mma "$B/bench_cuda" --contexts 2048,16384 --set cuda.attn=mma
     [ -x "$B/bench_knn_device" ] && step bench_knn_device "$B/bench_knn_device" --rows 1048576 --hd 100 --k 128 \
         --queries 1,512 --nprobe 16
     ;;
 sanitize)
     step memcheck compute-sanitizer --tool memcheck --leak-check full "$B/test_ops" --quiet
     step racecheck_attention compute-sanitizer --tool racecheck "$B/test_ops" --quiet attention
-    step racecheck_mma env MNEMO_CUDA_ATTN=mma compute-sanitizer --tool racecheck "$B/test_ops" --quiet attention
+    step racecheck_mma compute-sanitizer --tool racecheck "$B/test_ops" --quiet --set cuda.attn=mma attention
     ;;
 *)
     echo "usage: scripts/device_checks.sh correct|perf|sanitize" >&2

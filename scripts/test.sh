@@ -18,6 +18,6 @@ if [ "${MNEMO_SKIP_EMU:-0}" != 1 ]; then
     test_mem_device_ivf
   MNEMO_TEST_DEVICE=cuda ctest --test-dir build-emu --output-on-failure -j"$(nproc)" \
     -R '^(test_ops|test_reference_models|test_train_device|test_s2_attn|test_mem_device_ivf)$'
-  MNEMO_CUDA_ATTN=tc build-emu/tests/test_ops --quiet attention # the opt-in tensor-core prefill kernel
-  MNEMO_CUDA_ATTN=mma build-emu/tests/test_ops --quiet attention # the opt-in bf16 mma.sync prefill kernel
+  build-emu/tests/test_ops --quiet --set cuda.attn=tc attention  # the opt-in tensor-core prefill kernel
+  build-emu/tests/test_ops --quiet --set cuda.attn=mma attention # the opt-in bf16 mma.sync prefill kernel
 fi

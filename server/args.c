@@ -100,6 +100,9 @@ static const opt_def OPTS[] = {
     {"--ret-block", OPT_INT, OFF(ret_block), 0, 1 << 20, "retrieval: tokens per memory block (128)"},
     {"--ret-reps", OPT_INT, OFF(ret_reps), 0, 1 << 20, "retrieval: representative keys per block (4)"},
     {"--ret-dtype", OPT_STR, OFF(ret_dtype), 0, 0, "retrieval: memory keys and values in f32 (default), bf16 or f16"},
+    {"--kernel-settings", OPT_STR, OFF(kernel_settings), 0, 0,
+     "kernel paths for every slot, NAME=VALUE,... (cpu.gemm=fast|exact, cuda.attn=simt|tc|mma, ...; "
+     "docs/kernel-settings.md)"},
     {"--jobs-dir", OPT_STR, OFF(jobs_dir), 0, 0,
      "directory for uploaded files, fine-tuning jobs, their checkpoints and adapters, created if missing (default: "
      "none, the /v1/files "

@@ -50,6 +50,7 @@ typedef struct {
     const char *memory;        /* --memory: model (the model's own) | retrieval (training-free, any plain LLaMA) */
     int ret_sinks, ret_window, ret_topk, ret_block, ret_reps; /* --ret-*: retrieval memory's settings (engine.h) */
     const char *ret_dtype;     /* --ret-dtype: f32 | bf16 | f16 */
+    const char *kernel_settings; /* --kernel-settings: NAME=VALUE,... for every context (kernels.h) */
     const char *jobs_dir;      /* --jobs-dir: files, fine-tuning jobs, checkpoints, adapters; NULL = endpoints 501 */
     int train_threads;         /* --train-threads: threads of each fine-tuning worker process; 0 = one per core */
     const char *train_device;  /* --train-device: cpu (default) or cuda, where fine-tuning workers train */

@@ -11,9 +11,8 @@
  * runs it) and main waits on that pipe.
  * Shutdown: stop accepting (listening socket closed, new inference requests 503), let in-flight requests finish
  * for --grace seconds (a second signal cuts it short), cancel the rest (they end within one step), let responses
- * drain briefly, close everything, exit 0.
- *
- * Test hook: MNEMO_SERVER_LOAD_DELAY_MS delays the model load, so tests can observe the loading state.
+ * drain briefly, close everything, exit 0. A signal while the model loads stops the server once the load returns
+ * (exit 0).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
@@ -125,8 +124,6 @@ static int start_jobs(server_app *app, char *err, size_t errlen);
 
 static int load(server_app *app) {
     const server_opts *o = &app->opts;
-    const char *delay = getenv("MNEMO_SERVER_LOAD_DELAY_MS");
-    if (delay && atoi(delay) > 0 && wait_signal(atoi(delay) / 1000.0)) return 1; /* stopped while loading */
     mnemo_model_params mp = mnemo_model_default_params();
     mp.n_threads = o->threads;
     mp.uio_dir = o->uio_dir;
@@ -136,6 +133,11 @@ static int load(server_app *app) {
     atomic_store(&loading_model, true);
     mnemo_status ms = mnemo_model_load(o->model_dir, &mp, &m);
     atomic_store(&loading_model, false);
+    if (wait_signal(0.0)) { /* SIGINT/SIGTERM while the model loaded (it cannot be interrupted): stop now */
+        log_line("stopped while loading");
+        mnemo_model_free(m);
+        return 1;
+    }
     if (ms != MNEMO_OK) {
         log_line("error: cannot load the model: %s", m ? mnemo_model_error(m) : "out of memory");
         mnemo_model_free(m);
@@ -169,6 +171,7 @@ static int load(server_app *app) {
     cp.ret_block = o->ret_block;
     cp.ret_reps = o->ret_reps;
     cp.ret_dtype = app->ret_dtype;
+    cp.kernel_settings = o->kernel_settings;
     app->retrieval = app->memory == MNEMO_MEMORY_RETRIEVAL;
     sched_config sc = {.parallel = o->parallel, .queue = o->queue, .n_ctx = app->n_ctx, .batch = o->batch,
                        .cache_bytes = o->cache_ram_mib < 0 ? -1 : o->cache_ram_mib << 20, .ctx = cp};

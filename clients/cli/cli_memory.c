@@ -1,4 +1,4 @@
-/* cli_memory.c — LongLLaMA, UIO and retrieval memory options (see cli_memory.h); defaults are the engine's
+/* cli_memory.c — LongLLaMA, UIO and retrieval memory options and kernel settings (see cli_memory.h); defaults are the engine's
  * (mnemo_context_default_params), so the CLI, the server and the C API behave alike. */
 #include "cli_memory.h"
 
@@ -38,6 +38,7 @@ void cli_memory_usage(FILE *f, int col) {
         {"--ret-dtype T", "retrieval: memory keys and values in f32, bf16 or f16"},
         {"", ret[0]},
         {"", ret[1]},
+        {"--kernel-settings L", "kernel paths, NAME=VALUE,... (e.g. cpu.gemm=exact; docs/kernel-settings.md)"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
         fprintf(f, "  %-*s %s\n", col - 3, lines[i][0], lines[i][1]);
@@ -56,11 +57,15 @@ int cli_memory_option(const char *cmd, int argc, char **argv, int *i, mnemo_cont
                    : !strcmp(a, "--ret-block")  ? &cp->ret_block
                    : !strcmp(a, "--ret-reps")   ? &cp->ret_reps
                                                 : NULL;
-    bool mode = !strcmp(a, "--memory"), dtype = !strcmp(a, "--ret-dtype");
-    if (!knn && !index && !nprobe && !dense && !budget && !batch && !keep && !ret && !mode && !dtype) return 0;
+    bool mode = !strcmp(a, "--memory"), dtype = !strcmp(a, "--ret-dtype"), kset = !strcmp(a, "--kernel-settings");
+    if (!knn && !index && !nprobe && !dense && !budget && !batch && !keep && !ret && !mode && !dtype && !kset) return 0;
     /* `mnemo eval perplexity --memory on|off` is the command's own switch: left to it */
     if (mode && *i + 1 < argc && (!strcmp(argv[*i + 1], "on") || !strcmp(argv[*i + 1], "off"))) return 0;
     if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+    if (kset) { /* mnemo_context_new checks the names and values, with the message */
+        cp->kernel_settings = v;
+        return 1;
+    }
     /* the engine checks the retrieval options against each other and the model, with the message */
     if (ret) return cli_int(cmd, a, v, 0, 1 << 24, ret) ? 1 : -1;
     if (mode) {

@@ -1,5 +1,5 @@
-/* cli_memory.h — the LongLLaMA, UIO and retrieval memory options shared by `mnemo generate`, `mnemo eval` and
- * `mnemo passkey`. */
+/* cli_memory.h — the context options shared by `mnemo generate`, `mnemo eval` and `mnemo passkey`: LongLLaMA, UIO
+ * and retrieval memory, and the kernel settings. */
 #ifndef MNEMO_CLI_MEMORY_H
 #define MNEMO_CLI_MEMORY_H
 

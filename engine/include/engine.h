@@ -318,9 +318,19 @@ typedef struct {
     int32_t ret_block;         /* B: tokens per memory block */
     int32_t ret_reps;          /* r: representative keys per block, 1 .. ret_block */
     mnemo_mem_dtype ret_dtype; /* memory keys and values: f32 (default), bf16 or f16 */
+    /* Kernel settings: "name=value,..." (NULL: the defaults), which of several kernel paths this context's forward
+     * takes: cpu.gemm=fast|exact, cpu.f32gemm=on|off, cpu.qpanel=on|off, cuda.gemm=split|fast,
+     * cuda.attn=simt|tc|mma, cuda.gemv_split=auto|1|2|4, cuda.dec_blocks_per_sm=auto|1..64 (mnemo_kernel_settings
+     * lists them; docs/kernel-settings.md says what each does). Each backend applies its own. mnemo_context_new
+     * refuses an unknown name or value (MNEMO_ERR_INVALID_ARG, with a message). The string is read only there. */
+    const char *kernel_settings;
 } mnemo_context_params;
 
 MNEMO_API mnemo_context_params mnemo_context_default_params(void);
+/* The kernel settings mnemo_context_params.kernel_settings takes, i in 0 .. mnemo_kernel_setting_count()-1: name
+ * ("cpu.gemm"), values ("fast|exact") and what it chooses. false past the end. */
+MNEMO_API int mnemo_kernel_setting_count(void);
+MNEMO_API bool mnemo_kernel_setting(int i, const char **name, const char **values, const char **doc);
 /* "flat", "brute", "ivf", "ivf-grow", "hnsw", "auto" <-> mnemo_mem_index (for command lines and configs).
  * parse: MNEMO_OK, or MNEMO_ERR_INVALID_ARG for any other name; name: "?" for an unknown value. */
 MNEMO_API mnemo_status mnemo_mem_index_parse(const char *name, mnemo_mem_index *out);

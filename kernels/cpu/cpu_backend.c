@@ -63,6 +63,23 @@ static int cpu_sync(kern_ctx *kc) {
     return KERN_OK;
 }
 
+/* The CPU's kernel settings (kern_backend.setting; the table is kernel_settings.c). */
+static int on_off(const char *v) { return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1; }
+
+static int cpu_setting(kern_ctx *kc, const char *name, const char *value) {
+    if (!strcmp(name, "cpu.gemm")) {
+        if (strcmp(value, "fast") && strcmp(value, "exact")) return -1;
+        kc->gemm_fast = !strcmp(value, "fast");
+        return 1;
+    }
+    int *flag = !strcmp(name, "cpu.f32gemm") ? &kc->f32gemm : !strcmp(name, "cpu.qpanel") ? &kc->qpanel : NULL;
+    if (!flag) return 0;
+    int v = on_off(value);
+    if (v < 0) return -1;
+    *flag = v;
+    return 1;
+}
+
 #define KERN_CPU_ENTRY(name, params, doc) .name = kern_cpu_##name,
 static const kern_backend cpu_backend = {
     .name = "cpu",
@@ -76,6 +93,7 @@ static const kern_backend cpu_backend = {
     .mem_copy = cpu_mem_copy,
     .mem_copy2d = cpu_mem_copy2d,
     .sync = cpu_sync,
+    .setting = cpu_setting,
 };
 #undef KERN_CPU_ENTRY
 
@@ -89,8 +107,8 @@ kern_ctx *kern_cpu_ctx_new(int n_threads) {
         n_threads = n > 0 ? (int)n : 1;
     }
     kc->n_threads = n_threads;
-    const char *g = getenv("MNEMO_CPU_GEMM"); /* fast (default) or exact, see kernels_cpu_paths.h */
-    kc->gemm_fast = !(g && !strcmp(g, "exact"));
+    kc->gemm_fast = 1; /* cpu.gemm=fast, see kernels_cpu_paths.h */
+    kc->f32gemm = kc->qpanel = 1;
     openblas_set_num_threads(n_threads);
     return kc;
 }

@@ -32,13 +32,9 @@
 #define MR 6         /* rows per microkernel tile: MR x NQ accumulators of 32 zmm */
 #define KC 1024      /* most k per K block (blocks split evenly): a packed panel of 256 KB, in L2 */
 
-static int allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_F32GEMM=0 in the environment disables) */
+static int allowed = 1; /* kern_cpu_f32gemm_allow (the process); a context's cpu.f32gemm is checked by the caller */
 
 int kern_cpu_f32gemm_available(void) {
-    if (allowed < 0) {
-        const char *e = getenv("MNEMO_CPU_F32GEMM");
-        allowed = !(e && e[0] == '0');
-    }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     return allowed && __builtin_cpu_supports("avx512f");
@@ -188,14 +184,15 @@ static int gemm_f32(kern_ctx *kc, float *y, const float *x, int64_t lda, int a_k
 
 int kern_cpu_gemm_f32(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype wdt, int64_t m, int64_t n,
                       int64_t k, float beta) {
-    if (!kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt))) return KERN_EUNSUPPORTED;
+    if (!kc->f32gemm || !kern_cpu_f32gemm_available() || (wdt != KERN_F32 && !kern_dtype_is_quant(wdt)))
+        return KERN_EUNSUPPORTED;
     if (m <= 0 || n <= 0 || k <= 0 || (kern_dtype_is_quant(wdt) && k % kern_dtype_block(wdt))) return KERN_ESHAPE;
     return gemm_f32(kc, y, x, k, 0, w, wdt, k, 0, m, n, k, beta);
 }
 
 int kern_cpu_gemm_f32_strided(kern_ctx *kc, float *y, const float *a, int64_t lda, int a_kmajor, const void *b,
                               kern_dtype bdt, int64_t ldb, int64_t m, int64_t n, int64_t k, float beta) {
-    if (!kern_cpu_f32gemm_available() || (bdt != KERN_F32 && bdt != KERN_BF16 && bdt != KERN_F16))
+    if (!kc->f32gemm || !kern_cpu_f32gemm_available() || (bdt != KERN_F32 && bdt != KERN_BF16 && bdt != KERN_F16))
         return KERN_EUNSUPPORTED;
     if (m <= 0 || n <= 0 || k <= 0) return KERN_ESHAPE;
     return gemm_f32(kc, y, a, lda, a_kmajor, b, bdt, ldb, 1, m, n, k, beta);

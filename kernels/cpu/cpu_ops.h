@@ -16,6 +16,7 @@ struct kern_ctx {
     float *scratch;      /* 64-byte aligned, grown on demand */
     size_t scratch_cap;  /* in floats */
     int gemm_fast;       /* kern_cpu_gemm: bf16-weight GEMMs may round activations to bf16 (kernels_cpu_paths.h) */
+    int f32gemm, qpanel; /* 0: the settings cpu.f32gemm=off / cpu.qpanel=off (kernels_cpu_paths.h) */
 };
 
 /* Scratch of at least n floats, valid until the next call on this context; NULL when out of memory. */

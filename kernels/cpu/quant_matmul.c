@@ -44,13 +44,9 @@ kern_qpath kern_cpu_quant_path(kern_qpath want) {
     return p;
 }
 
-static int g_panel_allowed = -1; /* -1: not decided yet; else 0/1 (MNEMO_CPU_QPANEL=0 disables) */
+static int g_panel_allowed = 1; /* kern_cpu_qpanel_allow (the process); a context's cpu.qpanel is checked apart */
 
 int kern_cpu_qpanel_available(void) {
-    if (g_panel_allowed < 0) {
-        const char *e = getenv("MNEMO_CPU_QPANEL");
-        g_panel_allowed = !(e && e[0] == '0');
-    }
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     return g_panel_allowed && __builtin_cpu_supports("avx512f"); /* both panel packers are AVX-512 code */
@@ -101,7 +97,7 @@ int kern_cpu_matmul_quant(kern_ctx *kc, float *y, const float *x, const void *w,
     if (m == 0) return KERN_OK;
     int path = atomic_load(&g_path);
     if (path < 0) path = (int)kern_cpu_quant_path(KERN_QPATH_BEST);
-    int panels = kern_cpu_qpanel_available(), rc = KERN_EUNSUPPORTED;
+    int panels = kc->qpanel && kern_cpu_qpanel_available(), rc = KERN_EUNSUPPORTED;
     /* EXACT prefill: the exact dequantized weights on the fp32 tiles */
     if (panels && !kc->gemm_fast && m >= KERN_CPU_QPANEL_F32_MIN_ROWS)
         rc = kern_cpu_gemm_f32(kc, y, x, w, dt, m, n, k, beta);

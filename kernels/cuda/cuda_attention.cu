@@ -381,23 +381,15 @@ __global__ void __launch_bounds__(FA_THREADS)
 
 /* Split-KV blocks aimed at per SM (q rows x heads x splits): enough 4-warp blocks that the key and value loads
  * in flight cover the memory latency. 8 measured best on an H100 (2026-11-22, 32 heads x 100: 30 us at 2K keys,
- * 162 us at 16K, vs 34 / 200 us with 4; 16 and 32 were no better). MNEMO_DEC_BLOCKS_PER_SM overrides it (tuning
- * with test_ops --perf). */
-static int dec_blocks_per_sm(void) {
-    static int v = 0;
-    if (!v) {
-        const char *e = getenv("MNEMO_DEC_BLOCKS_PER_SM");
-        int f = e ? atoi(e) : 0;
-        v = f >= 1 && f <= 64 ? f : 8;
-    }
-    return v;
-}
+ * 162 us at 16K, vs 34 / 200 us with 4; 16 and 32 were no better). The setting cuda.dec_blocks_per_sm overrides it
+ * (tuning with test_ops --perf). */
+static int dec_blocks_per_sm(const kern_ctx *kc) { return kc->dec_blocks_per_sm ? kc->dec_blocks_per_sm : 8; }
 
 static int attention_decode(kern_ctx *kc, float *out, float *lse, const float *q, const float *k, const float *v,
                             int nq, int q_pos0, int hq, int hkv, int hd, float scale) {
     const int64_t max_lim = (int64_t)q_pos0 + nq; /* keys the last row sees */
     const int64_t base = (int64_t)hq * nq;
-    int64_t want = mn_cdiv((int64_t)kc->sm_count * dec_blocks_per_sm(), base);
+    int64_t want = mn_cdiv((int64_t)kc->sm_count * dec_blocks_per_sm(kc), base);
     int64_t chunk = mn_cdiv(max_lim, want < 1 ? 1 : want);
     chunk = mn_cdiv(chunk, DEC_MIN_CHUNK) * DEC_MIN_CHUNK;
     if (chunk < mn_cdiv(max_lim, DEC_MAX_SPLITS)) chunk = mn_cdiv(mn_cdiv(max_lim, DEC_MAX_SPLITS), 32) * 32;
@@ -444,18 +436,13 @@ template <int HDP> static fa_fn prefill_kernel(const kern_ctx *kc, size_t *smem)
     return state == 1 ? flash_prefill_kernel<HDP> : NULL;
 }
 
-/* Prefill runs the fp32 SIMT kernel below unless MNEMO_CUDA_ATTN selects a tensor-core one: tc
+/* Prefill runs the fp32 SIMT kernel below unless the setting cuda.attn selects a tensor-core one: tc
  * (cuda_attention_tc.cu, TF32 wmma: correct, but measured slower on an H100, 2026-11-22, 32 heads x 100, 16K keys:
  * SIMT 18.3 TFLOP/s, TF32 wmma 12.3 in SPLIT / 16.6 in FAST) or mma (cuda_attention_mma.cu, bf16 mma.sync with
  * FlashAttention-2's register layout; checked on the emulator, not yet measured on a GPU). Tests run all three. */
 enum prefill_kernel_kind { PREFILL_SIMT, PREFILL_TC, PREFILL_MMA };
-static enum prefill_kernel_kind prefill_kind(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("MNEMO_CUDA_ATTN");
-        v = !e ? PREFILL_SIMT : !strcmp(e, "tc") ? PREFILL_TC : !strcmp(e, "mma") ? PREFILL_MMA : PREFILL_SIMT;
-    }
-    return (enum prefill_kernel_kind)v;
+static enum prefill_kernel_kind prefill_kind(const kern_ctx *kc) {
+    return kc->attn == CUDA_ATTN_TC ? PREFILL_TC : kc->attn == CUDA_ATTN_MMA ? PREFILL_MMA : PREFILL_SIMT;
 }
 
 /* The SIMT flash kernel; KERN_EUNSUPPORTED when the device cannot give its shared memory or the grid is too tall.
@@ -479,7 +466,7 @@ int kern_cuda_attention(kern_ctx *kc, float *out, float *lse, const float *q, co
     if (hd > MAX_HD || nkv > INT32_MAX || hq > 65535) return KERN_ESHAPE;
     if (nq == 0) return KERN_OK;
     if (nq > DEC_MAX_Q) {
-        const enum prefill_kernel_kind kind = prefill_kind();
+        const enum prefill_kernel_kind kind = prefill_kind(kc);
         if (!lse && kind == PREFILL_TC &&
             cuda_attention_prefill_tc(kc, out, q, k, v, (int)nq, (int)nkv, (int)q_pos0, (int)hq, (int)hkv, (int)hd,
                                       scale) == KERN_OK)

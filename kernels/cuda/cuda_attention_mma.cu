@@ -19,7 +19,7 @@
  * 112 or 128 with zeros (LongLLaMA-3B's 100 runs as 112).
  *
  * The emulator (tests/cuda/emu) has no PTX: there mnemu::mma_m16n8k16_bf16 computes the same fragments from the
- * same layout, so test_ops checks this kernel's indexing on a CPU. Status: opt-in (MNEMO_CUDA_ATTN=mma) until it is
+ * same layout, so test_ops checks this kernel's indexing on a CPU. Status: opt-in (kernel setting cuda.attn=mma) until it is
  * measured on a GPU.
  */
 #include <math.h>

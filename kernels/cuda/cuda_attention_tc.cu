@@ -12,7 +12,7 @@
  * happens in shared memory: S goes through shared memory, and O lives there, loaded as the accumulator of each
  * P.V product and stored back. That also keeps the kernel runnable on the CPU emulator (tests/cuda/emu).
  *
- * Status: opt-in (MNEMO_CUDA_ATTN=tc). Correct on an H100 (test_ops, memcheck, racecheck, the fixtures) but slower
+ * Status: opt-in (kernel setting cuda.attn=tc). Correct on an H100 (test_ops, memcheck, racecheck, the fixtures) but slower
  * than the SIMT kernel there: 12.3 TFLOP/s in SPLIT and 16.6 in FAST vs 18.3 (32 heads x 100, 4096 rows over 16K
  * keys). The shared-memory round trips of S and O, the per-fragment TF32 splits and 4 warps per block cost more
  * than the products; next: Q fragments split once and kept in registers, K/V split once per tile in shared memory,

@@ -31,6 +31,7 @@ static int cuda_mem_copy(kern_ctx *kc, void *dst, const void *src, size_t bytes,
 static int cuda_mem_copy2d(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                            size_t rows, kern_copy_dir dir);
 static int cuda_sync(kern_ctx *kc);
+static int cuda_setting(kern_ctx *kc, const char *name, const char *value);
 
 /* C++ has no designated initialisers in C++17: the ops go in table order (the X-macro order is the field
  * order), then the memory functions; a missing op or a misplaced function is a type error here. */
@@ -46,6 +47,7 @@ static const kern_backend cuda_backend = {
     cuda_mem_copy,
     cuda_mem_copy2d,
     cuda_sync,
+    cuda_setting,
 };
 #undef KERN_CUDA_ENTRY
 
@@ -106,10 +108,7 @@ kern_ctx *kern_cuda_ctx_new(void) {
     kc->err_host = (volatile int *)err_word;
     *kc->err_host = KERN_OK;
     if (cudaHostGetDevicePointer((void **)&kc->err_dev, err_word, 0) != cudaSuccess) goto fail;
-    {
-        const char *g = getenv("MNEMO_CUDA_GEMM");
-        kc->gemm = g && !strcmp(g, "fast") ? KERN_CUDA_GEMM_FAST : KERN_CUDA_GEMM_SPLIT;
-    }
+    kc->gemm = KERN_CUDA_GEMM_SPLIT; /* the kernel settings (cuda_setting) choose the rest; 0 is each default */
     return kc;
 fail:
     cudaGetLastError();
@@ -126,6 +125,35 @@ void kern_cuda_ctx_free(kern_ctx *kc) {
     if (kc->err_host) cudaFreeHost((void *)kc->err_host);
     kc->magic = 0;
     free(kc);
+}
+
+/* The CUDA backend's kernel settings (kern_backend.setting; the table is kernels/cpu/kernel_settings.c). */
+static int cuda_setting(kern_ctx *kc, const char *name, const char *value) {
+    if (!strcmp(name, "cuda.gemm")) {
+        if (strcmp(value, "split") && strcmp(value, "fast")) return -1;
+        kc->gemm = !strcmp(value, "fast") ? KERN_CUDA_GEMM_FAST : KERN_CUDA_GEMM_SPLIT;
+        return 1;
+    }
+    if (!strcmp(name, "cuda.attn")) {
+        int k = !strcmp(value, "simt") ? CUDA_ATTN_SIMT : !strcmp(value, "tc") ? CUDA_ATTN_TC
+                : !strcmp(value, "mma") ? CUDA_ATTN_MMA : -1;
+        if (k < 0) return -1;
+        kc->attn = k;
+        return 1;
+    }
+    if (!strcmp(name, "cuda.gemv_split")) {
+        int v = !strcmp(value, "auto") ? 0 : atoi(value);
+        if (v != 0 && v != 1 && v != 2 && v != 4) return -1;
+        kc->gemv_split = v;
+        return 1;
+    }
+    if (!strcmp(name, "cuda.dec_blocks_per_sm")) {
+        int v = !strcmp(value, "auto") ? 0 : atoi(value);
+        if (v < 0 || v > 64 || (v == 0 && strcmp(value, "auto"))) return -1;
+        kc->dec_blocks_per_sm = v;
+        return 1;
+    }
+    return 0;
 }
 
 int kern_cuda_set_gemm(kern_ctx *kc, kern_cuda_gemm mode) {

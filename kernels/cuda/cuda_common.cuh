@@ -45,12 +45,17 @@ struct kern_ctx {
     cublasHandle_t blas;
     int sm_count;
     size_t smem_optin;        /* most dynamic shared memory a block may ask for on this device */
-    kern_cuda_gemm gemm;      /* bf16/f16 GEMM precision, see kernels.h */
+    kern_cuda_gemm gemm;      /* bf16/f16 GEMM precision, see kernels.h (cuda.gemm) */
+    int attn;                 /* prefill attention kernel: CUDA_ATTN_* (cuda.attn) */
+    int gemv_split;           /* decode GEMV warps per row group; 0 = by rows (cuda.gemv_split) */
+    int dec_blocks_per_sm;    /* decode attention's split-KV blocks per SM; 0 = the measured default */
     void *scratch;            /* device, grown on demand by kc_scratch */
     size_t scratch_cap;       /* bytes */
     volatile int *err_host;   /* mapped pinned word: deferred KERN_ERANGE from kernels */
     int *err_dev;             /* the same word as kernels see it */
 };
+
+enum { CUDA_ATTN_SIMT = 0, CUDA_ATTN_TC = 1, CUDA_ATTN_MMA = 2 };
 
 /* The op entry points (one per KERN_OPS entry), defined in the per-family .cu files. */
 #define KERN_CUDA_DECL(name, params, doc) int kern_cuda_##name params;

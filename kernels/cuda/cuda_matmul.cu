@@ -18,7 +18,7 @@
  *         fp32 GEMM over widened weights (two bf16 parts were measured at 1.3e-4 max |dlogit| on the bf16 fixture:
  *         not enough). Costs 3x (bf16) / 2x (f16) the tensor-core work of one GEMM, still far above fp32 SIMT.
  *       bf16/f16 weights, FAST: one GEMM on hi only. Each activation carries a relative rounding error up to
- *         2^-9 (bf16) / 2^-12 (f16): normalized MSE ~1e-6 / ~2e-8 against fp32. Opt-in (MNEMO_CUDA_GEMM=fast)
+ *         2^-9 (bf16) / 2^-12 (f16): normalized MSE ~1e-6 / ~2e-8 against fp32. Opt-in (cuda.gemm=fast)
  *         because the whole-model fixtures require fp32-level agreement with transformers.
  *     f16 has a narrow range: an activation with |x| > 65504 would become Inf in the split, so the conversion
  *     kernel reports it as a deferred KERN_ERANGE instead of computing a silently wrong product.
@@ -199,21 +199,15 @@ static int rows_per_warp(int64_t m) { return m >= 4 ? 4 : m >= 2 ? 2 : 1; }
 /* Warps per row group (k split S ways). Measured on an H100 (test_ops --perf, 2026-11-22): for m <= 4 one warp
  * per row group streaming four 16-byte loads ahead is best on every LLaMA-3B shape (splitting k cost 3-25%);
  * for m = 8, two warps per group (more loads in flight for the R*M accumulators) were 15% faster.
- * MNEMO_GEMV_SPLIT=1|2|4 forces it (for tuning with test_ops --perf). */
-static int gemv_split(int64_t m) {
-    static int forced = -1;
-    if (forced < 0) {
-        const char *e = getenv("MNEMO_GEMV_SPLIT");
-        int f = e ? atoi(e) : 0;
-        forced = f == 1 || f == 2 || f == 4 ? f : 0;
-    }
-    if (forced) return forced;
+ * The setting cuda.gemv_split=1|2|4 forces it (for tuning with test_ops --perf). */
+static int gemv_split(const kern_ctx *kc, int64_t m) {
+    if (kc->gemv_split) return kc->gemv_split;
     return m >= 6 ? 2 : 1;
 }
 
 static int matmul_gemv(kern_ctx *kc, float *y, const float *x, const void *w, kern_dtype dt, int64_t m, int64_t n,
                        int64_t k, float beta) {
-    int s = gemv_split(m);
+    int s = gemv_split(kc, m);
     gemv_fn f = dt == KERN_F32 ? pick_gemv<KERN_F32>(m, s) : dt == KERN_BF16 ? pick_gemv<KERN_BF16>(m, s)
                                                                              : pick_gemv<KERN_F16>(m, s);
     int vec = k % 8 == 0 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0;

@@ -216,8 +216,25 @@ typedef struct kern_backend {
     int (*mem_copy2d)(kern_ctx *kc, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                       size_t rows, kern_copy_dir dir);
     int (*sync)(kern_ctx *kc);
+    /* One kernel setting (below) for this context: 1 applied, 0 another backend's setting (ignored), -1 a value
+     * this setting does not take. */
+    int (*setting)(kern_ctx *kc, const char *name, const char *value);
 } kern_backend;
 #undef KERN_OP_FIELD
+
+/* ---- kernel settings: which of several paths a context's kernels take where each gives results within its own
+ * stated precision (docs/kernel-settings.md has the table; kern_settings_table lists it for help texts). A list of
+ * them ("cpu.gemm=exact,cuda.attn=tc") may be given to any context: each backend applies its own and ignores the
+ * other's, so one list serves both. */
+typedef struct {
+    const char *name;   /* "cpu.gemm" */
+    const char *values; /* "fast|exact" */
+    const char *doc;    /* what it chooses and why one would */
+} kern_setting_info;
+const kern_setting_info *kern_settings_table(int *n);
+/* Applies "name=value[,name=value...]" (NULL or "" applies nothing) to kc of backend be. KERN_OK, or KERN_ESHAPE
+ * with the reason in err (an unknown name, a value the setting does not take, a malformed list). */
+int kern_ctx_settings(const kern_backend *be, kern_ctx *kc, const char *list, char *err, size_t errlen);
 
 /* Names and contracts of the ops, indexed by kern_op_id (for tests and logs). */
 extern const char *const kern_op_names[KERN_OP_COUNT];
@@ -299,7 +316,7 @@ int kern_cuda_available(char *info, size_t infolen);
  *                    exact, so the result is fp32-accurate at 3x (bf16) / 2x (f16) the tensor-core work.
  *   FAST:            activations rounded once to the weights' type, one tensor-core GEMM: ~2x faster prefill,
  *                    relative error ~2^-9 per activation (bf16), normalized MSE ~1e-6.
- * The environment variable MNEMO_CUDA_GEMM=fast|split sets the default of new contexts. */
+ * The kernel setting cuda.gemm=split|fast chooses it per context (SPLIT by default). */
 typedef enum { KERN_CUDA_GEMM_SPLIT = 0, KERN_CUDA_GEMM_FAST = 1 } kern_cuda_gemm;
 kern_ctx *kern_cuda_ctx_new(void); /* NULL when no device or out of memory */
 void kern_cuda_ctx_free(kern_ctx *kc);

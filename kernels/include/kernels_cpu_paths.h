@@ -8,10 +8,10 @@
  *                    output <= 2^-9 * sum|x w| (what llama.cpp and PyTorch's CPU bf16 paths do). Other CPUs: EXACT.
  *   EXACT:           weights widened to fp32, fp32 GEMM: fp32-accurate. Training contexts use it (gradients are
  *                    checked against fp32 references), as do the whole-model tests.
- * The environment variable MNEMO_CPU_GEMM=fast|exact sets the default of new contexts (as MNEMO_CUDA_GEMM does on
- * the GPU). fp32 weights are exact either way. Attention (activations against activations) is fp32 in both modes.
+ * The kernel setting cpu.gemm=fast|exact chooses it per context (as cuda.gemm does on the GPU). fp32 weights are
+ * exact either way. Attention (activations against activations) is fp32 in both modes.
  *
- * MNEMO_CPU_F32GEMM=0 in the environment (or kern_cpu_f32gemm_allow(0)) makes fp32-weight GEMMs use OpenBLAS
+ * cpu.f32gemm=off (or kern_cpu_f32gemm_allow(0), for the whole process) makes fp32-weight GEMMs use OpenBLAS
  * sgemm instead of mnemo's AVX-512 FMA tiles.
  */
 #ifndef MNEMO_KERNELS_CPU_PATHS_H
@@ -54,15 +54,16 @@ void kern_cpu_attn_tile_min(int nq);
  *               (exact integer sums, fp32 scaling per block, what llama.cpp does), at GEMM speed;
  *   EXACT, m >= KERN_CPU_QPANEL_F32_MIN_ROWS: each weight panel dequantized into the fp32 FMA tiles (exact
  *               dequantized weights, fp32 activations; quant_panel.c; with those tiles disallowed,
- *               MNEMO_CPU_F32GEMM=0, the int8 paths); fewer rows as FAST;
+ *               cpu.f32gemm=off, the int8 paths); fewer rows as FAST;
  *   FAST without VNNI (the integer path forced below it, or such a CPU): panels dequantized to bf16 for the bf16
  *               dot-product tiles (AVX512_BF16, m >= KERN_CPU_QPANEL_BF16_MIN_ROWS: weights and activations
  *               rounded to bf16, error <= 2^-8 * sum|x w|), else the fp32 panels from KERN_CPU_QPANEL_F32_MIN_ROWS.
  * The other quantized types (q6_K, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K) have no int8 GEMM: on AVX-512 their FAST
  * prefill takes the bf16 panels (or fp32 without AVX512_BF16) from the same thresholds, their decode the tiles.
  * The thresholds are where each path overtook the integer tiles (bench_gemm_quant, tests/bench/RESULTS.md).
- * MNEMO_CPU_QPANEL=0 in the environment or kern_cpu_qpanel_allow(0) keeps every m on the integer tiles; allow
- * has kern_cpu_f32gemm_allow's threading rule. */
+ * One activation row of q4_0 / q4_1 / q8_0 on AVX-512 VBMI takes the decode GEMV (quant_gemv_vbmi.c) instead of
+ * the tiles. cpu.qpanel=off (a context) or kern_cpu_qpanel_allow(0) (the process) keeps every m on the integer
+ * tiles; allow has kern_cpu_f32gemm_allow's threading rule. */
 #define KERN_CPU_QGEMM_MIN_ROWS 8
 #define KERN_CPU_QPANEL_BF16_MIN_ROWS 16
 #define KERN_CPU_QPANEL_F32_MIN_ROWS 64

@@ -150,11 +150,13 @@ static double prefill(const bench_model *bm, const kern_backend *be, kern_ctx *k
 int main(int argc, char **argv) {
     int layers = 26, chunk = 512, n_decode = 32, n_ctx_list[MAX_CONTEXTS] = {2048, 16384}, n_contexts = 2;
     kern_dtype dt = KERN_BF16;
+    const char *settings = NULL; /* --set: kernel settings (cuda.attn=mma ...) */
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--layers") && v) layers = atoi(v), i++;
         else if (!strcmp(argv[i], "--chunk") && v) chunk = atoi(v), i++;
         else if (!strcmp(argv[i], "--decode") && v) n_decode = atoi(v), i++;
+        else if (!strcmp(argv[i], "--set") && v) settings = v, i++;
         else if (!strcmp(argv[i], "--dtype") && v) {
             dt = !strcmp(v, "f32") ? KERN_F32 : !strcmp(v, "f16") ? KERN_F16 : !strcmp(v, "bf16") ? KERN_BF16 : -1;
             i++;
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
             i++;
         } else {
             fprintf(stderr, "usage: bench_cuda [--layers N] [--contexts 2048,16384] [--chunk N] [--decode N] "
-                            "[--dtype bf16|f16|f32]\n");
+                            "[--dtype bf16|f16|f32] [--set NAME=VALUE,...]\n");
             return 2;
         }
     }
@@ -210,6 +212,11 @@ int main(int argc, char **argv) {
     if (!kc || kv_cache_init(&kv, c, max_ctx + n_decode, be) || forward_buffers_init(&fb, c, chunk, be)) {
         fprintf(stderr, "bench_cuda: out of device memory\n");
         return 1;
+    }
+    char why[256];
+    if (kern_ctx_settings(be, kc, settings, why, sizeof why) != KERN_OK) {
+        fprintf(stderr, "bench_cuda: --set: %s\n", why);
+        return 2;
     }
     float *logits = bench_alloc((size_t)c->vocab_size * 4);
     int32_t *tokens = malloc((size_t)max_ctx * sizeof *tokens);

@@ -6,7 +6,7 @@
  *     measured right after each token)  ->  fraction of the bandwidth bound (copy bandwidth also shown)
  *   - prefill: the time the FLOPs would take at the peak of the instructions the kernels use — the matmuls at
  *     the bf16 dot-product peak (vdpbf16ps) when bf16 weights take that path (FAST mode, the default; see
- *     kernels_cpu_paths.h, MNEMO_CPU_GEMM), q8_0/q4_0 weights at the int8 dot-product peak (vpdpbusd) of their
+ *     kernels_cpu_paths.h, --set cpu.gemm), q8_0/q4_0 weights at the int8 dot-product peak (vpdpbusd) of their
  *     VNNI GEMM (or bf16's where they take dequantized bf16 panels), else at the f32 FMA peak; attention
  *     at the f32 FMA peak — over the measured time, the peaks measured (bench_peak.h) right after each of three
  *     timed prefills  ->  fraction of the instruction-set bound
@@ -14,7 +14,7 @@
  *
  * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N]
  *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_1|q5_0|q5_1|q2_K|q3_K|q4_K|q5_K|q6_K] [--shape 3b|k256]
- *                     [--vocab N] [--json]
+ *                     [--vocab N] [--json] [--set NAME=VALUE,...]   (kernel settings, kernels.h)
  *                     [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the random one: its shape and
  *                     dtypes; --shape k256: hidden 3072, ffn 8192, 24 x 128, the default for q4_K / q6_K, whose rows
  *                     must be whole 256-blocks)
@@ -105,11 +105,11 @@ static double sgemm_peak(int m) {
     return best;
 }
 
-/* The contexts' GEMM mode (kernels_cpu_paths.h): FAST unless MNEMO_CPU_GEMM=exact. */
-static int gemm_fast(void) {
-    const char *g = getenv("MNEMO_CPU_GEMM");
-    return !(g && !strcmp(g, "exact"));
-}
+/* --set: kernel settings for the contexts (kernels.h), e.g. cpu.gemm=exact,cpu.f32gemm=off. */
+static const char *settings;
+
+/* The contexts' GEMM mode (kernels_cpu_paths.h): FAST unless --set cpu.gemm=exact. */
+static int gemm_fast(void) { return !(settings && strstr(settings, "cpu.gemm=exact")); }
 
 /* model_path: a checkpoint directory or GGUF file to run instead of the random model (its own shape and dtypes). */
 static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode, int threads, const copy_bufs *cb,
@@ -134,6 +134,11 @@ static void run(int layers, int vocab, kern_dtype dt, int n_prompt, int n_decode
     }
     const model_config *c = &bm.cfg;
     kern_ctx *kc = kern_cpu_ctx_new(threads);
+    char why[256];
+    if (kern_ctx_settings(kern_cpu_backend(), kc, settings, why, sizeof why) != KERN_OK) {
+        fprintf(stderr, "bench_engine: --set: %s\n", why);
+        exit(2);
+    }
     kv_cache kv;
     forward_buffers fb;
     if (kv_cache_init(&kv, c, n_prompt + n_decode, kern_cpu_backend()) ||
@@ -242,6 +247,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dtype")) dts = argv[i + 1];
         else if (!strcmp(argv[i], "--model")) model_path = argv[i + 1];
         else if (!strcmp(argv[i], "--shape")) shape_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--set")) settings = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (layers < 1 || n_prompt < 1 || n_decode < 1 || threads < 0 || vocab < 1) {

@@ -55,8 +55,28 @@ def test_port_in_use_fails_cleanly():
         assert s.stop() == 0
 
 
+def slow_model():
+    """A copy of the model whose config.json is a named pipe: the load blocks on it until the test writes it, so
+    the loading state lasts as long as the test wants. Returns (dir, release) where release() lets the load go on
+    (with the real config, or with nothing, which fails the load)."""
+    d = tempfile.mkdtemp(prefix="mnemo-slow-model-")
+    for f in os.listdir(MODEL):
+        if f != "config.json":
+            os.symlink(os.path.join(MODEL, f), os.path.join(d, f))
+    fifo = os.path.join(d, "config.json")
+    os.mkfifo(fifo)
+
+    def release(real=True):
+        with open(fifo, "wb") as w:  # blocks until the server opens it for reading
+            if real:
+                with open(os.path.join(MODEL, "config.json"), "rb") as r:
+                    w.write(r.read())
+    return d, release
+
+
 def test_health_503_while_loading():
-    s = Server("--parallel", "1", env={"MNEMO_SERVER_LOAD_DELAY_MS": "1500"}, wait_ready=False)
+    d, release = slow_model()
+    s = Server("--parallel", "1", model=d, wait_ready=False)
     try:
         status, hdrs, body = s.request("GET", "/health")
         assert status == 503 and hdrs.get("retry-after")
@@ -67,6 +87,7 @@ def test_health_503_while_loading():
             assert status == 503 and json.loads(reply)["error"]["code"] == "loading", path
         status, _, body = s.request("GET", "/metrics")
         assert status == 200 and b"mnemo_model_loading 1" in body
+        release()
         s.wait_ready()
         assert s.request("GET", "/health")[0] == 200
     finally:
@@ -74,7 +95,11 @@ def test_health_503_while_loading():
 
 
 def test_signal_while_loading_exits_0():
-    s = Server("--parallel", "1", env={"MNEMO_SERVER_LOAD_DELAY_MS": "30000"}, wait_ready=False)
+    d, release = slow_model()
+    s = Server("--parallel", "1", model=d, wait_ready=False)
+    assert s.request("GET", "/health")[0] == 503  # loading
+    s.proc.send_signal(signal.SIGINT)
+    release(real=False)  # the load returns (here: fails); the signal is what the server acts on
     assert s.stop(signal.SIGINT, timeout=10) == 0
 
 

@@ -327,7 +327,6 @@ static void check_api(const char *dir) {
 
 int main(void) {
     test_devices devs = test_pick_devices();
-    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/longllama", test_fixtures());
     for (int dev = 0; dev < 2; dev++) {

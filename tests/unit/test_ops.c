@@ -346,13 +346,13 @@ static void test_rope(void) {
     GPU->mem_free(d); GPU->mem_free(dp);
 }
 
-/* Attention prefill in FAST mode: the TF32 tensor-core kernel (MNEMO_CUDA_ATTN=tc) rounds operands to TF32
+/* The kernel settings given with --set (cuda.attn=tc ...), applied to both contexts. */
+static const char *settings;
+
+/* Attention prefill in FAST mode: the TF32 tensor-core kernel (--set cuda.attn=tc) rounds operands to TF32
  * (relative 2^-11), measured nmse <= 1.8e-7 on these cases; the bf16 mma.sync one (=mma) rounds q, k, p and v to
  * bf16 (2^-9), measured 5e-6 .. 1.2e-5 on the emulator; the SIMT kernel stays exact in both modes. */
-static double att_fast_nmse(void) {
-    const char *e = getenv("MNEMO_CUDA_ATTN");
-    return e && !strcmp(e, "mma") ? 4e-5 : 2e-6;
-}
+static double att_fast_nmse(void) { return settings && strstr(settings, "cuda.attn=mma") ? 4e-5 : 2e-6; }
 
 static void test_attention(void) {
     struct { int64_t nq, nkv, q0, hq, hkv, hd; } cases[] = {
@@ -1459,6 +1459,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--perf")) perf_mode = true;
         else if (!strcmp(argv[i], "--quiet")) verbose = false;
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc) settings = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             for (int o = 0; o < KERN_OP_COUNT; o++) printf("%-18s %s\n", kern_op_names[o], kern_op_docs[o]);
             return 0;
@@ -1466,7 +1467,8 @@ int main(int argc, char **argv) {
             bool known = false;
             for (int o = 0; o < KERN_OP_COUNT; o++) known |= !strcmp(argv[i], kern_op_names[o]);
             if (!known || nops == 32) {
-                fprintf(stderr, "usage: test_ops [--perf] [--quiet] [--list] [op ...]\nunknown op '%s'\n", argv[i]);
+                fprintf(stderr, "usage: test_ops [--perf] [--quiet] [--list] [--set NAME=VALUE,...] [op ...]\n"
+                                "unknown op '%s'\n", argv[i]);
                 return 2;
             }
             ops[nops++] = argv[i];
@@ -1488,7 +1490,13 @@ int main(int argc, char **argv) {
     /* the reference is exact fp32 math: the CPU's FAST bf16 GEMM (activations rounded to bf16) has its own checks
      * in test_kernels_cpu, and CUDA's fast mode is held to the exact reference with its own tolerance below */
     kern_cpu_set_gemm(kc_cpu, KERN_CPU_GEMM_EXACT);
-    printf("test_ops: %s against cpu on %s\n", GPU->name, info);
+    char why[256];
+    if (kern_ctx_settings(GPU, kc_gpu, settings, why, sizeof why) != KERN_OK) {
+        fprintf(stderr, "test_ops: --set: %s\n", why);
+        return 2;
+    }
+    printf("test_ops: %s against cpu on %s%s%s\n", GPU->name, info, settings ? ", settings " : "",
+           settings ? settings : "");
     if (perf_mode) {
         perf(nops, ops);
     } else {

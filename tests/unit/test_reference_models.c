@@ -28,6 +28,8 @@
 
 #define LOGIT_TOL 1e-4f
 
+static const char *kernel_settings; /* for every context: main's --set plus cpu.gemm=exact */
+
 static float max_diff(const float *a, const float *b, int32_t n) {
     float m = 0.f;
     for (int32_t i = 0; i < n; i++) {
@@ -51,6 +53,7 @@ static bool collect(const mnemo_token_event *ev, void *user) {
 /* Feeds ids in chunks of `chunk` tokens into a logits_all context; returns the worst |dlogit| vs ref. */
 static float run_chunked(mnemo_model *m, const int32_t *ids, int n, int chunk, const logit_block *ref) {
     mnemo_context_params cp = mnemo_context_default_params();
+    cp.kernel_settings = kernel_settings;
     cp.logits_all = true;
     cp.n_batch = chunk;
     mnemo_context *ctx = NULL;
@@ -80,6 +83,7 @@ static float run_batched(mnemo_model *m, int32_t ids[][512], const int *lens, in
     int done[16] = {0};
     float worst = 0.f;
     mnemo_context_params cp = mnemo_context_default_params();
+    cp.kernel_settings = kernel_settings;
     cp.logits_all = true;
     for (int p = 0; p < np; p++)
         if (mnemo_context_new(m, &cp, &ctx[p]) != MNEMO_OK) { worst = INFINITY; goto out; }
@@ -188,10 +192,13 @@ out:
     json_decref(ref);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* fp32-level GEMMs (FAST rounds bf16 prefill activations), plus what --set adds (e.g. cuda.attn=mma) */
+    static char settings_buf[512];
+    snprintf(settings_buf, sizeof settings_buf, "cpu.gemm=exact%s%s", argc > 2 && !strcmp(argv[1], "--set") ? "," : "",
+             argc > 2 && !strcmp(argv[1], "--set") ? argv[2] : "");
+    kernel_settings = settings_buf;
     test_devices devs = test_pick_devices();
-    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
-    setenv("MNEMO_CPU_GEMM", "exact", 1);  /* the same on the CPU (FAST rounds bf16 prefill activations) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models", test_fixtures());
     for (int dev = 0; dev < 2; dev++) {

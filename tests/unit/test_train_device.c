@@ -255,7 +255,6 @@ static void check_resume(const train_case *c, const char *data) {
 int main(void) {
     char data[4600];
     test_devices devs = test_pick_devices();
-    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-level GEMMs whatever the caller's environment says */
     snprintf(tmp_root, sizeof tmp_root, "/tmp/mnemo_test_train_device_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
     snprintf(data, sizeof data, "%s/train/data/train.txt", test_fixtures());

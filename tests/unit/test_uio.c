@@ -714,7 +714,6 @@ int main(void) {
         return 1;
     }
     test_devices devs = test_pick_devices();
-    setenv("MNEMO_CUDA_GEMM", "split", 1);
     mnemo_log_set_level(MNEMO_LOG_ERROR);
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
         if (devs.cpu) run_case(CASES[c], MNEMO_DEVICE_CPU, "cpu");

@@ -536,7 +536,6 @@ static void test_store_limit(const fixture *f, mnemo_model *m) {
 
 int main(void) {
     test_devices devs = test_pick_devices();
-    setenv("MNEMO_CUDA_GEMM", "split", 1); /* fp32-exact GEMMs, as test_uio */
     fixture kf;
     if (load_fixture("uio_knn/gqa_c12_m3_b7", &kf)) {
         for (int d = 0; d < 2; d++) {

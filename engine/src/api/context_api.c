@@ -102,6 +102,9 @@ mnemo_status mnemo_context_new(mnemo_model *model, const mnemo_context_params *p
         return ctx_fail(ctx, MNEMO_ERR_NOMEM, "out of %s memory allocating a %d-token context (%zu MB of KV cache)",
                         be->host_memory ? "host" : "device", n_ctx, kv_bytes >> 20);
     }
+    char why[256];
+    if (kern_ctx_settings(be, ctx->kc, p.kernel_settings, why, sizeof why) != KERN_OK)
+        return ctx_fail(ctx, MNEMO_ERR_INVALID_ARG, "%s", why);
     if (mem) {
         p.mem_index = mnemo_mem_index_resolve(model, p.mem_index);
         memory_args args = {.cfg = &model->cfg, .be = be, .params = &p, .n_ctx = n_ctx, .w = &model->w,
