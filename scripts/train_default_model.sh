@@ -10,7 +10,7 @@
 #   STEPS, BATCH, LR, THREADS override the defaults below; BUILD=build.
 #
 # The corpus is split by lines: the first 90% trains, the last 10% (tests/fixtures/shakespeare_heldout.txt) is never
-# seen in training and gives the README's perplexity with and without memory.
+# seen in training and gives the perplexity in docs/evaluation.md with and without memory.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$SRC/build}

@@ -1,6 +1,7 @@
 /*
  * api_error.h — replies in the OpenAI shapes: a JSON body with a status, and the error object
- * {"error": {"message", "type", "code", "param"}} that every client knows how to read.
+ * {"error": {"message", "type", "code", "param"}} that every client knows how to read; api_error carries one such
+ * error from the parser or store that found it to the route that replies.
  *
  * Types follow OpenAI: invalid_request_error (400, 404, 405, 413), authentication_error (401), server_error (500,
  * 503). code is a short machine-readable reason ("context_length_exceeded", "model_not_found", ...) or null.
@@ -11,6 +12,20 @@
 #include <jansson.h>
 
 #include "http.h"
+
+/* One OpenAI error on its way to a reply. */
+typedef struct {
+    int status;        /* HTTP status */
+    char code[48];     /* OpenAI error code, or "" */
+    char param[64];    /* the offending field, or "" */
+    char message[512];
+} api_error;
+
+/* Fills e (code and param may be NULL: none); returns -1, a failing parser's value. */
+int api_error_set(api_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The error reply for e (an empty code or param is null in the body). */
+void reply_api_error(http_reply *rep, const api_error *e);
 
 /* The error object alone (for SSE error events). */
 json_t *api_error_json(int status, const char *code, const char *param, const char *message);

@@ -14,7 +14,6 @@
 #include <stdatomic.h>
 
 #include "args.h"
-#include "chat_template.h"
 #include "engine.h"
 #include "finetune_files.h"
 #include "finetune_jobs.h"
@@ -35,7 +34,7 @@ typedef struct server_app {
     scheduler *sched;
     session_store *sessions;
     metrics *mx;
-    chat_template tmpl;
+    mnemo_chat_template tmpl;
     mnemo_mem_index mem_index; /* --mem-index, parsed */
     mnemo_memory_mode memory;  /* --memory, parsed */
     mnemo_mem_dtype ret_dtype; /* --ret-dtype, parsed */

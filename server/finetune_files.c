@@ -59,37 +59,16 @@ struct ft_files {
 };
 
 /* Why this thread's last lookup found nothing (ft_files_last_error). */
-static _Thread_local ft_error last_error;
+static _Thread_local api_error last_error;
 
-const ft_error *ft_files_last_error(void) { return &last_error; }
+const api_error *ft_files_last_error(void) { return &last_error; }
 
 static void not_found(const char *id) {
-    last_error = (ft_error){.status = 404};
+    last_error = (api_error){.status = 404};
     snprintf(last_error.code, sizeof last_error.code, "file_not_found");
     snprintf(last_error.message, sizeof last_error.message, "No such File object: %.64s", id ? id : "");
 }
 
-static void set_error(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void set_error(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
-    e->status = status;
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
-
-void ft_files_fail(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
-    e->status = status;
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
 
 bool ft_files_valid_id(const char *id) {
     if (!id || strncmp(id, ID_PREFIX, sizeof ID_PREFIX - 1) != 0) return false;
@@ -138,9 +117,9 @@ static const char *check_example(json_t *o, char *why, size_t cap) {
     return NULL;
 }
 
-int ft_files_validate(const char *data, size_t len, ft_error *e) {
+int ft_files_validate(const char *data, size_t len, api_error *e) {
     if (len == 0) {
-        set_error(e, 400, "invalid_file", "file", "the file is empty: a training file has one example per line");
+        api_error_set(e, 400, "invalid_file", "file", "the file is empty: a training file has one example per line");
         return -1;
     }
     long line = 0, examples = 0;
@@ -160,7 +139,7 @@ int ft_files_validate(const char *data, size_t len, ft_error *e) {
         const char *bad = !o ? je.text : !json_is_object(o) ? "a line must be a JSON object" :
                                                               check_example(o, why, sizeof why);
         if (bad) {
-            set_error(e, 400, "invalid_file", "file", "training file line %ld: %s", line, bad);
+            api_error_set(e, 400, "invalid_file", "file", "training file line %ld: %s", line, bad);
             json_decref(o);
             return -1;
         }
@@ -168,8 +147,8 @@ int ft_files_validate(const char *data, size_t len, ft_error *e) {
         examples++;
     }
     if (examples == 0) {
-        set_error(e, 400, "invalid_file", "file", "the file has only blank lines: a training file has one example "
-                  "per line");
+        api_error_set(e, 400, "invalid_file", "file", "the file has only blank lines: a training file has one example "
+                      "per line");
         return -1;
     }
     return 0;
@@ -425,20 +404,20 @@ size_t ft_files_count(ft_files *f) {
 }
 
 int ft_files_create(ft_files *f, const char *filename, size_t filename_len, const char *purpose, const char *data,
-                    size_t len, json_t **out, ft_error *e) {
+                    size_t len, json_t **out, api_error *e) {
     *out = NULL;
     if (!purpose || strcmp(purpose, "fine-tune") != 0) {
-        set_error(e, 400, "invalid_value", "purpose", "purpose must be \"fine-tune\" (got \"%.64s\"): this server "
-                  "keeps files for fine-tuning only", purpose ? purpose : "");
+        api_error_set(e, 400, "invalid_value", "purpose", "purpose must be \"fine-tune\" (got \"%.64s\"): this server "
+                      "keeps files for fine-tuning only", purpose ? purpose : "");
         return -1;
     }
     if (ft_files_validate(data, len, e) != 0) return -1;
     if (f->pg) {
         char pid[64];
         if (ft_files_new_id(pid) != 0)
-            return set_error(e, 500, "server_error", NULL, "cannot read /dev/urandom for a file id"), -1;
+            return api_error_set(e, 500, "server_error", NULL, "cannot read /dev/urandom for a file id"), -1;
         json_t *obj = ft_files_object(pid, len, (long long)time(NULL), filename, filename_len, purpose);
-        if (!obj) return set_error(e, 500, "server_error", NULL, "out of memory"), -1;
+        if (!obj) return api_error_set(e, 500, "server_error", NULL, "out of memory"), -1;
         int rc = ffpg_create(f->pg, obj, data, len, e);
         if (rc == 0) *out = obj;
         else json_decref(obj);
@@ -449,13 +428,13 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
     pthread_mutex_lock(&f->mu);
     if (f->n + (size_t)f->pending >= (size_t)f->max_files) {
         pthread_mutex_unlock(&f->mu);
-        set_error(e, 429, "too_many_files", NULL, "%d files are kept already (--max-files): delete some first",
-                  f->max_files);
+        api_error_set(e, 429, "too_many_files", NULL, "%d files are kept already (--max-files): delete some first",
+                      f->max_files);
         return -1;
     }
     if (new_id(f, id) != 0) {
         pthread_mutex_unlock(&f->mu);
-        set_error(e, 500, "server_error", NULL, "cannot read /dev/urandom for a file id");
+        api_error_set(e, 500, "server_error", NULL, "cannot read /dev/urandom for a file id");
         return -1;
     }
     f->pending++;
@@ -471,11 +450,11 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
     path_of(f, fmeta, sizeof fmeta, "", id, ".json");
     int rc = -1;
     if (!meta) {
-        set_error(e, 500, "server_error", NULL, "out of memory");
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
     } else if (write_atomic(tmp, fin, data, len) != 0) {
-        set_error(e, 500, "server_error", NULL, "cannot write the file: %s", strerror(errno));
+        api_error_set(e, 500, "server_error", NULL, "cannot write the file: %s", strerror(errno));
     } else if (write_atomic(tmeta, fmeta, meta, strlen(meta)) != 0 || fsync_dir(f->dir) != 0) {
-        set_error(e, 500, "server_error", NULL, "cannot write the file: %s", strerror(errno));
+        api_error_set(e, 500, "server_error", NULL, "cannot write the file: %s", strerror(errno));
         unlink(fmeta);
         unlink(fin);
     } else {
@@ -495,14 +474,14 @@ int ft_files_create(ft_files *f, const char *filename, size_t filename_len, cons
         /* Written but not listed: take it back so disk and table agree. */
         unlink(fmeta);
         unlink(fin);
-        set_error(e, 500, "server_error", NULL, "out of memory");
+        api_error_set(e, 500, "server_error", NULL, "out of memory");
         rc = -1;
     }
     pthread_mutex_unlock(&f->mu);
     if (rc == 0) *out = json_deep_copy(obj);
     json_decref(obj);
     if (rc == 0 && !*out) {
-        set_error(e, 500, "server_error", NULL, "out of memory (the file %s was stored)", id);
+        api_error_set(e, 500, "server_error", NULL, "out of memory (the file %s was stored)", id);
         rc = -1;
     }
     return rc;

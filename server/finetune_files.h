@@ -19,15 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct ft_files ft_files;
+#include "api_error.h"
 
-/* An error for the reply: an HTTP status, an OpenAI error code and param, and the message. */
-typedef struct {
-    int status;
-    char code[48];
-    char param[48];
-    char message[512];
-} ft_error;
+typedef struct ft_files ft_files;
 
 /* Creates <jobs_dir>/files if needed and loads the file objects found there. NULL with a message on failure. */
 ft_files *ft_files_open(const char *jobs_dir, int max_files, char *err, size_t errlen);
@@ -36,7 +30,7 @@ void ft_files_close(ft_files *f);
 /* Validates and stores an upload. 0 with *out (a new reference to the file object), or -1 with e filled (400 bad
  * purpose / not JSONL naming the line, 429 too many files, 500 a write error). */
 int ft_files_create(ft_files *f, const char *filename, size_t filename_len, const char *purpose, const char *data,
-                    size_t len, json_t **out, ft_error *e);
+                    size_t len, json_t **out, api_error *e);
 /* {"object": "list", "data": [...], "first_id", "last_id", "has_more": bool} newest first (order "desc", the
  * default) or oldest first ("asc"), after the id `after` (NULL: from the start), at most limit (1..10000) objects,
  * purpose NULL = any. NULL when `after` names no file (or out of memory). */
@@ -50,7 +44,7 @@ bool ft_files_path(ft_files *f, const char *id, char *out, size_t cap);
 /* "file-" + 24 lowercase hex digits. */
 bool ft_files_valid_id(const char *id);
 /* The upload validation alone (see above; ft_files_create runs it): 0, or -1 with e filled (400, param "file"). */
-int ft_files_validate(const char *data, size_t len, ft_error *e);
+int ft_files_validate(const char *data, size_t len, api_error *e);
 /* Files kept now. */
 size_t ft_files_count(ft_files *f);
 
@@ -62,6 +56,6 @@ ft_files *ft_files_open_pg(struct pg_pool *pool, const char *work_dir, int max_f
 bool ft_files_remote(const ft_files *f);
 /* Why this thread's last ft_files_list / _get / _delete / _path found nothing or failed: status 404 (no such file,
  * or no `after`), 503 (the state database is unavailable) or 500, with a message. */
-const ft_error *ft_files_last_error(void);
+const api_error *ft_files_last_error(void);
 
 #endif

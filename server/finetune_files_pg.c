@@ -20,10 +20,10 @@ struct ffpg {
     int max_files;
 };
 
-static void db_fail(ft_error *e, pg_rc rc, const char *what, const char *why) {
+static void db_fail(api_error *e, pg_rc rc, const char *what, const char *why) {
     if (rc == PG_UNAVAILABLE)
-        ft_files_fail(e, 503, "state_unavailable", NULL, "the state database is unavailable (%s); retry shortly", why);
-    else ft_files_fail(e, 500, "server_error", NULL, "%s: %s", what, why);
+        api_error_set(e, 503, "state_unavailable", NULL, "the state database is unavailable (%s); retry shortly", why);
+    else api_error_set(e, 500, "server_error", NULL, "%s: %s", what, why);
 }
 
 ffpg *ffpg_open(pg_pool *pool, const char *work_dir, int max_files, char *err, size_t errlen) {
@@ -80,13 +80,13 @@ static pg_rc create_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return pg_simple(c, "COMMIT", err, errlen);
 }
 
-int ffpg_create(ffpg *f, json_t *obj, const char *data, size_t len, ft_error *e) {
+int ffpg_create(ffpg *f, json_t *obj, const char *data, size_t len, api_error *e) {
     files_arg a = {.f = f, .obj = obj, .data = data, .len = len};
     char why[400];
     pg_rc rc = pg_run(f->pool, create_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_fail(e, rc, "cannot store the file", why), -1;
     if (a.full)
-        return ft_files_fail(e, 429, "too_many_files", NULL, "%d files are kept already (--max-files): delete some "
+        return api_error_set(e, 429, "too_many_files", NULL, "%d files are kept already (--max-files): delete some "
                              "first", f->max_files), -1;
     return 0;
 }
@@ -103,7 +103,7 @@ static pg_rc list_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return PG_OK;
 }
 
-json_t *ffpg_list(ffpg *f, const char *purpose, const char *after, int limit, bool ascending, ft_error *e) {
+json_t *ffpg_list(ffpg *f, const char *purpose, const char *after, int limit, bool ascending, api_error *e) {
     files_arg a = {.f = f};
     char why[400];
     pg_rc rc = pg_run(f->pool, list_work, &a, why, sizeof why);
@@ -134,7 +134,7 @@ json_t *ffpg_list(ffpg *f, const char *purpose, const char *after, int limit, bo
     json_decref(a.rows);
     if (!found_after) {
         json_decref(data);
-        ft_files_fail(e, 404, "file_not_found", "after", "no file to list after");
+        api_error_set(e, 404, "file_not_found", "after", "no file to list after");
         return NULL;
     }
     size_t m = json_array_size(data);
@@ -155,12 +155,12 @@ static pg_rc get_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return PG_OK;
 }
 
-json_t *ffpg_get(ffpg *f, const char *id, ft_error *e) {
+json_t *ffpg_get(ffpg *f, const char *id, api_error *e) {
     files_arg a = {.f = f, .id = id};
     char why[400];
     pg_rc rc = pg_run(f->pool, get_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_fail(e, rc, "cannot read the file", why), NULL;
-    if (!a.found) ft_files_fail(e, 404, "file_not_found", "file_id", "No such File object: %s", id);
+    if (!a.found) api_error_set(e, 404, "file_not_found", "file_id", "No such File object: %s", id);
     return a.obj;
 }
 
@@ -179,14 +179,14 @@ static pg_rc delete_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return pg_simple(c, "COMMIT", err, errlen);
 }
 
-int ffpg_delete(ffpg *f, const char *id, ft_error *e) {
+int ffpg_delete(ffpg *f, const char *id, api_error *e) {
     files_arg a = {.f = f, .id = id};
     char why[400], path[4200];
     pg_rc rc = pg_run(f->pool, delete_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_fail(e, rc, "cannot delete the file", why), -2;
     snprintf(path, sizeof path, "%s/%s.jsonl", f->dir, id);
     unlink(path);
-    if (!a.found) return ft_files_fail(e, 404, "file_not_found", "file_id", "No such File object: %s", id), -1;
+    if (!a.found) return api_error_set(e, 404, "file_not_found", "file_id", "No such File object: %s", id), -1;
     return 0;
 }
 
@@ -204,12 +204,12 @@ static pg_rc fetch_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return pg_blob_get_file(c, a->blob, path, &bytes, &crc, err, errlen);
 }
 
-bool ffpg_path(ffpg *f, const char *id, char *out, size_t cap, ft_error *e) {
+bool ffpg_path(ffpg *f, const char *id, char *out, size_t cap, api_error *e) {
     files_arg a = {.f = f, .id = id};
     char why[400];
     pg_rc rc = pg_run(f->pool, fetch_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_fail(e, rc, "cannot read the file", why), false;
-    if (!a.found) return ft_files_fail(e, 404, "file_not_found", "file_id", "No such File object: %s", id), false;
+    if (!a.found) return api_error_set(e, 404, "file_not_found", "file_id", "No such File object: %s", id), false;
     snprintf(out, cap, "%s/%s.jsonl", f->dir, id);
     return true;
 }

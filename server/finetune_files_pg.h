@@ -14,18 +14,16 @@ typedef struct ffpg ffpg;
 
 ffpg *ffpg_open(pg_pool *pool, const char *work_dir, int max_files, char *err, size_t errlen);
 void ffpg_close(ffpg *f);
-int ffpg_create(ffpg *f, json_t *obj, const char *data, size_t len, ft_error *e); /* obj: the file object */
-json_t *ffpg_list(ffpg *f, const char *purpose, const char *after, int limit, bool ascending, ft_error *e);
-json_t *ffpg_get(ffpg *f, const char *id, ft_error *e);
-int ffpg_delete(ffpg *f, const char *id, ft_error *e); /* 0, -1 no such file, -2 the database failed (e) */
-bool ffpg_path(ffpg *f, const char *id, char *out, size_t cap, ft_error *e);
+int ffpg_create(ffpg *f, json_t *obj, const char *data, size_t len, api_error *e); /* obj: the file object */
+json_t *ffpg_list(ffpg *f, const char *purpose, const char *after, int limit, bool ascending, api_error *e);
+json_t *ffpg_get(ffpg *f, const char *id, api_error *e);
+int ffpg_delete(ffpg *f, const char *id, api_error *e); /* 0, -1 no such file, -2 the database failed (e) */
+bool ffpg_path(ffpg *f, const char *id, char *out, size_t cap, api_error *e);
 size_t ffpg_count(ffpg *f);
 
 /* finetune_files.c's helpers, shared by both stores. */
 json_t *ft_files_object(const char *id, size_t bytes, long long created, const char *filename, size_t fn_len,
                         const char *purpose);
 int ft_files_new_id(char out[64]);
-void ft_files_fail(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -55,7 +55,7 @@ ft_jobs *ft_jobs_start(const ft_jobs_config *cfg, char *err, size_t errlen);
 void ft_jobs_stop(ft_jobs *j);
 
 /* POST /v1/fine_tuning/jobs: body as the OpenAI API takes it. 0 with *out (the job object), or -1 with e. */
-int ft_jobs_create(ft_jobs *j, json_t *body, json_t **out, ft_error *e);
+int ft_jobs_create(ft_jobs *j, json_t *body, json_t **out, api_error *e);
 json_t *ft_jobs_list(ft_jobs *j, const char *after, int limit);
 json_t *ft_jobs_get(ft_jobs *j, const char *id);                       /* NULL: no such job */
 /* Events newest first after the event id `after` (NULL: from the newest), at most limit. NULL: no such job. */
@@ -64,13 +64,13 @@ json_t *ft_jobs_events(ft_jobs *j, const char *id, const char *after, int limit)
 json_t *ft_jobs_events_since(ft_jobs *j, const char *id, size_t *cursor, bool *finished);
 json_t *ft_jobs_checkpoints(ft_jobs *j, const char *id, const char *after, int limit);
 /* Why this thread's last query above returned NULL: 404 (no such job) or 503 / 500 (the state database). */
-const ft_error *ft_jobs_last_error(void);
+const api_error *ft_jobs_last_error(void);
 /* 0 with *out (the job object), -1 with e (404, or 409 for a finished job). */
-int ft_jobs_cancel(ft_jobs *j, const char *id, json_t **out, ft_error *e);
+int ft_jobs_cancel(ft_jobs *j, const char *id, json_t **out, api_error *e);
 
 /* The adapter of a succeeded job's fine_tuned_model (loaded on first use). NULL with e: 404 for an unknown name,
  * 500 for an adapter that cannot be loaded. */
-const mnemo_adapter *ft_jobs_adapter(ft_jobs *j, const char *model_name, ft_error *e);
+const mnemo_adapter *ft_jobs_adapter(ft_jobs *j, const char *model_name, api_error *e);
 /* The fine_tuned_model names of succeeded jobs, as /v1/models objects (appended to arr). */
 void ft_jobs_models(ft_jobs *j, json_t *arr, long long created);
 /* For /metrics and /props: jobs by status, and the last reported training speed. */

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,22 +38,10 @@ jpg *jpg_new(pg_pool *pool, const char *node, double lease_s, const char *jobs_d
 
 void jpg_free(jpg *p) { free(p); }
 
-static void set_e(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void set_e(ft_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
-    e->status = status;
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
-
-static void db_e(ft_error *e, pg_rc rc, const char *why) {
+static void db_e(api_error *e, pg_rc rc, const char *why) {
     if (rc == PG_UNAVAILABLE)
-        set_e(e, 503, "state_unavailable", NULL, "the state database is unavailable (%s); retry shortly", why);
-    else set_e(e, 500, "server_error", NULL, "the state database failed: %s", why);
+        api_error_set(e, 503, "state_unavailable", NULL, "the state database is unavailable (%s); retry shortly", why);
+    else api_error_set(e, 500, "server_error", NULL, "the state database failed: %s", why);
 }
 
 static void warn(const char *what, const char *id, const char *why) {
@@ -155,17 +142,19 @@ static pg_rc create_work(PGconn *c, void *arg, char *err, size_t errlen) {
 }
 
 int jpg_create(jpg *p, json_t *obj, json_t *settings, const char *tf, const char *vf, int max_pending, json_t *event,
-               ft_error *e) {
+               api_error *e) {
     job_arg a = {.p = p, .obj = obj, .settings = settings, .tf = tf, .vf = vf, .max_pending = max_pending,
                  .event = event};
     char why[400];
     pg_rc rc = pg_run(p->pool, create_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_e(e, rc, why), -1;
     if (a.full)
-        return set_e(e, 429, "too_many_jobs", NULL, "%d fine-tuning jobs are already pending (--max-pending-jobs); "
-                     "retry when some have finished", max_pending), -1;
+        return api_error_set(e, 429, "too_many_jobs", NULL,
+                             "%d fine-tuning jobs are already pending (--max-pending-jobs); "
+                             "retry when some have finished", max_pending), -1;
     if (a.missing_file)
-        return set_e(e, 404, "file_not_found", a.name, "no file '%.100s'", !strcmp(a.name, "training_file") ? tf : vf),
+        return api_error_set(e, 404, "file_not_found", a.name, "no file '%.100s'",
+                             !strcmp(a.name, "training_file") ? tf : vf),
                -1;
     return 0;
 }
@@ -203,7 +192,7 @@ static pg_rc list_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rc;
 }
 
-json_t *jpg_list(jpg *p, const char *after, int limit, ft_error *e) {
+json_t *jpg_list(jpg *p, const char *after, int limit, api_error *e) {
     job_arg a = {.p = p, .after = after, .limit = limit};
     char why[400];
     pg_rc rc = pg_run(p->pool, list_work, &a, why, sizeof why);
@@ -221,12 +210,12 @@ static pg_rc get_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rc;
 }
 
-static json_t *no_job(ft_error *e, const char *id) {
-    set_e(e, 404, "job_not_found", "fine_tuning_job_id", "no fine-tuning job '%.100s'", id);
+static json_t *no_job(api_error *e, const char *id) {
+    api_error_set(e, 404, "job_not_found", "fine_tuning_job_id", "no fine-tuning job '%.100s'", id);
     return NULL;
 }
 
-json_t *jpg_get(jpg *p, const char *id, ft_error *e) {
+json_t *jpg_get(jpg *p, const char *id, api_error *e) {
     job_arg a = {.p = p, .id = id};
     char why[400];
     pg_rc rc = pg_run(p->pool, get_work, &a, why, sizeof why);
@@ -264,7 +253,7 @@ static pg_rc ckpts_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rows_work(c, arg, err, errlen, false);
 }
 
-static json_t *rows(jpg *p, const char *id, const char *after, int limit, ft_error *e, pg_work w) {
+static json_t *rows(jpg *p, const char *id, const char *after, int limit, api_error *e, pg_work w) {
     job_arg a = {.p = p, .id = id, .after = after, .limit = limit};
     char why[400];
     pg_rc rc = pg_run(p->pool, w, &a, why, sizeof why);
@@ -272,11 +261,11 @@ static json_t *rows(jpg *p, const char *id, const char *after, int limit, ft_err
     return a.found ? a.out : no_job(e, id);
 }
 
-json_t *jpg_events(jpg *p, const char *id, const char *after, int limit, ft_error *e) {
+json_t *jpg_events(jpg *p, const char *id, const char *after, int limit, api_error *e) {
     return rows(p, id, after, limit, e, events_work);
 }
 
-json_t *jpg_checkpoints(jpg *p, const char *id, const char *after, int limit, ft_error *e) {
+json_t *jpg_checkpoints(jpg *p, const char *id, const char *after, int limit, api_error *e) {
     return rows(p, id, after, limit, e, ckpts_work);
 }
 
@@ -301,7 +290,7 @@ static pg_rc since_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rc;
 }
 
-json_t *jpg_events_since(jpg *p, const char *id, size_t *cursor, bool *finished, ft_error *e) {
+json_t *jpg_events_since(jpg *p, const char *id, size_t *cursor, bool *finished, api_error *e) {
     job_arg a = {.p = p, .id = id, .cursor = cursor};
     char why[400];
     pg_rc rc = pg_run(p->pool, since_work, &a, why, sizeof why);
@@ -335,7 +324,7 @@ static pg_rc cancel_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rc;
 }
 
-int jpg_cancel(jpg *p, const char *id, json_t **out, ft_error *e) {
+int jpg_cancel(jpg *p, const char *id, json_t **out, api_error *e) {
     json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:{}}", "object", "fine_tuning.job.event", "id", "",
                            "created_at", (json_int_t)time(NULL), "level", "info", "message",
                            "Fine-tuning job cancelled", "type", "message", "data");
@@ -346,9 +335,9 @@ int jpg_cancel(jpg *p, const char *id, json_t **out, ft_error *e) {
     if (rc != PG_OK) return json_decref(a.out), db_e(e, rc, why), -1;
     if (!a.found) return no_job(e, id), -1;
     if (!a.out)
-        return set_e(e, 409, "job_finished", "fine_tuning_job_id", "the job %s",
-                     !strcmp(a.status, "cancelled") ? "was already cancelled"
-                     : !strcmp(a.status, "failed")  ? "has already failed"
+        return api_error_set(e, 409, "job_finished", "fine_tuning_job_id", "the job %s",
+                             !strcmp(a.status, "cancelled") ? "was already cancelled"
+                             : !strcmp(a.status, "failed")  ? "has already failed"
                                                     : "has already succeeded"), -1;
     *out = a.out;
     return 0;
@@ -376,12 +365,13 @@ static pg_rc adapter_work(PGconn *c, void *arg, char *err, size_t errlen) {
     return rc;
 }
 
-int jpg_adapter_dir(jpg *p, const char *name, char *dir, size_t cap, ft_error *e) {
+int jpg_adapter_dir(jpg *p, const char *name, char *dir, size_t cap, api_error *e) {
     job_arg a = {.p = p, .name = name};
     char why[400];
     pg_rc rc = pg_run(p->pool, adapter_work, &a, why, sizeof why);
     if (rc != PG_OK) return db_e(e, rc, why), -1;
-    if (!a.found) return set_e(e, 404, "model_not_found", "model", "the model '%.200s' does not exist", name), -1;
+    if (!a.found) return api_error_set(e, 404, "model_not_found", "model", "the model '%.200s' does not exist",
+                                       name), -1;
     snprintf(dir, cap, "%s", a.dir);
     return 0;
 }

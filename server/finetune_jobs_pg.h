@@ -33,18 +33,18 @@ void jpg_free(jpg *p);
  * bytes are copied from mnemo_files inside the database. 404 for a file that does not exist, 429 past
  * max_pending jobs validating, queued or running. */
 int jpg_create(jpg *p, json_t *obj, json_t *settings, const char *tf, const char *vf, int max_pending, json_t *event,
-               ft_error *e);
+               api_error *e);
 
 /* The queries of finetune_jobs.h; NULL with e (404 no such job, 503, 500). */
-json_t *jpg_list(jpg *p, const char *after, int limit, ft_error *e);
-json_t *jpg_get(jpg *p, const char *id, ft_error *e);
-json_t *jpg_events(jpg *p, const char *id, const char *after, int limit, ft_error *e);
-json_t *jpg_events_since(jpg *p, const char *id, size_t *cursor, bool *finished, ft_error *e);
-json_t *jpg_checkpoints(jpg *p, const char *id, const char *after, int limit, ft_error *e);
+json_t *jpg_list(jpg *p, const char *after, int limit, api_error *e);
+json_t *jpg_get(jpg *p, const char *id, api_error *e);
+json_t *jpg_events(jpg *p, const char *id, const char *after, int limit, api_error *e);
+json_t *jpg_events_since(jpg *p, const char *id, size_t *cursor, bool *finished, api_error *e);
+json_t *jpg_checkpoints(jpg *p, const char *id, const char *after, int limit, api_error *e);
 /* Marks the job cancelled (the node running it sees it at its next lease renewal and stops its worker). */
-int jpg_cancel(jpg *p, const char *id, json_t **out, ft_error *e);
+int jpg_cancel(jpg *p, const char *id, json_t **out, api_error *e);
 /* The directory holding the adapter of fine_tuned_model `name`, fetched into the work directory on first use. */
-int jpg_adapter_dir(jpg *p, const char *name, char *dir, size_t cap, ft_error *e);
+int jpg_adapter_dir(jpg *p, const char *name, char *dir, size_t cap, api_error *e);
 void jpg_models(jpg *p, json_t *arr, const char *base_name);
 void jpg_stats(jpg *p, int by_status[6]);
 

@@ -3,26 +3,12 @@
  */
 #include "llama_compat.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "oai_format.h"
 #include "text_util.h"
-
-static int refuse(parse_error *e, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int refuse(parse_error *e, const char *code, const char *param, const char *fmt, ...) {
-    e->status = 400;
-    snprintf(e->code, sizeof e->code, "%s", code);
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Whether v is the value at which a llama.cpp sampler option is off. */
 static bool is_off(const json_t *v, double off) {
@@ -45,28 +31,30 @@ static const struct {
     {"n_indent", 0, false},       {"post_sampling_probs", 0, false},
 };
 
-static int translate(json_t *o, bool *until_context_end, parse_error *e) {
+static int translate(json_t *o, bool *until_context_end, api_error *e) {
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++) {
         json_t *v = json_object_get(o, UNSUPPORTED[i].name);
         bool off = UNSUPPORTED[i].null_only ? !v || json_is_null(v) : is_off(v, UNSUPPORTED[i].off);
         if (!off)
-            return refuse(e, "unsupported_parameter", UNSUPPORTED[i].name,
-                          "'%s' is not supported on /completion (mnemo implements the OpenAI sampling options)",
-                          UNSUPPORTED[i].name);
+            return api_error_set(e, 400, "unsupported_parameter", UNSUPPORTED[i].name,
+                                 "'%s' is not supported on /completion (mnemo implements the OpenAI sampling options)",
+                                 UNSUPPORTED[i].name);
     }
     json_t *n = json_object_get(o, "n");
     if (n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1))
-        return refuse(e, "unsupported_parameter", "n", "/completion returns one completion: use /v1/completions for n");
+        return api_error_set(e, 400, "unsupported_parameter", "n",
+                             "/completion returns one completion: use /v1/completions for n");
     json_t *p = json_object_get(o, "prompt");
     if (json_is_array(p) && (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))) &&
         json_array_size(p) > 1)
-        return refuse(e, "invalid_value", "prompt",
-                      "/completion takes one prompt (a string or token ids): use /v1/completions for several");
+        return api_error_set(e, 400, "invalid_value", "prompt",
+                             "/completion takes one prompt (a string or token ids): use /v1/completions for several");
     json_t *np = json_object_get(o, "n_predict");
     *until_context_end = true;
     if (np && !json_is_null(np)) {
         if (!json_is_integer(np) || json_integer_value(np) < -1)
-            return refuse(e, "invalid_value", "n_predict", "'n_predict' must be an integer >= -1 (-1: no limit)");
+            return api_error_set(e, 400, "invalid_value", "n_predict",
+                                 "'n_predict' must be an integer >= -1 (-1: no limit)");
         if (json_integer_value(np) >= 0) {
             json_object_set(o, "max_tokens", np);
             *until_context_end = false;
@@ -81,7 +69,7 @@ static int translate(json_t *o, bool *until_context_end, parse_error *e) {
     return 0;
 }
 
-char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_end, parse_error *e) {
+char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_end, api_error *e) {
     memset(e, 0, sizeof *e);
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -91,7 +79,7 @@ char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_
         return NULL;
     }
     char *out = translate(o, until_context_end, e) == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (!out && !e->status) refuse(e, "out_of_memory", NULL, "out of memory");
+    if (!out && !e->status) api_error_set(e, 400, "out_of_memory", NULL, "out of memory");
     json_decref(o);
     return out;
 }

@@ -25,7 +25,7 @@
 /* The /v1/completions body (malloc'd JSON text) for a /completion body; NULL with err filled (400 naming the
  * field), or NULL with err->status 0 when the body is not a JSON object (parse it as it is for the error).
  * *until_context_end: n_predict was omitted or -1. */
-char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_end, parse_error *err);
+char *llama_completion_to_oai(const char *body, size_t len, bool *until_context_end, api_error *err);
 
 /* The final object of a finished one-choice request: content is the whole text (non-streaming) or "" (stream end). */
 json_t *llama_result(const char *model, const char *text, size_t len, const ireq *j);

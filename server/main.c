@@ -150,9 +150,10 @@ static int load(server_app *app) {
     app->n_vocab = mnemo_model_n_vocab(m);
     if (!strcmp(o->chat_template, "auto")) {
         char why[512];
-        int rc = chat_template_detect(o->model_dir, &app->tmpl, why, sizeof why);
-        if (rc < 0) log_line("warning: %s; using llama2 (choose with --chat-template)", why);
-        if (rc <= 0) app->tmpl = TMPL_LLAMA2;
+        mnemo_status st = mnemo_chat_template_detect(o->model_dir, &app->tmpl, why, sizeof why);
+        if (st != MNEMO_OK && st != MNEMO_ERR_IO)
+            log_line("warning: %s; using llama2 (choose with --chat-template)", why);
+        if (st != MNEMO_OK) app->tmpl = MNEMO_CHAT_LLAMA2;
     }
     mnemo_context_params cp = mnemo_context_default_params(); /* one struct for slots and sessions */
     cp.n_ctx = app->n_ctx;
@@ -209,7 +210,7 @@ static int load(server_app *app) {
     }
     atomic_store(&app->state, APP_READY); /* publishes model and sched to the HTTP threads */
     log_line("ready: model '%s' (%s), %d slots x %d tokens, batch %d, chat template %s", app->alias,
-             mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, chat_template_name(app->tmpl));
+             mnemo_model_desc(m), o->parallel, app->n_ctx, o->batch, mnemo_chat_template_name(app->tmpl));
     if (app->uio)
         log_line("UIO: %s, chunk_size %d -> %d <mem> entries (ratio %d), %d raw tokens kept after a compression; "
                  "memory + raw within %d positions per slot; memory budget %d (0 = off), %d segments per encoder "
@@ -299,7 +300,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const server_opts *o = &app.opts;
-    if (strcmp(o->chat_template, "auto") != 0 && chat_template_parse(o->chat_template, &app.tmpl) != 0) {
+    if (strcmp(o->chat_template, "auto") != 0 && mnemo_chat_template_parse(o->chat_template, &app.tmpl) != MNEMO_OK) {
         fprintf(stderr, "mnemo-server: --chat-template must be auto, llama2, chatml, llama3 or plain (got '%s')\n",
                 o->chat_template);
         return 2;

@@ -7,38 +7,25 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(parse_error *e, int status, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int fail(parse_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
-    e->status = status;
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-#define BAD(e, param, ...) fail(e, 400, "invalid_value", param, __VA_ARGS__)
-#define BAD_TYPE(e, param, ...) fail(e, 400, "invalid_type", param, __VA_ARGS__)
-#define UNSUPPORTED(e, param, ...) fail(e, 400, "unsupported_parameter", param, __VA_ARGS__)
+#define BAD(e, param, ...) api_error_set(e, 400, "invalid_value", param, __VA_ARGS__)
+#define BAD_TYPE(e, param, ...) api_error_set(e, 400, "invalid_type", param, __VA_ARGS__)
+#define UNSUPPORTED(e, param, ...) api_error_set(e, 400, "unsupported_parameter", param, __VA_ARGS__)
 
-static json_t *load_object(const char *body, size_t len, parse_error *e) {
+static json_t *load_object(const char *body, size_t len, api_error *e) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        fail(e, 400, "invalid_json", NULL, "invalid JSON in request body at line %d, column %d: %s", je.line,
-             je.column, je.text);
+        api_error_set(e, 400, "invalid_json", NULL, "invalid JSON in request body at line %d, column %d: %s", je.line,
+                      je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        fail(e, 400, "invalid_json", NULL, "the request body must be a JSON object");
+        api_error_set(e, 400, "invalid_json", NULL, "the request body must be a JSON object");
         return NULL;
     }
     return root;
@@ -54,9 +41,9 @@ static char *dup_mem(const char *s, size_t n) {
     return p;
 }
 
-static int oom(parse_error *e) { return fail(e, 500, "out_of_memory", NULL, "out of memory"); }
+static int oom(api_error *e) { return api_error_set(e, 500, "out_of_memory", NULL, "out of memory"); }
 
-static int get_bool(json_t *o, const char *key, bool *out, parse_error *e) {
+static int get_bool(json_t *o, const char *key, bool *out, api_error *e) {
     json_t *v = json_object_get(o, key);
     if (absent(v)) return 0;
     if (!json_is_boolean(v)) return BAD_TYPE(e, key, "'%s' must be a boolean", key);
@@ -66,7 +53,7 @@ static int get_bool(json_t *o, const char *key, bool *out, parse_error *e) {
 
 /* Integers; an integral real (5.0) is accepted too. *given tells whether the field was there. */
 static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, bool *given,
-                   parse_error *e) {
+                   api_error *e) {
     json_t *v = json_object_get(o, key);
     if (given) *given = false;
     if (absent(v)) return 0;
@@ -86,7 +73,7 @@ static int get_int(json_t *o, const char *key, long long lo, long long hi, long 
 }
 
 /* Numbers in [lo, hi], or (lo, hi] when lo_open. */
-static int get_num(json_t *o, const char *key, double lo, double hi, bool lo_open, float *out, parse_error *e) {
+static int get_num(json_t *o, const char *key, double lo, double hi, bool lo_open, float *out, api_error *e) {
     json_t *v = json_object_get(o, key);
     if (absent(v)) return 0;
     if (!json_is_number(v)) return BAD_TYPE(e, key, "'%s' must be a number", key);
@@ -97,7 +84,7 @@ static int get_num(json_t *o, const char *key, double lo, double hi, bool lo_ope
     return 0;
 }
 
-static int check_token(json_t *v, const parse_limits *lim, const char *param, mnemo_token *out, parse_error *e) {
+static int check_token(json_t *v, const parse_limits *lim, const char *param, mnemo_token *out, api_error *e) {
     if (!json_is_integer(v)) return BAD_TYPE(e, param, "'%s' token ids must be integers", param);
     json_int_t t = json_integer_value(v);
     json_int_t hi = lim && lim->n_vocab > 0 ? lim->n_vocab : INT32_MAX;
@@ -109,7 +96,7 @@ static int check_token(json_t *v, const parse_limits *lim, const char *param, mn
 }
 
 static int token_array(json_t *arr, const parse_limits *lim, const char *param, mnemo_token **out, int32_t *n,
-                       parse_error *e) {
+                       api_error *e) {
     size_t cnt = json_array_size(arr);
     if (cnt == 0) return BAD(e, param, "'%s' must not be an empty token array", param);
     if (cnt > INT32_MAX) return BAD(e, param, "'%s' has too many tokens", param);
@@ -123,7 +110,7 @@ static int token_array(json_t *arr, const parse_limits *lim, const char *param, 
 
 /* string | array of strings | array of token ids | array of token-id arrays -> *out (n_max entries at most). */
 static int parse_inputs(json_t *p, const char *param, int n_max, const parse_limits *lim, prompt_in **out, int *n,
-                        parse_error *e) {
+                        api_error *e) {
     if (absent(p)) return BAD(e, param, "'%s' is required", param);
     char shape[160];
     snprintf(shape, sizeof shape, "'%s' must be a string, an array of strings, an array of token ids, or an array "
@@ -169,17 +156,17 @@ static int parse_inputs(json_t *p, const char *param, int n_max, const parse_lim
     return 0;
 }
 
-static int parse_prompt(json_t *root, const parse_limits *lim, infer_request *r, parse_error *e) {
+static int parse_prompt(json_t *root, const parse_limits *lim, infer_request *r, api_error *e) {
     return parse_inputs(json_object_get(root, "prompt"), "prompt", REQ_MAX_CHOICES, lim, &r->prompts, &r->n_prompts,
                         e);
 }
 
-static int parse_role(json_t *v, const char *param, chat_role *out, parse_error *e) {
+static int parse_role(json_t *v, const char *param, mnemo_chat_role *out, api_error *e) {
     if (!json_is_string(v)) return BAD_TYPE(e, param, "'%s' must be a string", param);
     const char *s = json_string_value(v);
-    if (!strcmp(s, "system") || !strcmp(s, "developer")) *out = ROLE_SYSTEM;
-    else if (!strcmp(s, "user")) *out = ROLE_USER;
-    else if (!strcmp(s, "assistant")) *out = ROLE_ASSISTANT;
+    if (!strcmp(s, "system") || !strcmp(s, "developer")) *out = MNEMO_ROLE_SYSTEM;
+    else if (!strcmp(s, "user")) *out = MNEMO_ROLE_USER;
+    else if (!strcmp(s, "assistant")) *out = MNEMO_ROLE_ASSISTANT;
     else if (!strcmp(s, "tool") || !strcmp(s, "function"))
         return UNSUPPORTED(e, param, "'%s': tool and function messages are not supported", param);
     else
@@ -187,14 +174,14 @@ static int parse_role(json_t *v, const char *param, chat_role *out, parse_error 
     return 0;
 }
 
-static int parse_content(json_t *v, chat_msg *m, const char *param, parse_error *e) {
+static int parse_content(json_t *v, chat_msg *m, const char *param, api_error *e) {
     if (json_is_string(v)) {
         m->len = json_string_length(v);
         m->content = dup_mem(json_string_value(v), m->len);
         return m->content ? 0 : oom(e);
     }
     if (absent(v)) {
-        if (m->role != ROLE_ASSISTANT) return BAD(e, param, "'%s' is required", param);
+        if (m->role != MNEMO_ROLE_ASSISTANT) return BAD(e, param, "'%s' is required", param);
         m->content = dup_mem("", 0); /* an assistant turn without text */
         return m->content ? 0 : oom(e);
     }
@@ -225,7 +212,7 @@ static int parse_content(json_t *v, chat_msg *m, const char *param, parse_error 
     return 0;
 }
 
-static int parse_messages(json_t *root, infer_request *r, parse_error *e) {
+static int parse_messages(json_t *root, infer_request *r, api_error *e) {
     json_t *msgs = json_object_get(root, "messages");
     if (absent(msgs)) return BAD(e, "messages", "'messages' is required");
     if (!json_is_array(msgs)) return BAD_TYPE(e, "messages", "'messages' must be an array");
@@ -254,7 +241,7 @@ static int parse_messages(json_t *root, infer_request *r, parse_error *e) {
     return 0;
 }
 
-static int parse_stop(json_t *root, infer_request *r, parse_error *e) {
+static int parse_stop(json_t *root, infer_request *r, api_error *e) {
     json_t *s = json_object_get(root, "stop");
     if (absent(s)) return 0;
     size_t cnt = json_is_string(s) ? 1 : json_is_array(s) ? json_array_size(s) : 0;
@@ -277,7 +264,7 @@ static int parse_stop(json_t *root, infer_request *r, parse_error *e) {
 }
 
 /* Options that would change the result and are not implemented: refused, never silently ignored. */
-static int refuse_unsupported(json_t *root, bool chat, parse_error *e) {
+static int refuse_unsupported(json_t *root, bool chat, api_error *e) {
     json_t *v;
     if (!absent(v = json_object_get(root, "echo")) && !json_is_false(v))
         return UNSUPPORTED(e, "echo", "'echo' is not supported");
@@ -304,7 +291,7 @@ static int refuse_unsupported(json_t *root, bool chat, parse_error *e) {
     return 0;
 }
 
-static int parse_logprobs(json_t *root, bool chat, infer_request *r, parse_error *e) {
+static int parse_logprobs(json_t *root, bool chat, infer_request *r, api_error *e) {
     long long x;
     bool given;
     r->logprobs = -1;
@@ -322,7 +309,7 @@ static int parse_logprobs(json_t *root, bool chat, infer_request *r, parse_error
 }
 
 int parse_infer_request(const char *body, size_t len, bool chat, const parse_limits *lim, infer_request *r,
-                        parse_error *e) {
+                        api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
     r->chat = chat;
@@ -444,7 +431,7 @@ void infer_request_free(infer_request *r) {
     memset(r, 0, sizeof *r);
 }
 
-int parse_tokenize_request(const char *body, size_t len, tokenize_request *r, parse_error *e) {
+int parse_tokenize_request(const char *body, size_t len, tokenize_request *r, api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
     json_t *root = load_object(body, len, e);
@@ -467,7 +454,7 @@ void tokenize_request_free(tokenize_request *r) {
 }
 
 int parse_detokenize_request(const char *body, size_t len, const parse_limits *lim, detokenize_request *r,
-                             parse_error *e) {
+                             api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
     json_t *root = load_object(body, len, e);
@@ -487,7 +474,7 @@ void detokenize_request_free(detokenize_request *r) {
 }
 
 int parse_embeddings_request(const char *body, size_t len, const parse_limits *lim, embeddings_request *r,
-                             parse_error *e) {
+                             api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
     r->dimensions = -1;

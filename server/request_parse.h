@@ -2,7 +2,7 @@
  * request_parse.h — JSON request bodies -> validated C structs, with no model and no I/O (so the libFuzzer target
  * tests/fuzz/fuzz_server_request.c can drive it directly).
  *
- * Every failure yields a parse_error whose status, param and message become the OpenAI error reply: 400 for
+ * Every failure yields an api_error whose status, param and message become the OpenAI error reply: 400 for
  * invalid JSON, wrong types, out-of-range values and unsupported options, each naming the offending `param`.
  * Unknown fields are ignored (clients send many), but fields that would change the result and that mnemo does not
  * implement (echo, suffix, logit_bias, tools, response_format json, ...) are refused rather than silently dropped.
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "api_error.h"
 #include "engine.h"
 
 #define REQ_MAX_CHOICES 16     /* prompts x n in one request */
@@ -21,14 +22,9 @@
 #define REQ_MAX_MESSAGES 4096  /* chat messages */
 #define REQ_MAX_EMBED_INPUTS 2048 /* inputs of one embeddings request (OpenAI's limit) */
 
-/* The engine's roles (engine.h "chat templates"); "developer" arrives as system. */
-typedef mnemo_chat_role chat_role;
-#define ROLE_SYSTEM MNEMO_ROLE_SYSTEM
-#define ROLE_USER MNEMO_ROLE_USER
-#define ROLE_ASSISTANT MNEMO_ROLE_ASSISTANT
-
+/* One message; its role is the engine's (engine.h "chat templates"): "developer" arrives as system. */
 typedef struct {
-    chat_role role;
+    mnemo_chat_role role;
     char *content; /* NUL-terminated; text parts joined with "\n" */
     size_t len;
 } chat_msg;
@@ -67,17 +63,11 @@ typedef struct {
     char *session;            /* a session id (NULL: none); the request then has one prompt and n = 1 */
 } infer_request;
 
-typedef struct {
-    int status;        /* HTTP status, 400 unless said otherwise */
-    char code[48];     /* OpenAI error code or "" */
-    char param[64];    /* the offending field or "" */
-    char message[384];
-} parse_error;
 
 /* chat selects /v1/chat/completions rules, else /v1/completions. 0 on success (free with infer_request_free,
  * also after a failure), -1 with *err filled. */
 int parse_infer_request(const char *body, size_t len, bool chat, const parse_limits *lim, infer_request *out,
-                        parse_error *err);
+                        api_error *err);
 void infer_request_free(infer_request *r);
 
 /* POST /v1/embeddings: input (string | strings | token ids | token-id arrays; no empty strings), model,
@@ -90,7 +80,7 @@ typedef struct {
     int32_t dimensions;   /* -1 = not given */
 } embeddings_request;
 int parse_embeddings_request(const char *body, size_t len, const parse_limits *lim, embeddings_request *out,
-                             parse_error *err);
+                             api_error *err);
 void embeddings_request_free(embeddings_request *r);
 
 typedef struct {
@@ -98,7 +88,7 @@ typedef struct {
     size_t len;
     bool add_special, with_pieces;
 } tokenize_request;
-int parse_tokenize_request(const char *body, size_t len, tokenize_request *out, parse_error *err);
+int parse_tokenize_request(const char *body, size_t len, tokenize_request *out, api_error *err);
 void tokenize_request_free(tokenize_request *r);
 
 typedef struct {
@@ -106,7 +96,7 @@ typedef struct {
     int32_t n;
 } detokenize_request;
 int parse_detokenize_request(const char *body, size_t len, const parse_limits *lim, detokenize_request *out,
-                             parse_error *err);
+                             api_error *err);
 void detokenize_request_free(detokenize_request *r);
 
 #endif

@@ -109,13 +109,12 @@ static int embed_all(server_app *app, mnemo_token **toks, const int32_t *lens, i
 
 void route_embeddings(server_app *app, const http_request *req, http_reply *rep) {
     embeddings_request r;
-    parse_error pe;
+    api_error pe;
     parse_limits lim = {.n_vocab = app->n_vocab};
     mnemo_token **toks = NULL;
     int32_t *lens = NULL;
     if (parse_embeddings_request(req->body, req->body_len, &lim, &r, &pe) != 0) {
-        reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
-                    pe.message);
+        reply_api_error(rep, &pe);
         goto out;
     }
     const char *model_name = NULL;

@@ -32,14 +32,10 @@ static bool files_enabled(server_app *app, http_reply *rep) {
     return false;
 }
 
-static void reply_ft_error(http_reply *rep, const ft_error *e) {
-    reply_error(rep, e->status, e->code[0] ? e->code : NULL, e->param[0] ? e->param : NULL, NULL, "%s", e->message);
-}
-
 static void reply_no_file(http_reply *rep, const char *id) {
-    const ft_error *le = ft_files_last_error(); /* the state database failing is not "no such file" */
+    const api_error *le = ft_files_last_error(); /* the state database failing is not "no such file" */
     if (ft_files_valid_id(id) && le->status >= 500) { /* a valid id was looked up: le is that lookup's */
-        reply_ft_error(rep, le);
+        reply_api_error(rep, le);
         return;
     }
     if (ft_files_valid_id(id)) reply_error(rep, 404, "file_not_found", "file_id", NULL, "No such File object: %s", id);
@@ -101,9 +97,9 @@ void route_files_create(server_app *app, const http_request *req, http_reply *re
         return;
     }
     json_t *out;
-    ft_error e;
+    api_error e;
     if (ft_files_create(app->files, fname, fname_len, pv, file->data.p, file->data.n, &out, &e) != 0)
-        reply_ft_error(rep, &e);
+        reply_api_error(rep, &e);
     else
         reply_json(rep, 200, out);
 }
@@ -137,7 +133,7 @@ void route_files_list(server_app *app, const http_request *req, http_reply *rep)
     json_t *list = ft_files_list(app->files, purpose, after, (int)limit, order && !strcmp(order, "asc"));
     if (!list) {
         if (ft_files_last_error()->status >= 500)
-            reply_ft_error(rep, ft_files_last_error());
+            reply_api_error(rep, ft_files_last_error());
         else if (after)
             reply_error(rep, 400, "invalid_value", "after", NULL, "no file '%.64s' to list after (after takes the id "
                         "of the last file of the previous page)", after);
@@ -221,7 +217,7 @@ void route_file_delete(server_app *app, const http_request *req, http_reply *rep
     }
     int rc = ft_files_delete(app->files, id);
     if (rc == -1) reply_no_file(rep, id);
-    else if (rc != 0 && ft_files_last_error()->status >= 500) reply_ft_error(rep, ft_files_last_error());
+    else if (rc != 0 && ft_files_last_error()->status >= 500) reply_api_error(rep, ft_files_last_error());
     else if (rc != 0) reply_error(rep, 500, "server_error", NULL, NULL, "cannot delete the file %s", id);
     else reply_json(rep, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "file", "deleted", 1));
 }

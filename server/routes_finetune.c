@@ -27,10 +27,6 @@ static bool enabled(server_app *app, http_reply *rep) {
     return false;
 }
 
-static void reply_ft_error(http_reply *rep, const ft_error *e) {
-    reply_error(rep, e->status, e->code[0] ? e->code : NULL, e->param[0] ? e->param : NULL, NULL, "%s", e->message);
-}
-
 /* ?limit= within [1, max], default dflt; -1 after a 400 reply. */
 static int query_limit(const http_request *req, http_reply *rep, int dflt, int max) {
     const char *v = req->query ? req->query(req, "limit") : NULL;
@@ -66,8 +62,8 @@ void route_ft_jobs_create(server_app *app, const http_request *req, http_reply *
     if (json_is_string(model) && model_resolve(app, json_string_value(model), &resolved) == MODEL_BASE)
         json_object_set_new(body, "model", json_string(app->alias));
     json_t *out = NULL;
-    ft_error e;
-    if (ft_jobs_create(app->jobs, body, &out, &e) != 0) reply_ft_error(rep, &e);
+    api_error e;
+    if (ft_jobs_create(app->jobs, body, &out, &e) != 0) reply_api_error(rep, &e);
     else reply_json(rep, 200, out);
     json_decref(body);
 }
@@ -78,7 +74,7 @@ void route_ft_jobs_list(server_app *app, const http_request *req, http_reply *re
     if (limit < 0) return;
     const char *after = req->query ? req->query(req, "after") : NULL;
     json_t *list = ft_jobs_list(app->jobs, after, limit);
-    if (!list) reply_ft_error(rep, ft_jobs_last_error()); /* the state database is away */
+    if (!list) reply_api_error(rep, ft_jobs_last_error()); /* the state database is away */
     else reply_json(rep, 200, list);
 }
 
@@ -177,7 +173,7 @@ void route_ft_job_get(server_app *app, const http_request *req, http_reply *rep)
         return;
     }
     if (!o && ft_jobs_last_error()->status >= 500) {
-        reply_ft_error(rep, ft_jobs_last_error());
+        reply_api_error(rep, ft_jobs_last_error());
         return;
     }
     if (!o) {
@@ -204,7 +200,7 @@ void route_ft_job_action(server_app *app, const http_request *req, http_reply *r
     memcpy(jid, id, n);
     jid[n] = 0;
     json_t *out = NULL;
-    ft_error e;
-    if (ft_jobs_cancel(app->jobs, jid, &out, &e) != 0) reply_ft_error(rep, &e);
+    api_error e;
+    if (ft_jobs_cancel(app->jobs, jid, &out, &e) != 0) reply_api_error(rep, &e);
     else reply_json(rep, 200, out);
 }

@@ -10,7 +10,6 @@
  * Errors known before submitting get their status (400/404/503); errors after a stream started become an error
  * event in the stream.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,56 +70,57 @@ static int flush_text(tmpl_tokens *t) {
     return t->toks.failed ? -1 : 0;
 }
 
-static int sink_text(void *u, const char *s, size_t n) {
+static int sink_text(void *u, const char *s, size_t n, bool answer) {
     tmpl_tokens *t = u;
     sb_append(&t->text, s, n);
     return t->text.failed ? -1 : 0;
 }
 
-static int sink_special(void *u, tmpl_special which) {
+static int sink_special(void *u, mnemo_chat_special which, bool answer) {
     tmpl_tokens *t = u;
     if (flush_text(t)) return -1;
     /* BOS only for a vocabulary that starts sequences with it (SmolLM2's ChatML has none) */
-    mnemo_token id = which != TMPL_TOK_BOS ? mnemo_model_eos(t->m) : mnemo_model_adds_bos(t->m) ? mnemo_model_bos(t->m) : -1;
+    mnemo_token id = which != MNEMO_CHAT_BOS ? mnemo_model_eos(t->m) : mnemo_model_adds_bos(t->m) ? mnemo_model_bos(t->m) : -1;
     if (id >= 0) tv_push(&t->toks, &id, 1);
     return t->toks.failed ? -1 : 0;
 }
 
-typedef struct {
-    int status;
-    const char *code;
-    char param[64]; /* "" when none */
-    char msg[512];
-} build_error;
-
-static int build_fail(build_error *e, int status, const char *code, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int build_fail(build_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
-    e->status = status;
-    e->code = code;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
+/* Renders the request's messages and the opening of the assistant's turn into t (the whole prompt is tokenized:
+ * the answer marks are not needed). 0, or -1 with err and param: "messages[i].role" for the message whose role the
+ * template cannot take, else "messages". */
+static int render_messages(mnemo_chat_template tmpl, const infer_request *r, tmpl_tokens *t, char *err,
+                           size_t errlen, char *param, size_t paramlen) {
+    snprintf(err, errlen, "out of memory rendering the chat template");
+    snprintf(param, paramlen, "messages");
+    int n = r->n_messages;
+    mnemo_chat_msg *m = malloc((n > 0 ? (size_t)n : 1) * sizeof *m);
+    if (!m) return -1;
+    for (int i = 0; i < n; i++) m[i] = (mnemo_chat_msg){r->messages[i].role, r->messages[i].content, r->messages[i].len};
+    mnemo_chat_sink sink = {sink_text, sink_special, t};
+    int32_t bad = -1;
+    char why[256];
+    mnemo_status st = mnemo_chat_template_render(tmpl, m, n, true, &sink, &bad, why, sizeof why);
+    free(m);
+    if (st == MNEMO_OK) return 0;
+    if (st == MNEMO_ERR_CANCELLED) return -1; /* the sink failed: out of memory */
+    snprintf(err, errlen, "%s", why);
+    if (bad >= 0) snprintf(param, paramlen, "messages[%d].role", (int)bad);
     return -1;
 }
 
 /* The prompt of request prompt p as token ids, BOS first. */
-static int prompt_tokens(server_app *app, const infer_request *r, int p, tokvec *out, build_error *e) {
+static int prompt_tokens(server_app *app, const infer_request *r, int p, tokvec *out, api_error *e) {
     const mnemo_model *m = app->model;
     if (r->chat) {
         tmpl_tokens t = {.m = m};
         char err[256], param[64];
-        tmpl_sink sink = {sink_text, sink_special, &t};
-        int rc = chat_template_render(app->tmpl, r->messages, r->n_messages, &sink, err, sizeof err, param,
-                                      sizeof param);
+        int rc = render_messages(app->tmpl, r, &t, err, sizeof err, param, sizeof param);
         if (rc == 0) rc = flush_text(&t);
         sb_free(&t.text);
         if (rc != 0 || t.toks.failed) {
             free(t.toks.v);
-            if (t.toks.failed || t.text.failed) return build_fail(e, 500, "out_of_memory", NULL, "out of memory");
-            return build_fail(e, 400, "invalid_value", param, "%s", err);
+            if (t.toks.failed || t.text.failed) return api_error_set(e, 500, "out_of_memory", NULL, "out of memory");
+            return api_error_set(e, 400, "invalid_value", param, "%s", err);
         }
         *out = t.toks;
         return 0;
@@ -133,11 +133,11 @@ static int prompt_tokens(server_app *app, const infer_request *r, int p, tokvec 
     } else {
         int32_t n = 0;
         mnemo_token *ids = tokenize_alloc(m, pi->text, pi->text_len, true, &n);
-        if (!ids) return build_fail(e, 500, "tokenizer_error", NULL, "tokenization failed");
+        if (!ids) return api_error_set(e, 500, "tokenizer_error", NULL, "tokenization failed");
         tv_push(out, ids, n);
         free(ids);
     }
-    if (out->failed) return build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    if (out->failed) return api_error_set(e, 500, "out_of_memory", NULL, "out of memory");
     return 0;
 }
 
@@ -153,11 +153,11 @@ static void drop_bos(const server_app *app, tokvec *t) {
     if (t->n > 0 && t->v[0] == mnemo_model_bos(app->model)) memmove(t->v, t->v + 1, (size_t)--t->n * sizeof *t->v);
 }
 
-static ireq *build_job(server_app *app, const infer_request *r, session *sess, build_error *e) {
+static ireq *build_job(server_app *app, const infer_request *r, session *sess, api_error *e) {
     int n_prompts = r->chat ? 1 : r->n_prompts;
     ireq *j = ireq_new(n_prompts * r->n);
     if (!j) {
-        build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        api_error_set(e, 500, "out_of_memory", NULL, "out of memory");
         return NULL;
     }
     mnemo_generate_params gp = mnemo_generate_default_params();
@@ -169,7 +169,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
     gp.n_logprobs = r->logprobs < 0 ? 0 : r->logprobs > 0 ? r->logprobs : 1; /* 1: the chosen token's logprob */
     gp.ignore_eos = r->ignore_eos;
     gp.add_bos = false; /* prompts carry their BOS */
-    const char *tmpl_stop = r->chat ? chat_template_stop(app->tmpl) : NULL;
+    const char *tmpl_stop = r->chat ? mnemo_chat_template_stop(app->tmpl) : NULL;
     j->stop = calloc((size_t)r->n_stop + 1, sizeof *j->stop);
     if (!j->stop) goto oom;
     for (int i = 0; i < r->n_stop; i++) {
@@ -197,10 +197,10 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
         if (app->opts.max_prompt_tokens > 0 && t.n > app->opts.max_prompt_tokens) {
             free(t.v);
             ireq_unref(j);
-            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
-                       "the prompt has %d tokens, more than this server takes in one request "
-                       "(--max-prompt-tokens %lld)",
-                       t.n, (long long)app->opts.max_prompt_tokens);
+            api_error_set(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                          "the prompt has %d tokens, more than this server takes in one request "
+                          "(--max-prompt-tokens %lld)",
+                          t.n, (long long)app->opts.max_prompt_tokens);
             return NULL;
         }
         int32_t held = 0; /* tokens the session holds before this prompt */
@@ -211,25 +211,25 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
         if (t.n == 0) { /* a session's BOS-only prompt is empty too: it needs a new token to continue */
             free(t.v);
             ireq_unref(j);
-            build_fail(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
+            api_error_set(e, 400, "invalid_value", r->chat ? "messages" : "prompt", "the prompt is empty");
             return NULL;
         }
         if (sess && capped && held + t.n > app->n_ctx) {
             free(t.v);
             ireq_unref(j);
-            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
-                       "session '%s' holds %d tokens; %d more do not fit its context of %d tokens (--ctx); start a "
-                       "new session",
-                       r->session, held, t.n, app->n_ctx);
+            api_error_set(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                          "session '%s' holds %d tokens; %d more do not fit its context of %d tokens (--ctx); start a "
+                          "new session",
+                          r->session, held, t.n, app->n_ctx);
             return NULL;
         }
         if (t.n > app->n_ctx && capped) { /* LongLLaMA: the prefix goes to memory window by window */
             free(t.v);
             ireq_unref(j);
-            build_fail(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
-                       "the prompt has %d tokens but the context holds %d tokens per request (--ctx); shorten the "
-                       "prompt",
-                       t.n, app->n_ctx);
+            api_error_set(e, 400, "context_length_exceeded", r->chat ? "messages" : "prompt",
+                          "the prompt has %d tokens but the context holds %d tokens per request (--ctx); shorten the "
+                          "prompt",
+                          t.n, app->n_ctx);
             return NULL;
         }
         if (r->max_tokens >= 0 && capped && (int64_t)held + t.n + r->max_tokens > app->n_ctx) {
@@ -238,11 +238,11 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
             ireq_unref(j);
             char holds[96] = "";
             if (held) snprintf(holds, sizeof holds, "the %d tokens session '%s' holds + ", held, r->session);
-            build_fail(e, 400, "context_length_exceeded", r->max_tokens_param,
-                       "%s%d prompt tokens + %s %d = %lld tokens, more than the context of %d tokens (--ctx); "
-                       "lower %s to at most %d, or omit it to generate until the context is full",
-                       holds, t.n, r->max_tokens_param, r->max_tokens, (long long)held + t.n + r->max_tokens,
-                       app->n_ctx, r->max_tokens_param, room);
+            api_error_set(e, 400, "context_length_exceeded", r->max_tokens_param,
+                          "%s%d prompt tokens + %s %d = %lld tokens, more than the context of %d tokens (--ctx); "
+                          "lower %s to at most %d, or omit it to generate until the context is full",
+                          holds, t.n, r->max_tokens_param, r->max_tokens, (long long)held + t.n + r->max_tokens,
+                          app->n_ctx, r->max_tokens_param, room);
             return NULL;
         }
         for (int k = 0; k < r->n; k++) {
@@ -262,7 +262,7 @@ static ireq *build_job(server_app *app, const infer_request *r, session *sess, b
     return j;
 oom:
     ireq_unref(j);
-    build_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    api_error_set(e, 500, "out_of_memory", NULL, "out of memory");
     return NULL;
 }
 
@@ -540,7 +540,7 @@ static void stream_free(void *arg) {
 
 static void route_infer(server_app *app, const http_request *req, http_reply *rep, infer_api api) {
     infer_request r;
-    parse_error pe;
+    api_error pe;
     parse_limits lim = {.n_vocab = app->n_vocab};
     double t_arrival = now_s();
     const bool chat = api == API_CHAT;
@@ -549,14 +549,12 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
     memset(&r, 0, sizeof r);
     if (api == API_LLAMA && !(translated = llama_completion_to_oai(req->body, req->body_len, &to_context_end, &pe)) &&
         pe.status) {
-        reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
-                    pe.message);
+        reply_api_error(rep, &pe);
         goto out;
     }
     if (parse_infer_request(translated ? translated : req->body, translated ? strlen(translated) : req->body_len,
                             chat, &lim, &r, &pe) != 0) {
-        reply_error(rep, pe.status, pe.code[0] ? pe.code : NULL, pe.param[0] ? pe.param : NULL, NULL, "%s",
-                    pe.message);
+        reply_api_error(rep, &pe);
         goto out;
     }
     if (api == API_LLAMA) { /* its max_tokens is n_predict to the client */
@@ -573,7 +571,7 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
         goto out;
     }
     if (mm == MODEL_FINETUNED) {
-        ft_error fe;
+        api_error fe;
         if (!(adapter = ft_jobs_adapter(app->jobs, r.model, &fe))) {
             reply_error(rep, fe.status, fe.code, fe.param, NULL, "%s", fe.message);
             goto out;
@@ -601,11 +599,11 @@ static void route_infer(server_app *app, const http_request *req, http_reply *re
             goto out;
         }
     }
-    build_error be;
+    api_error be;
     ireq *j = build_job(app, &r, sess, &be);
     if (!j) {
         sessions_release(app->sessions, sess, NULL);
-        reply_error(rep, be.status, be.code, be.param[0] ? be.param : NULL, NULL, "%s", be.msg);
+        reply_api_error(rep, &be);
         goto out;
     }
     j->adapter = adapter;

@@ -158,7 +158,7 @@ void route_props(server_app *app, const http_request *req, http_reply *rep) {
                                                  "snapshots", o->session_dir != NULL, "memory", memory_json(&sm)));
     json_object_set_new(p, "timeout_s", json_real(o->timeout_s));
     json_object_set_new(p, "max_body_bytes", json_integer((json_int_t)o->max_body));
-    json_object_set_new(p, "chat_template", json_string(chat_template_name(app->tmpl)));
+    json_object_set_new(p, "chat_template", json_string(mnemo_chat_template_name(app->tmpl)));
     json_object_set_new(p, "api_key_required", json_boolean(o->api_key != NULL));
     json_object_set_new(p, "build_info", json_string("mnemo-server 0.1.0"));
     json_t *adapters = json_array(); /* fine-tuned models served over the base weights */
@@ -231,11 +231,6 @@ void route_metrics(server_app *app, const http_request *req, http_reply *rep) {
     rep->body_len = (size_t)len;
 }
 
-static void reply_parse_error(http_reply *rep, const parse_error *pe) {
-    reply_error(rep, pe->status, pe->code[0] ? pe->code : NULL, pe->param[0] ? pe->param : NULL, NULL, "%s",
-                pe->message);
-}
-
 /* One /tokenize item with its piece, as llama.cpp writes it: the piece as a string when it is valid UTF-8, else
  * its bytes. */
 static void append_piece_item(strbuf *b, const mnemo_model *m, mnemo_token id) {
@@ -260,9 +255,9 @@ static void append_piece_item(strbuf *b, const mnemo_model *m, mnemo_token id) {
 /* The reply is written as text token by token: a JSON value per token would hold ~40 bytes each. */
 void route_tokenize(server_app *app, const http_request *req, http_reply *rep) {
     tokenize_request r;
-    parse_error pe;
+    api_error pe;
     if (parse_tokenize_request(req->body, req->body_len, &r, &pe) != 0) {
-        reply_parse_error(rep, &pe);
+        reply_api_error(rep, &pe);
         tokenize_request_free(&r);
         return;
     }
@@ -305,10 +300,10 @@ void route_tokenize(server_app *app, const http_request *req, http_reply *rep) {
 
 void route_detokenize(server_app *app, const http_request *req, http_reply *rep) {
     detokenize_request r;
-    parse_error pe;
+    api_error pe;
     parse_limits lim = {.n_vocab = app->n_vocab};
     if (parse_detokenize_request(req->body, req->body_len, &lim, &r, &pe) != 0) {
-        reply_parse_error(rep, &pe);
+        reply_api_error(rep, &pe);
         detokenize_request_free(&r);
         return;
     }

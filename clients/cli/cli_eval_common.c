@@ -128,6 +128,7 @@ bool cli_eval_has_memory(const cli_eval_task *e) {
 void cli_eval_print_json(json_t *o) {
     char *s = json_dumps(o, JSON_COMPACT);
     if (s) puts(s);
+    fflush(stdout); /* a long run's rows can be read as they finish */
     free(s);
     json_decref(o);
     fflush(stdout);

@@ -34,7 +34,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep instead of spinning (README "Threads") */
+    mnemo_threads_prefer_passive(argv); /* idle OpenMP workers sleep instead of spinning (docs/kernels.md, "Threads on a shared machine") */
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -2,7 +2,9 @@
  * bench_tokenizer.c — tokenizer encode speed in MB/s on about 1 MB of mixed text (English prose, code, digits,
  * German, Russian, Chinese, emoji, whitespace runs, repeated with a counter so words vary).
  *
- *   build/tests/bench_tokenizer MODEL [MODEL...]   (a GGUF file, vocabulary-only or not, or a checkpoint dir)
+ *   build/tests/bench_tokenizer [--write-text FILE] MODEL [MODEL...]   (a GGUF file, vocabulary-only or not, or a
+ *                                                                      checkpoint dir)
+ * --write-text also writes the text to FILE, so another tokenizer can encode the same bytes (bench_vs_llamacpp.py).
  *
  * Each model is loaded vocabulary-only; the text is encoded 5 times and the best run is reported.
  */
@@ -33,8 +35,11 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [MODEL...]\n", argv[0]);
+    const char *write_text = NULL;
+    int first = 1;
+    if (argc > 2 && !strcmp(argv[1], "--write-text")) write_text = argv[2], first = 3;
+    if (argc <= first) {
+        fprintf(stderr, "usage: %s [--write-text FILE] MODEL [MODEL...]\n", argv[0]);
         return 2;
     }
     mnemo_log_set_level(MNEMO_LOG_WARN);
@@ -44,7 +49,14 @@ int main(int argc, char **argv) {
         const char *p = PARTS[k % (sizeof PARTS / sizeof PARTS[0])];
         len += (size_t)snprintf(text + len, cap - len, "%s%u ", p, k);
     }
-    for (int a = 1; a < argc; a++) {
+    if (write_text) {
+        FILE *f = fopen(write_text, "wb");
+        if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
+            fprintf(stderr, "cannot write %s\n", write_text);
+            return 1;
+        }
+    }
+    for (int a = first; a < argc; a++) {
         mnemo_model_params p = mnemo_model_default_params();
         p.vocab_only = true;
         mnemo_model *m = NULL;

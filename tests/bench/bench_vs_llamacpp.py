@@ -3,7 +3,9 @@
 
   python3 tests/bench/bench_vs_llamacpp.py [--formats f32,bf16,q8_0,q4_0] [--pairs 3] [--threads 2] \\
       [--prompt 512] [--decode 32] [--bench-engine build/tests/bench_engine] [--venv build/train-venv] \\
-      [--cache ~/.cache/mnemo-bench-llamacpp] [--jsonl FILE] [--only mnemo|llama] [--mnemo-env VAR=VALUE]...
+      [--cache ~/.cache/mnemo-bench-llamacpp] [--jsonl FILE] [--only mnemo|llama] [--mnemo-env VAR=VALUE]... [--mnemo-set NAME=VALUE]...
+  python3 tests/bench/bench_vs_llamacpp.py --model FILE.gguf [--requant Q4_K_M,Q8_0] [--decode 64] \\
+      [--bench-tokenizer build/tests/bench_tokenizer] ...
 
 One command does everything, each step skipped when its output is already in the cache (outside git, never
 committed):
@@ -27,6 +29,15 @@ committed):
 A format bench_engine does not know is reported as "cannot run" on mnemo's side and still
 measured on llama.cpp's: adding it to bench_engine's --dtype fills the row with no change here (MNEMO_DTYPE).
 
+A real file instead: --model FILE.gguf (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf) runs both sides on that same
+file (bench_engine --model FILE, llama-bench -m FILE) and on its re-quantizations by llama-quantize
+--allow-requantize (--requant, default Q4_K_M,Q8_0; cached beside the GGUF files above: re-quantized from the
+file's own quantized weights, so their quality is not that of a quantization from f16, their speed is). Then
+--formats is ignored and no venv is needed. It also measures tokenizer speed: bench_tokenizer writes its ~1 MB
+mixed text (--write-text) and encodes it with the file's vocabulary; llamacpp_tokenize_speed.c (next to this
+script, compiled here against llama.cpp's libllama) encodes the same bytes with llama_tokenize; both best of 5,
+in alternated pairs, and the token counts must agree.
+
 Printed: one line per run, per-pair ratios (mnemo / llama.cpp tokens/s, prefill and decode), the load average
 before each pair, and markdown rows for tests/bench/RESULTS.md; --jsonl appends every run and pair as JSON lines.
 Stdlib only (the venv is used for the checkpoint and the conversion).
@@ -36,6 +47,7 @@ import glob
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -144,6 +156,66 @@ def ensure_gguf(o, lsrc, quantize, model_dir, fmt, case=CASE):
     return path
 
 
+def ensure_requant(o, quantize, model, qtype):
+    """model re-quantized to qtype by llama-quantize --allow-requantize (cached; remade when model is newer)."""
+    out_dir = os.path.join(o.cache, "gguf")
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.basename(model)[:-len(".gguf")] if model.endswith(".gguf") else os.path.basename(model)
+    path = os.path.join(out_dir, "%s-requant-%s.gguf" % (stem, qtype))
+    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(model):
+        return path
+    tmp = path + ".part"
+    t0 = time.time()
+    out = run([quantize, "--allow-requantize", model, tmp, qtype, str(o.threads)],
+              "llama-quantize --allow-requantize %s" % qtype)
+    os.replace(tmp, path)
+    mix = {}
+    for m in re.finditer(r"converting to (\w+)", out):
+        mix[m.group(1)] = mix.get(m.group(1), 0) + 1
+    log("made %s (%.0f MB) in %.0f s; tensors converted to: %s" % (path, os.path.getsize(path) / 1e6,
+                                                                    time.time() - t0, json.dumps(mix)))
+    return path
+
+
+def build_against_libllama(o, lsrc, version, src):
+    """Compiles one C file against the llama.cpp build's libllama into the cache; returns the executable."""
+    bindir = os.path.join(o.cache, "build-" + version, "bin")
+    exe = os.path.join(o.cache, "%s-%s" % (os.path.basename(src)[:-len(".c")], version))
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        run(["cc", "-O2", "-std=c11", "-Wall", "-I" + os.path.join(lsrc, "include"),
+             "-I" + os.path.join(lsrc, "ggml", "include"), src, "-o", exe, "-L" + bindir, "-lllama", "-lggml",
+             "-lggml-base", "-lm", "-Wl,-rpath," + bindir], "compiling " + os.path.basename(src))
+    return exe
+
+
+TOKENIZE_LINE = re.compile(r"(\d+) bytes -> (\d+) tokens, ([\d.]+) ms, ([\d.]+) MB/s")
+
+
+def run_tokenizers(o, bench_tok, llama_tok, model, text):
+    """Alternated pairs of tokenizer speed (MB/s, best of 5 each): mnemo's bench_tokenizer, llama.cpp's llama_tokenize,
+    on the same ~1 MB text (bench_tokenizer writes it)."""
+    rows = []
+    for p in range(o.pairs):
+        la = loadavg()
+        side = {}
+        for name, cmd in (("mnemo", [bench_tok, "--write-text", text, model]), ("llama", [llama_tok, model, text])):
+            m = TOKENIZE_LINE.search(run(cmd, name + " tokenizer", env=child_env(o), timeout=o.timeout))
+            if not m:
+                raise SystemExit("%s tokenizer printed no result" % name)
+            side[name] = {"bytes": int(m.group(1)), "tokens": int(m.group(2)), "ms": float(m.group(3)),
+                          "mb_s": float(m.group(4))}
+        if side["mnemo"]["tokens"] != side["llama"]["tokens"]:
+            raise SystemExit("the tokenizers disagree on the text: mnemo %d tokens, llama.cpp %d"
+                             % (side["mnemo"]["tokens"], side["llama"]["tokens"]))
+        row = {"tokenizer": True, "pair": p + 1, "loadavg": la, "mnemo": side["mnemo"], "llama": side["llama"],
+               "ratio": side["mnemo"]["mb_s"] / side["llama"]["mb_s"]}
+        log("  tokenizer pair %d  mnemo %.2f MB/s  llama.cpp %.2f MB/s  (%d bytes -> %d tokens both; load %s)"
+            % (p + 1, side["mnemo"]["mb_s"], side["llama"]["mb_s"], side["mnemo"]["bytes"],
+               side["mnemo"]["tokens"], la))
+        rows.append(row)
+    return rows
+
+
 def child_env(o, extra=()):
     n = str(o.threads)
     env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
@@ -161,11 +233,14 @@ def git_head():
 
 def run_mnemo(o, fmt, gguf=None):
     """tokens/s of bench_engine, or None with the reason when it cannot run this format."""
-    what = ["--model", gguf] if fmt in MNEMO_FROM_FILE else ["--dtype", MNEMO_DTYPE.get(fmt, fmt)]
-    if fmt in MNEMO_FROM_FILE and not gguf:
+    from_file = fmt in MNEMO_FROM_FILE or o.model
+    what = ["--model", gguf] if from_file else ["--dtype", MNEMO_DTYPE.get(fmt, fmt)]
+    if from_file and not gguf:
         return None, "cannot run (%s: bench_engine reads llama-quantize's file; run both sides)" % fmt
     cmd = [o.bench_engine, "--layers", "4", "--vocab", str(bench_train.VOCAB)] + what + [
            "--prompt", str(o.prompt), "--decode", str(o.decode), "--threads", str(o.threads), "--json"]
+    if o.mnemo_set:
+        cmd += ["--set", ",".join(o.mnemo_set)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env=child_env(o, o.mnemo_env), timeout=o.timeout)
     rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
@@ -218,15 +293,28 @@ def main():
     ap.add_argument("--build-jobs", type=int, default=2)
     ap.add_argument("--only", choices=["mnemo", "llama"], help="run one side alone (no ratios)")
     ap.add_argument("--mnemo-env", action="append", default=[], metavar="VAR=VALUE",
-                    help="environment for bench_engine, repeatable (e.g. MNEMO_CPU_GEMM=exact MNEMO_CPU_F32GEMM=0: "
-                         "the OpenBLAS paths)")
+                    help="environment for bench_engine, repeatable (e.g. OMP_WAIT_POLICY=active)")
+    ap.add_argument("--mnemo-set", action="append", default=[], metavar="NAME=VALUE",
+                    help="kernel settings for bench_engine, repeatable (e.g. cpu.gemm=exact cpu.f32gemm=off: the "
+                         "OpenBLAS paths; docs/kernel-settings.md)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is killed")
     ap.add_argument("--jsonl", help="append every run and pair to this file as JSON lines")
+    ap.add_argument("--model", help="a real GGUF file: both sides run it and its --requant re-quantizations")
+    ap.add_argument("--requant", default="Q4_K_M,Q8_0",
+                    help="with --model: llama-quantize types to re-quantize it to (comma list; empty: none)")
+    ap.add_argument("--bench-tokenizer", default=os.path.join(ROOT, "build", "tests", "bench_tokenizer"),
+                    help="with --model: mnemo's tokenizer benchmark")
     o = ap.parse_args()
     o.cache = os.path.abspath(o.cache)
-    formats = [f for f in o.formats.split(",") if f]
+    if o.model:
+        o.model = os.path.abspath(o.model)
+        if not os.path.isfile(o.model):
+            raise SystemExit("no file %s" % o.model)
+        formats = ["file"] + [q for q in o.requant.split(",") if q]
+    else:
+        formats = [f for f in o.formats.split(",") if f]
     for f in formats:
-        if f not in FORMATS:
+        if f not in FORMATS and not o.model:
             raise SystemExit("unknown format %r (known: %s)" % (f, ", ".join(FORMATS)))
     if o.pairs < 1 or o.threads < 1 or o.prompt < 1 or o.decode < 1:
         raise SystemExit("--pairs, --threads, --prompt and --decode must be >= 1")
@@ -235,12 +323,17 @@ def main():
         raise SystemExit("no bench_engine at %s: build it (cmake --build build --target bench_engine) or give "
                          "--bench-engine" % o.bench_engine)
     o.py = os.path.join(o.venv, "bin", "python")
-    if "llama" in sides and not os.path.exists(o.py):
+    if "llama" in sides and not o.model and not os.path.exists(o.py):
         raise SystemExit("no venv python at %s: make it with tests/reference/setup_train_venv.sh or give --venv"
                          % o.py)
 
     ggufs, version = {}, None
-    if "llama" in sides:
+    if o.model:
+        lsrc, bench, quantize, version = ensure_llamacpp(o)
+        ggufs["file"] = o.model
+        for q in formats[1:]:
+            ggufs[q] = ensure_requant(o, quantize, o.model, q)
+    elif "llama" in sides:
         lsrc, bench, quantize, version = ensure_llamacpp(o)
         ns = argparse.Namespace(workdir=o.hf_workdir, seed=1, threads=o.threads)
         cases = sorted({CASE_OF.get(f, CASE) for f in formats})
@@ -257,7 +350,9 @@ def main():
             jl.flush()
 
     host = {"cpu": cpu_model(), "llama_cpp_python": version, "threads": o.threads, "prompt": o.prompt,
-            "decode": o.decode, "mnemo_env": o.mnemo_env, "git": git_head()}
+            "decode": o.decode, "mnemo_env": o.mnemo_env, "mnemo_set": o.mnemo_set, "git": git_head()}
+    if o.model:
+        host["model"] = os.path.basename(o.model)
     log("side by side: %s; load average at start %s" % (json.dumps(host), loadavg()))
     summary = {}
     for f in formats:
@@ -285,6 +380,16 @@ def main():
             save(row)
         summary[f] = pairs
 
+    tok_rows = []
+    if o.model and o.only is None:
+        if not os.access(o.bench_tokenizer, os.X_OK):
+            raise SystemExit("no bench_tokenizer at %s: build it or give --bench-tokenizer" % o.bench_tokenizer)
+        llama_tok = build_against_libllama(o, lsrc, version, os.path.join(HERE, "llamacpp_tokenize_speed.c"))
+        text = os.path.join(o.cache, "tokenizer_text.txt")
+        tok_rows = run_tokenizers(o, o.bench_tokenizer, llama_tok, o.model, text)
+        for r in tok_rows:
+            save(dict(r, **host))
+
     log("\nload average at end %s" % loadavg())
     log("\n| format | phase | mnemo tok/s | llama.cpp tok/s | ratio per pair | load (1 min) |")
     log("|---|---|---|---|---|---|")
@@ -297,13 +402,20 @@ def main():
                 (pairs[0]["mnemo_error"] and "cannot run" or "—")
             log("| %s | %s | %s | %s | %s | %s |" % (
                 f, what, mcell, fmt_range(ls, "%.2f" if ph == "decode" else "%.1f"),
-                " / ".join("%.2f" % r for r in rs if r is not None) or "—",
+                (" / ".join("%.2f" % r for r in rs if r is not None) +
+                 (" (median %.2f)" % statistics.median(r for r in rs if r is not None) if any(rs) else "")) or "—",
                 fmt_range([float(p["loadavg"].split()[0]) for p in pairs], "%.2f")))
         if any(p.get("ratio_prefill") for p in pairs):
             save({"format": f, "summary": True,
                   "median_ratio_prefill": statistics.median(p["ratio_prefill"] for p in pairs if "ratio_prefill" in p),
                   "median_ratio_decode": statistics.median(p["ratio_decode"] for p in pairs if "ratio_decode" in p),
                   **host})
+    if tok_rows:
+        med = lambda k: statistics.median(r[k]["mb_s"] for r in tok_rows)  # noqa: E731
+        log("| tokenizer | encode %d bytes | %.2f MB/s | %.2f MB/s | %s | %s |" % (
+            tok_rows[0]["mnemo"]["bytes"], med("mnemo"), med("llama"),
+            " / ".join("%.2f" % r["ratio"] for r in tok_rows),
+            fmt_range([float(r["loadavg"].split()[0]) for r in tok_rows], "%.2f")))
     if jl:
         jl.close()
 

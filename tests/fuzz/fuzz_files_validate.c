@@ -11,7 +11,7 @@
 #include "finetune_files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    ft_error e;
+    api_error e;
     memset(&e, 0, sizeof e);
     int rc = ft_files_validate((const char *)data, size, &e);
     if (rc == 0) return 0;

@@ -30,7 +30,7 @@ static void check_infer(const infer_request *r, const parse_limits *lim) {
         check(p->n_tokens >= 1);
         for (int32_t k = 0; k < p->n_tokens; k++) check(p->tokens[k] >= 0 && p->tokens[k] < lim->n_vocab);
     }
-    for (int i = 0; i < r->n_messages; i++) check(r->messages[i].content && r->messages[i].role <= ROLE_ASSISTANT);
+    for (int i = 0; i < r->n_messages; i++) check(r->messages[i].content && r->messages[i].role <= MNEMO_ROLE_ASSISTANT);
     check(r->n_stop >= 0 && r->n_stop <= REQ_MAX_STOP);
     for (int i = 0; i < r->n_stop; i++) check(r->stop[i] && strlen(r->stop[i]) >= 1);
     check(r->logprobs >= -1 && r->logprobs <= MNEMO_MAX_LOGPROBS);
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     parse_limits lim = {.n_vocab = 512};
-    parse_error e;
+    api_error e;
     switch (data[0] % 4) {
     case 0:
     case 1: {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The README's commands run as a reader runs them: every fenced code block in README.md carries a marker on the
-line before it that says how it is checked, and the blocks run in the order printed, in one directory that stands
-for the repository root (build/, models/, tests/, scripts/ and clients/ point at this checkout; what a block
-writes, the next one sees).
+"""The documentation's commands run as a reader runs them: every fenced code block in README.md and in each page of
+docs/ carries a marker on the line before it that says how it is checked, and a page's blocks run in the order
+printed, in one directory that stands for the repository root (build/, models/, tests/, scripts/, clients/, bench/
+and docs/ point at this checkout; what a block writes, the next block of the same page sees; each page starts from
+a fresh directory).
 
 Markers (an HTML comment, invisible on the rendered page):
   <!-- readme-test: run -->             run the block with bash (set -euo pipefail)
@@ -18,9 +19,11 @@ Markers (an HTML comment, invisible on the rendered page):
                                         the comment "# with the server running: build/mnemo-server ...": that
                                         command, as printed, is started first (port 8080 made a free one)
   <!-- readme-test: skip REASON -->     not run here; REASON says why (a real checkpoint, or another test covers it)
-A block without a marker fails the test, so no new README command escapes it.
+A block without a marker fails the test, so no new command in the documentation escapes it.
 
-usage: test_readme.py README.md BUILD_DIR SOURCE_DIR [PYTHON]
+usage: test_readme.py PAGE [PAGE ...] BUILD_DIR SOURCE_DIR [PYTHON]
+  PAGE: a Markdown file (README.md, docs/server.md), or a directory written with a trailing slash (docs/) for every
+  *.md file in it, in name order. ctest's readme_commands runs README.md and docs/.
 """
 import os
 import re
@@ -32,8 +35,26 @@ import tempfile
 import time
 import urllib.request
 
-README, BUILD, SRC = (os.path.abspath(a) for a in sys.argv[1:4])
-PYTHON = sys.argv[4] if len(sys.argv) > 4 else sys.executable
+
+
+def pages_and_rest(argv):
+    """-> ([Markdown files], [BUILD_DIR, SOURCE_DIR, PYTHON?]): the leading arguments that are pages."""
+    pages, i = [], 0
+    while i < len(argv) and (argv[i].endswith(".md") or argv[i].endswith("/")):
+        if argv[i].endswith("/"):
+            d = os.path.abspath(argv[i])
+            pages += [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".md")]
+        else:
+            pages.append(os.path.abspath(argv[i]))
+        i += 1
+    return pages, argv[i:]
+
+
+PAGES, REST = pages_and_rest(sys.argv[1:])
+if not PAGES or len(REST) < 2:
+    sys.exit(__doc__)
+BUILD, SRC = (os.path.abspath(a) for a in REST[:2])
+PYTHON = REST[2] if len(REST) > 2 else sys.executable
 passed = failed = 0
 
 
@@ -72,8 +93,9 @@ def blocks(text):
 def scratch():
     d = tempfile.mkdtemp(prefix="mnemo-readme-")
     os.symlink(BUILD, os.path.join(d, "build"))
-    for name in ("models", "tests", "scripts", "clients"):
-        os.symlink(os.path.join(SRC, name), os.path.join(d, name))
+    for name in ("models", "tests", "scripts", "clients", "bench", "docs"):
+        if os.path.exists(os.path.join(SRC, name)):
+            os.symlink(os.path.join(SRC, name), os.path.join(d, name))
     return d
 
 
@@ -181,21 +203,25 @@ def printed_server(code):
 
 
 def main():
-    found = blocks(open(README, encoding="utf-8").read())
-    check(len(found) > 0, "README has code blocks")
-    d = scratch()  # one directory for every block, in order, as a reader's checkout
-    try:
-        for line, lang, marker, code in found:
-            if lang in CODE_LANGS:
-                run_block(line, lang, marker, code, d)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+    t_all = time.time()
+    for page in PAGES:
+        name = os.path.relpath(page, SRC)
+        found = blocks(open(page, encoding="utf-8").read())
+        if os.path.basename(page) == "README.md":
+            check(len(found) > 0, f"{name} has code blocks")
+        d = scratch()  # one directory for every block of the page, in order, as a reader's checkout
+        try:
+            for line, lang, marker, code in found:
+                if lang in CODE_LANGS:
+                    run_block(name, line, lang, marker, code, d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed ({len(PAGES)} pages, {time.time() - t_all:.0f} s)")
     return 1 if failed else 0
 
 
-def run_block(line, lang, marker, code, d):
-    where = f"README.md:{line} ({lang or 'text'})"
+def run_block(page, line, lang, marker, code, d):
+    where = f"{page}:{line} ({lang or 'text'})"
     if marker is None:
         check(False, f"{where}: no <!-- readme-test: ... --> marker before the block")
         return

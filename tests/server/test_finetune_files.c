@@ -48,7 +48,7 @@ static const vcase VCASES[] = {
 static void test_validate(void) {
     for (size_t i = 0; i < sizeof VCASES / sizeof VCASES[0]; i++) {
         const vcase *c = &VCASES[i];
-        ft_error e = {0};
+        api_error e = {0};
         int rc = ft_files_validate(c->data, strlen(c->data), &e);
         if (c->line == 0) {
             CHECK(rc == 0, "case %zu: %s", i, e.message);
@@ -62,7 +62,7 @@ static void test_validate(void) {
         }
     }
     const char nul[] = "{\"prompt\":\"a\",\"completion\":\"b\"}\0x";
-    ft_error e;
+    api_error e;
     CHECK(ft_files_validate(nul, sizeof nul - 1, &e) == -1, "a raw NUL byte is not JSON");
 }
 
@@ -86,7 +86,7 @@ static void test_store(void) {
     CHECK(f != NULL, "open: %s", err);
     if (!f) return;
     json_t *made[3] = {0}, *out = NULL;
-    ft_error e;
+    api_error e;
     for (int i = 0; i < 3; i++) {
         char name[16];
         snprintf(name, sizeof name, "f%d.jsonl", i);

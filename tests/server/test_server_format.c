@@ -1,6 +1,6 @@
 /*
- * test_server_format.c — model-free pieces of the server: chat templates (exact renders), template detection
- * from tokenizer_config.json, UTF-8 repair, SSE framing, metrics exposition, command-line parsing.
+ * test_server_format.c — model-free pieces of the server: UTF-8 repair, SSE framing, metrics exposition,
+ * command-line parsing. (The chat templates the server renders with are libengine's: test_chat_template.c.)
  * Exits non-zero on any failure.
  */
 #include <stdio.h>
@@ -9,83 +9,11 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "chat_template.h"
 #include "metrics.h"
 #include "oai_format.h"
 #include "text_util.h"
 #include "test_util.h"
 
-
-static int sink_text(void *u, const char *s, size_t n) {
-    sb_append(u, s, n);
-    return 0;
-}
-static int sink_special(void *u, tmpl_special w) {
-    sb_puts(u, w == TMPL_TOK_BOS ? "<BOS>" : "<EOS>");
-    return 0;
-}
-
-static void render(chat_template t, const chat_msg *m, int n, const char *want, const char *want_param) {
-    strbuf b = {0};
-    tmpl_sink sink = {sink_text, sink_special, &b};
-    char err[256], param[64];
-    int rc = chat_template_render(t, m, n, &sink, err, sizeof err, param, sizeof param);
-    if (want) CHECK(rc == 0 && b.data && !strcmp(b.data, want), "%s render:\n%s\nwant:\n%s", chat_template_name(t),
-                    b.data ? b.data : "(null)", want);
-    else CHECK(rc != 0 && !strcmp(param, want_param), "%s should fail on %s (got rc %d, param %s)",
-               chat_template_name(t), want_param, rc, param);
-    sb_free(&b);
-}
-
-#define MSG(r, s) {r, (char *)s, sizeof s - 1}
-
-static void test_templates(void) {
-    chat_msg conv[] = {MSG(ROLE_SYSTEM, "Be brief."), MSG(ROLE_USER, " Hi <s> "), MSG(ROLE_ASSISTANT, "Hello."),
-                       MSG(ROLE_USER, "Bye")};
-    render(TMPL_LLAMA2, conv, 4,
-           "<BOS>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi <s> [/INST] Hello. <EOS><BOS>[INST] Bye [/INST]", NULL);
-    render(TMPL_LLAMA2, conv + 1, 1, "<BOS>[INST] Hi <s> [/INST]", NULL);
-    render(TMPL_CHATML, conv, 2,
-           "<BOS><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <s> <|im_end|>\n<|im_start|>assistant\n",
-           NULL);
-    render(TMPL_PLAIN, conv, 3, "<BOS>system: Be brief.\nuser:  Hi <s> \nassistant: Hello.\nassistant:", NULL);
-    chat_msg two_users[] = {MSG(ROLE_USER, "a"), MSG(ROLE_USER, "b")};
-    render(TMPL_LLAMA2, two_users, 2, NULL, "messages[1].role");
-    chat_msg only_sys[] = {MSG(ROLE_SYSTEM, "a")};
-    render(TMPL_LLAMA2, only_sys, 1, NULL, "messages");
-    chat_template t;
-    CHECK(chat_template_parse("chatml", &t) == 0 && t == TMPL_CHATML, "parse chatml");
-    CHECK(chat_template_parse("jinja", &t) != 0, "unknown name");
-    CHECK(chat_template_stop(TMPL_CHATML) && !chat_template_stop(TMPL_LLAMA2), "template stops");
-}
-
-static void detect_case(const char *json, int want_rc, chat_template want) {
-    char dir[] = "/tmp/mnemo-tmpl-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    char path[256];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (json) {
-        FILE *f = fopen(path, "w");
-        fputs(json, f);
-        fclose(f);
-    }
-    chat_template t = TMPL_PLAIN;
-    char why[512];
-    int rc = chat_template_detect(dir, &t, why, sizeof why);
-    CHECK(rc == want_rc && (rc != 1 || t == want), "detect %s: rc %d t %d (%s)", json ? json : "(none)", rc, t, why);
-    unlink(path);
-    rmdir(dir);
-}
-
-static void test_detect(void) {
-    detect_case(NULL, 0, TMPL_LLAMA2);
-    detect_case("{\"bos_token\":\"<s>\"}", 0, TMPL_LLAMA2);
-    detect_case("{\"chat_template\":\"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}\"}",
-                1, TMPL_LLAMA2);
-    detect_case("{\"chat_template\":[{\"name\":\"default\",\"template\":\"<|im_start|>{{ m }}\"}]}", 1, TMPL_CHATML);
-    detect_case("{\"chat_template\":\"<|user|>\"}", -1, TMPL_LLAMA2);
-    detect_case("not json", -1, TMPL_LLAMA2);
-}
 
 static void test_utf8(void) {
     CHECK(utf8_valid_prefix("h\xc3\xa9llo", 6) == 6, "valid 2-byte");
@@ -172,8 +100,6 @@ static void test_args(void) {
 }
 
 int main(void) {
-    test_templates();
-    test_detect();
     test_utf8();
     test_sse();
     test_metrics();

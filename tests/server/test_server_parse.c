@@ -97,7 +97,7 @@ static void test_table(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         const bad_case *c = &CASES[i];
         infer_request r;
-        parse_error e;
+        api_error e;
         int rc = parse_infer_request(c->body, strlen(c->body), c->chat, &lim, &r, &e);
         if (c->status == 0) {
             CHECK(rc == 0, "case %zu (%s) should parse: %s", i, c->body, e.message);
@@ -114,7 +114,7 @@ static void test_table(void) {
 static void test_values(void) {
     parse_limits lim = {.n_vocab = 512};
     infer_request r;
-    parse_error e;
+    api_error e;
     const char *b = "{\"prompt\":[[1,2],[3]],\"n\":3,\"max_tokens\":9,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":4,"
                     "\"min_p\":0.1,\"presence_penalty\":1,\"frequency_penalty\":-1,\"repeat_penalty\":1.2,"
                     "\"seed\":12345678901,\"stop\":[\"x\",\"yz\"],\"logprobs\":5,\"stream\":true,\"ignore_eos\":true}";
@@ -131,7 +131,7 @@ static void test_values(void) {
         "\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],\"logprobs\":true,\"top_logprobs\":3,\"max_tokens\":4,"
         "\"max_completion_tokens\":6}";
     CHECK(parse_infer_request(b, strlen(b), true, &lim, &r, &e) == 0, "%s", e.message);
-    CHECK(r.n_messages == 2 && r.messages[0].role == ROLE_SYSTEM && !strcmp(r.messages[1].content, "a\nb"),
+    CHECK(r.n_messages == 2 && r.messages[0].role == MNEMO_ROLE_SYSTEM && !strcmp(r.messages[1].content, "a\nb"),
           "messages");
     CHECK(r.logprobs == 3 && r.max_tokens == 6, "chat logprobs %d max_tokens %d", r.logprobs, r.max_tokens);
     infer_request_free(&r);

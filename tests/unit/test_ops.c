@@ -21,7 +21,7 @@
  *   matmul FAST, f16 weights        2e-7   activations rounded to f16 once: ~2e-8 expected
  *   attention                       1e-9   fp32 online softmax against the CPU's exact one (the tensor-core
  *                                          prefill kernels in SPLIT mode too: 3 products, ~1e-11 seen)
- *   attention prefill, FAST         2e-6   TF32 operands (MNEMO_CUDA_ATTN=tc); 4e-5 for bf16 ones (=mma: q, k,
+ *   attention prefill, FAST         2e-6   TF32 operands (cuda.attn=tc); 4e-5 for bf16 ones (=mma: q, k,
  *                                          p and v each rounded to bf16 once, 5e-6 .. 1.2e-5 seen)
  *   attention_mem                   1e-9   same, memory rows widened exactly from f32/bf16/f16
  *   topk_ip                         1e-10  scores; ids identical but at near-tied scores (exact ties: lower id)

@@ -6,25 +6,17 @@
  * transformers load.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine_impl.h"
+#include "errbuf.h"
 #include "log.h"
 #include "checkpoint_side_files.h"
 #include "lora.h"
 #include "safetensors_write.h"
-
-static mnemo_status fail(char *err, size_t errlen, mnemo_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* The (layer, target) a checkpoint tensor name is, or -1. */
 static int target_of(const char *name, int32_t *layer) {
@@ -42,14 +34,15 @@ static mnemo_status merge_trainable_params(const char *adapter_dir, const char *
     char path[4200];
     snprintf(path, sizeof path, "%s/trainable_params.safetensors", adapter_dir);
     FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? MNEMO_OK : fail(err, errlen, MNEMO_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!f && errno == ENOENT) return MNEMO_OK;
+    if (!f) return errbuf_fail(err, errlen, "%s: %s", path, strerror(errno)), MNEMO_ERR_IO;
     size_t len = 0, cap = 0;
     for (size_t got = 1; got > 0;) {
         if (len == cap) {
             uint8_t *b = realloc(*img, cap = cap ? 2 * cap : 1 << 20);
             if (!b) {
                 fclose(f);
-                return fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory reading %s", path);
+                return errbuf_fail(err, errlen, "out of memory reading %s", path), MNEMO_ERR_NOMEM;
             }
             *img = b;
         }
@@ -67,8 +60,9 @@ static mnemo_status merge_trainable_params(const char *adapter_dir, const char *
         bool same_shape = i < n && e->ndim == ts[i].ndim && e->dtype == TENSOR_F32;
         for (int32_t d = 0; same_shape && d < e->ndim; d++) same_shape = e->shape[d] == ts[i].shape[d];
         if (!same_shape) {
-            st = fail(err, errlen, MNEMO_ERR_FORMAT, "%s: %s is %s in %s", path, e->name,
-                      i < n ? "not an F32 tensor of the checkpoint's shape" : "not a tensor", model_dir);
+            errbuf_fail(err, errlen, "%s: %s is %s in %s", path, e->name,
+                        i < n ? "not an F32 tensor of the checkpoint's shape" : "not a tensor", model_dir);
+            st = MNEMO_ERR_FORMAT;
             break;
         }
         size_t numel = (size_t)(e->nbytes / 4);
@@ -78,7 +72,8 @@ static mnemo_status merge_trainable_params(const char *adapter_dir, const char *
         }
         uint16_t *narrow = malloc(numel * sizeof *narrow);
         if (!narrow) {
-            st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory");
+            errbuf_fail(err, errlen, "out of memory");
+            st = MNEMO_ERR_NOMEM;
             break;
         }
         const float *src = e->data;
@@ -97,8 +92,8 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
     if (!model_dir || !adapter_dir || !out_dir || !err || !errlen) return MNEMO_ERR_INVALID_ARG;
     struct stat a, b;
     if (stat(out_dir, &b) == 0 && stat(model_dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "the output directory %s is the model's own: choose another",
-                    out_dir);
+        return errbuf_fail(err, errlen, "the output directory %s is the model's own: choose another", out_dir),
+               MNEMO_ERR_INVALID_ARG;
     model_config cfg;
     if (model_config_load(model_dir, &cfg, err, errlen) != 0) return MNEMO_ERR_FORMAT;
     lora_adapter ad;
@@ -117,7 +112,8 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
     ts = calloc(n, sizeof *ts);
     merged = calloc(n, sizeof *merged);
     if (!ts || !merged) {
-        st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
+        st = MNEMO_ERR_NOMEM;
         goto out;
     }
     int done = 0;
@@ -132,18 +128,21 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
         lora_target_shape(&cfg, (lora_target)t, &rows, &cols);
         kern_dtype kd;
         if (e->ndim != 2 || e->shape[0] != rows || e->shape[1] != cols || tensor_dtype_to_kern(e->dtype, &kd)) {
-            st = fail(err, errlen, MNEMO_ERR_FORMAT, "%s: %s is not a [%lld, %lld] F32/F16/BF16 matrix as config.json "
-                      "says", model_dir, e->name, (long long)rows, (long long)cols);
+            errbuf_fail(err, errlen, "%s: %s is not a [%lld, %lld] F32/F16/BF16 matrix as config.json "
+                        "says", model_dir, e->name, (long long)rows, (long long)cols);
+            st = MNEMO_ERR_FORMAT;
             goto out;
         }
         merged[i] = malloc((size_t)(rows * cols) * tensor_dtype_size(e->dtype));
         if (!merged[i]) {
-            st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory merging %s", e->name);
+            errbuf_fail(err, errlen, "out of memory merging %s", e->name);
+            st = MNEMO_ERR_NOMEM;
             goto out;
         }
         float *wide = e->dtype == TENSOR_F32 ? merged[i] : malloc((size_t)(rows * cols) * sizeof(float));
         if (!wide) {
-            st = fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory merging %s", e->name);
+            errbuf_fail(err, errlen, "out of memory merging %s", e->name);
+            st = MNEMO_ERR_NOMEM;
             goto out;
         }
         kern_cpu_widen(wide, e->data, kd, rows * cols);
@@ -157,13 +156,15 @@ mnemo_status mnemo_export_merged(const char *model_dir, const char *adapter_dir,
         done++;
     }
     if (done != ad.n_layer * __builtin_popcount(ad.targets)) {
-        st = fail(err, errlen, MNEMO_ERR_FORMAT, "%s: %d of the adapter's %d projections found among the weights",
-                  model_dir, done, ad.n_layer * __builtin_popcount(ad.targets));
+        errbuf_fail(err, errlen, "%s: %d of the adapter's %d projections found among the weights",
+                    model_dir, done, ad.n_layer * __builtin_popcount(ad.targets));
+        st = MNEMO_ERR_FORMAT;
         goto out;
     }
     if ((st = merge_trainable_params(adapter_dir, model_dir, ts, n, merged, &extra_img, err, errlen)) != MNEMO_OK) goto out;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
-        st = fail(err, errlen, MNEMO_ERR_IO, "%s: cannot create: %s", out_dir, strerror(errno));
+        errbuf_fail(err, errlen, "%s: cannot create: %s", out_dir, strerror(errno));
+        st = MNEMO_ERR_IO;
         goto out;
     }
     char path[4200];

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "engine_impl.h"
+#include "errbuf.h"
 #include "gguf_llama.h"
 #include "gguf_write.h"
 #include "log.h"
@@ -58,11 +59,6 @@ typedef struct {
     out_tensor *t;
     size_t n;
 } quant_job;
-
-static mnemo_status fail(char *err, size_t errlen, mnemo_status st, const char *fmt, const char *a, const char *b) {
-    snprintf(err, errlen, fmt, a, b);
-    return st;
-}
 
 /* Tensor i: source widened to fp32, Q/K rows permuted, then stored in its type. */
 static int fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
@@ -113,10 +109,11 @@ static int fill(void *user, size_t i, void *dst, char *err, size_t errlen) {
 static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, quant_job *job, char *err,
                          size_t errlen) {
     if (c->qk_norm) /* GGUF's llama architecture has no head norms: writing it would drop them silently */
-        return fail(err, errlen, MNEMO_ERR_UNSUPPORTED, "a qk_norm model (config.json) has head norms that GGUF's llama "
-                    "layout cannot hold%s%s", "", "");
+        return errbuf_fail(err, errlen, "a qk_norm model (config.json) has head norms that GGUF's llama "
+                                        "layout cannot hold"),
+               MNEMO_ERR_UNSUPPORTED;
     size_t cap = 3 + 9 * (size_t)c->num_hidden_layers;
-    if (!(job->t = calloc(cap, sizeof *job->t))) return fail(err, errlen, MNEMO_ERR_NOMEM, "out of memory%s%s", "", "");
+    if (!(job->t = calloc(cap, sizeof *job->t))) return errbuf_fail(err, errlen, "out of memory"), MNEMO_ERR_NOMEM;
     static const char *const layer[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                         "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
                                         "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
@@ -128,15 +125,15 @@ static mnemo_status plan(const model_config *c, const weight_store *ws, int ti, 
         else snprintf(hf, sizeof hf, "model.layers.%zu.%s.weight", (k - 1) / 9, layer[(k - 1) % 9]);
         const tensor_entry *e = weight_store_find(ws, hf);
         if (!e && k == cap - 1 && c->tie_word_embeddings) continue; /* tied: no output.weight, as convert writes */
-        if (!e) return fail(err, errlen, MNEMO_ERR_FORMAT, "the checkpoint has no tensor '%s'%s", hf, "");
+        if (!e) return errbuf_fail(err, errlen, "the checkpoint has no tensor '%s'", hf), MNEMO_ERR_FORMAT;
         if (e->ndim < 1 || e->ndim > 2)
-            return fail(err, errlen, MNEMO_ERR_FORMAT, "tensor '%s' is not 1-D or 2-D%s", hf, "");
+            return errbuf_fail(err, errlen, "tensor '%s' is not 1-D or 2-D", hf), MNEMO_ERR_FORMAT;
         out_tensor *o = &job->t[job->n++];
         o->src = e;
         o->rows = e->ndim == 2 ? e->shape[0] : 1;
         o->cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
         if (o->rows <= 0 || o->cols <= 0) /* the row loops would run over an empty tensor's other dim */
-            return fail(err, errlen, MNEMO_ERR_FORMAT, "tensor '%s' has a zero dimension%s", hf, "");
+            return errbuf_fail(err, errlen, "tensor '%s' has a zero dimension", hf), MNEMO_ERR_FORMAT;
         o->ggml = GGML_F32;
         o->kd = KERN_F32;
         if (e->ndim == 2) {
@@ -200,7 +197,7 @@ static mnemo_status put_tokenizer(gguf_writer *w, const model_config *c, const c
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.model", dir);
     FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, errlen, MNEMO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!fp) return errbuf_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno)), MNEMO_ERR_IO;
     uint8_t *raw = NULL;
     long sz = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
     rewind(fp);
@@ -209,7 +206,7 @@ static mnemo_status put_tokenizer(gguf_writer *w, const model_config *c, const c
         raw = NULL;
     }
     fclose(fp);
-    if (!raw) return fail(err, errlen, MNEMO_ERR_IO, "%s: cannot read%s", path, "");
+    if (!raw) return errbuf_fail(err, errlen, "%s: cannot read", path), MNEMO_ERR_IO;
     tokenizer *tok = NULL;
     if (tokenizer_load(path, &tok, err, errlen)) {
         free(raw);
@@ -224,7 +221,7 @@ static mnemo_status put_tokenizer(gguf_writer *w, const model_config *c, const c
     for (int32_t i = 0; st == MNEMO_OK && i < n; i++) {
         int t = 1;
         if (tokenizer_id_to_piece(tok, i, &pieces[i], &lens[i]) || tokenizer_piece_info(tok, i, &scores[i], &t))
-            st = fail(err, errlen, MNEMO_ERR_FORMAT, "%s: cannot read its pieces%s", path, "");
+            st = (errbuf_fail(err, errlen, "%s: cannot read its pieces", path), MNEMO_ERR_FORMAT);
         types[i] = t;
     }
     if (st == MNEMO_OK) {
@@ -259,11 +256,13 @@ mnemo_status mnemo_quantize(const char *model_dir, const char *type, const char 
     for (int i = 0; i < (int)(sizeof out_types / sizeof *out_types); i++)
         if (!strcmp(type, out_types[i].name)) ti = i;
     if (ti < 0)
-        return fail(err, errlen, MNEMO_ERR_INVALID_ARG, "type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
-                    "q3_K, q4_K, q5_K, q6_K, f16, bf16, f32%s", type, "");
+        return errbuf_fail(err, errlen, "type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
+                                        "q3_K, q4_K, q5_K, q6_K, f16, bf16, f32", type),
+               MNEMO_ERR_INVALID_ARG;
     struct stat st_in;
     if (stat(model_dir, &st_in) != 0 || !(S_ISDIR(st_in.st_mode) || S_ISREG(st_in.st_mode)))
-        return fail(err, errlen, MNEMO_ERR_IO, "%s: neither a checkpoint directory nor a GGUF file%s", model_dir, "");
+        return errbuf_fail(err, errlen, "%s: neither a checkpoint directory nor a GGUF file", model_dir),
+               MNEMO_ERR_IO;
     model_config cfg;
     weight_store *ws = NULL;
     quant_gguf_source gsrc = {0};

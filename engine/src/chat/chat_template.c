@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "errbuf.h"
 
 static const char *const NAMES[] = {"llama2", "chatml", "plain", "llama3"};
 #define N_TEMPLATES ((int)(sizeof NAMES / sizeof *NAMES))
@@ -173,12 +174,10 @@ static mnemo_status misfit(int32_t *bad_msg, int32_t i, char *err, size_t errlen
 
 static mnemo_status misfit(int32_t *bad_msg, int32_t i, char *err, size_t errlen, const char *fmt, ...) {
     if (bad_msg) *bad_msg = i;
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    errbuf_vwrite(err, errlen, NULL, fmt, ap);
+    va_end(ap);
     return MNEMO_ERR_INVALID_ARG;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "loader_util.h"
+#include "errbuf.h"
 
 #define MAX_KEY 65535u   /* longest key or tensor name accepted */
 
@@ -24,12 +25,10 @@ typedef struct {
 } cursor;
 
 static int fail(cursor *c, const char *fmt, ...) {
-    char msg[384];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    errbuf_vwrite(c->err, c->errlen, c->file, fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->errlen, "%s: %s", c->file, msg);
     return -1;
 }
 

@@ -9,11 +9,7 @@
 
 #include "bpe.h"
 #include "gguf_bpe.h"
-
-static int bfail(char *err, size_t errlen, const char *file, const char *msg) {
-    snprintf(err, errlen, "%s: tokenizer: %s", file, msg);
-    return -1;
-}
+#include "errbuf.h"
 
 bool gguf_has_bpe_tokenizer(const gguf_file *g) {
     const char *model;
@@ -30,7 +26,7 @@ static int read_tokens(const gguf_file *g, const char *file, bpe_vocab *v, const
                        size_t errlen) {
     const gguf_kv *types = gguf_find(g, "tokenizer.ggml.token_type");
     if (types && (types->type != GGUF_ARRAY || types->n != tokens->n))
-        return bfail(err, errlen, file, "tokenizer.ggml.token_type must be one integer per token");
+        return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.token_type must be one integer per token");
     const uint8_t *pos = tokens->p;
     char msg[256];
     for (uint64_t i = 0; i < tokens->n; i++) {
@@ -39,9 +35,9 @@ static int read_tokens(const gguf_file *g, const char *file, bpe_vocab *v, const
         gguf_arr_next_str(&pos, &s, &n);
         int64_t type = BPE_NORMAL;
         if (types && (!gguf_arr_i64(types, i, &type) || type < 1 || type > 6))
-            return bfail(err, errlen, file, "tokenizer.ggml.token_type holds a value outside 1..6");
+            return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.token_type holds a value outside 1..6");
         if (bpe_vocab_set_token(v, (int32_t)i, s, (size_t)n, (int)type, msg, sizeof msg))
-            return bfail(err, errlen, file, msg);
+            return errbuf_fail_at(err, errlen, file, "tokenizer: %s", msg);
     }
     return 0;
 }
@@ -57,10 +53,10 @@ static int read_merges(const char *file, bpe_vocab *v, const gguf_kv *merges, ch
             char msg[160];
             snprintf(msg, sizeof msg, "tokenizer.ggml.merges[%llu] \"%.40s\" is not two tokens separated by a space",
                      (unsigned long long)i, n ? s : "");
-            return bfail(err, errlen, file, msg);
+            return errbuf_fail_at(err, errlen, file, "tokenizer: %s", msg);
         }
         if (bpe_vocab_add_merge(v, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1)))
-            return bfail(err, errlen, file, "out of memory");
+            return errbuf_fail_at(err, errlen, file, "tokenizer: out of memory");
     }
     return 0;
 }
@@ -70,29 +66,31 @@ int gguf_bpe_tokenizer(const gguf_file *g, const char *file, tokenizer **out, ch
     const gguf_kv *tokens = gguf_find(g, "tokenizer.ggml.tokens"), *merges = gguf_find(g, "tokenizer.ggml.merges");
     if (!tokens || tokens->type != GGUF_ARRAY || tokens->arr_type != GGUF_STRING || tokens->n == 0 ||
         tokens->n > BPE_MAX_TOKENS)
-        return bfail(err, errlen, file, "tokenizer.ggml.tokens must be a list of 1 to 2^24 strings");
+        return errbuf_fail_at(err, errlen, file,
+                              "tokenizer: tokenizer.ggml.tokens must be a list of 1 to 2^24 strings");
     if (!merges || merges->type != GGUF_ARRAY || merges->arr_type != GGUF_STRING || merges->n > BPE_MAX_TOKENS)
-        return bfail(err, errlen, file, "tokenizer.ggml.merges must be a list of at most 2^24 strings (a gpt2 "
-                                        "tokenizer needs its merges)");
+        return errbuf_fail_at(err, errlen, file,
+                              "tokenizer: tokenizer.ggml.merges must be a list of at most 2^24 strings (a gpt2 "
+                              "tokenizer needs its merges)");
     char pre[128] = "default";
     const char *ps;
     uint64_t pn;
     if (gguf_find(g, "tokenizer.ggml.pre")) {
         if (!gguf_get_str(g, "tokenizer.ggml.pre", &ps, &pn) || pn >= sizeof pre)
-            return bfail(err, errlen, file, "tokenizer.ggml.pre must be a short string");
+            return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.pre must be a short string");
         if (pn) { /* an empty name is llama.cpp's "default" too */
             memcpy(pre, ps, (size_t)pn);
             pre[pn] = '\0';
         }
     }
     bpe_vocab *v = bpe_vocab_new((int32_t)tokens->n);
-    if (!v) return bfail(err, errlen, file, "out of memory");
+    if (!v) return errbuf_fail_at(err, errlen, file, "tokenizer: out of memory");
     char msg[400];
     bool add_bos;
     if (gguf_find(g, "tokenizer.ggml.add_bos_token")) {
         if (!gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos)) {
             bpe_vocab_free(v);
-            return bfail(err, errlen, file, "tokenizer.ggml.add_bos_token must be a bool");
+            return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.add_bos_token must be a bool");
         }
         bpe_vocab_set_add_bos(v, add_bos);
     }
@@ -102,7 +100,7 @@ int gguf_bpe_tokenizer(const gguf_file *g, const char *file, tokenizer **out, ch
     }
     if (bpe_vocab_use_pre(v, pre, msg, sizeof msg)) {
         bpe_vocab_free(v);
-        return bfail(err, errlen, file, msg);
+        return errbuf_fail_at(err, errlen, file, "tokenizer: %s", msg);
     }
     bpe_vocab_set_ids(v, id_or_none(g, "tokenizer.ggml.bos_token_id"), id_or_none(g, "tokenizer.ggml.eos_token_id"),
                       id_or_none(g, "tokenizer.ggml.unknown_token_id"),

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "loader_util.h"
+#include "errbuf.h"
 
 static const struct {
     const char *gguf, *hf;
@@ -243,11 +244,6 @@ static int tensor_dtype_of(uint32_t ggml_type, tensor_dtype *dt) {
     }
 }
 
-static int tfail(char *err, size_t errlen, const char *file, const char *name, const char *what) {
-    snprintf(err, errlen, "%s: tensor '%s' %s", file, name, what);
-    return -1;
-}
-
 /* Appends one GGUF tensor under its HF name; Q and K get a reordered heap copy; every other tensor (f32, f16,
  * bf16, and each quant type the kernels read: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K) stays in the mapped
  * file. */
@@ -255,12 +251,14 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
                       char *err, size_t errlen) {
     char hf[160];
     if (gguf_llama_hf_name(t->name, hf, sizeof hf))
-        return tfail(err, errlen, file, t->name, "is not part of a llama model (mnemo reads token_embd, output_norm, "
-                                                 "output and blk.N.attn_*/ffn_*)");
-    if (t->ndim > 2) return tfail(err, errlen, file, t->name, "is not 1-D or 2-D");
+        return errbuf_fail_at(err, errlen, file,
+                              "tensor '%s' is not part of a llama model (mnemo reads token_embd, output_norm, "
+                              "output and blk.N.attn_*/ffn_*)",
+                              t->name);
+    if (t->ndim > 2) return errbuf_fail_at(err, errlen, file, "tensor '%s' is not 1-D or 2-D", t->name);
     /* the row loops below (Q/K reorder) are bounded only through the byte size: no empty dims */
     if (t->ne[0] <= 0 || (t->ndim == 2 && t->ne[1] <= 0))
-        return tfail(err, errlen, file, t->name, "has a zero dimension");
+        return errbuf_fail_at(err, errlen, file, "tensor '%s' has a zero dimension", t->name);
     tensor_dtype dt;
     const void *data = t->data;
     uint64_t nbytes = t->nbytes;
@@ -270,12 +268,12 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
         snprintf(what, sizeof what, "has type %s; mnemo reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
                  "q3_K, q4_K, q5_K, q6_K: re-quantize with mnemo quantize or llama-quantize",
                  gguf_type_name(t->type));
-        return tfail(err, errlen, file, t->name, what);
+        return errbuf_fail_at(err, errlen, file, "tensor '%s' %s", t->name, what);
     }
     int64_t shape[2] = {t->ndim == 2 ? t->ne[1] : t->ne[0], t->ne[0]};
     if (ld_list_push(out, hf, strlen(hf), dt, t->ndim, shape, data, nbytes, file)) {
         free(owned);
-        return tfail(err, errlen, file, t->name, "cannot be listed: out of memory");
+        return errbuf_fail_at(err, errlen, file, "tensor '%s' cannot be listed: out of memory", t->name);
     }
     tensor_entry *e = &out->items[out->count - 1];
     e->owned = owned;
@@ -283,12 +281,14 @@ static int add_tensor(const gguf_tensor *t, int64_t n_head, int64_t n_head_kv, c
     if (t->ndim != 2 || !(is_q || is_k)) return 0;
     int64_t heads = is_q ? n_head : n_head_kv;
     void *copy = malloc(nbytes ? (size_t)nbytes : 1);
-    if (!copy) return tfail(err, errlen, file, t->name, "cannot be reordered: out of memory");
+    if (!copy) return errbuf_fail_at(err, errlen, file, "tensor '%s' cannot be reordered: out of memory", t->name);
     int bad = gguf_llama_permute_rows(copy, data, t->ne[1], (size_t)(nbytes / (uint64_t)t->ne[1]), heads, 0);
     free(e->owned);
     e->owned = copy;
     e->data = copy;
-    if (bad) return tfail(err, errlen, file, t->name, "has a row count that is not 2 x its head count (RoPE pairs)");
+    if (bad)
+        return errbuf_fail_at(err, errlen, file,
+                              "tensor '%s' has a row count that is not 2 x its head count (RoPE pairs)", t->name);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "gguf_llama.h"
 #include "loader_util.h"
+#include "errbuf.h"
 
 typedef struct {
     uint8_t *p;
@@ -59,11 +60,6 @@ static void field_float(pbuf *b, uint32_t f, float x) {
     put(b, t, 4);
 }
 
-static int tfail(char *err, size_t errlen, const char *file, const char *msg) {
-    snprintf(err, errlen, "%s: tokenizer: %s", file, msg);
-    return -1;
-}
-
 static int64_t id_or(const gguf_file *g, const char *key, int64_t dflt) {
     int64_t v;
     return gguf_get_i64(g, key, &v) ? v : dflt;
@@ -76,8 +72,9 @@ int gguf_llama_tokenizer_proto(const gguf_file *g, const char *file, uint8_t **p
     const gguf_kv *orig = gguf_find(g, "mnemo.tokenizer.spm_model");
     if (orig) {
         if (orig->type != GGUF_ARRAY || (orig->arr_type != GGUF_U8 && orig->arr_type != GGUF_I8) || orig->n == 0)
-            return tfail(err, errlen, file, "mnemo.tokenizer.spm_model must be a non-empty byte array");
-        if (!(*proto = malloc((size_t)orig->n))) return tfail(err, errlen, file, "out of memory");
+            return errbuf_fail_at(err, errlen, file,
+                                  "tokenizer: mnemo.tokenizer.spm_model must be a non-empty byte array");
+        if (!(*proto = malloc((size_t)orig->n))) return errbuf_fail_at(err, errlen, file, "tokenizer: out of memory");
         memcpy(*proto, orig->p, (size_t)orig->n);
         *len = (size_t)orig->n;
         return 0;
@@ -87,15 +84,17 @@ int gguf_llama_tokenizer_proto(const gguf_file *g, const char *file, uint8_t **p
     const char *model;
     uint64_t mlen;
     if (!gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen) || mlen != 5 || memcmp(model, "llama", 5))
-        return tfail(err, errlen, file, "tokenizer.ggml.model must be \"llama\" (SentencePiece) or \"gpt2\" "
-                                        "(byte-level BPE); other tokenizers are not supported");
+        return errbuf_fail_at(err, errlen, file,
+                              "tokenizer: tokenizer.ggml.model must be \"llama\" (SentencePiece) or \"gpt2\" "
+                              "(byte-level BPE); other tokenizers are not supported");
     if (tokens->type != GGUF_ARRAY || tokens->arr_type != GGUF_STRING || tokens->n == 0 || tokens->n > (1u << 24))
-        return tfail(err, errlen, file, "tokenizer.ggml.tokens must be a list of 1 to 2^24 strings");
+        return errbuf_fail_at(err, errlen, file,
+                              "tokenizer: tokenizer.ggml.tokens must be a list of 1 to 2^24 strings");
     const gguf_kv *scores = gguf_find(g, "tokenizer.ggml.scores"), *types = gguf_find(g, "tokenizer.ggml.token_type");
     if (scores && (scores->type != GGUF_ARRAY || scores->arr_type != GGUF_F32 || scores->n != tokens->n))
-        return tfail(err, errlen, file, "tokenizer.ggml.scores must be one f32 per token");
+        return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.scores must be one f32 per token");
     if (types && (types->type != GGUF_ARRAY || types->n != tokens->n))
-        return tfail(err, errlen, file, "tokenizer.ggml.token_type must be one integer per token");
+        return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.token_type must be one integer per token");
     pbuf b = {0}, piece = {0};
     const uint8_t *pos = tokens->p;
     bool bytes_seen = false;
@@ -107,7 +106,7 @@ int gguf_llama_tokenizer_proto(const gguf_file *g, const char *file, uint8_t **p
         if (types && (!gguf_arr_i64(types, i, &type) || type < 1 || type > 6)) {
             free(b.p);
             free(piece.p);
-            return tfail(err, errlen, file, "tokenizer.ggml.token_type holds a value outside 1..6");
+            return errbuf_fail_at(err, errlen, file, "tokenizer: tokenizer.ggml.token_type holds a value outside 1..6");
         }
         bytes_seen |= type == 6;
         float score = 0.f;
@@ -141,7 +140,7 @@ int gguf_llama_tokenizer_proto(const gguf_file *g, const char *file, uint8_t **p
     free(nz.p);
     if (oom) {
         free(b.p);
-        return tfail(err, errlen, file, "out of memory");
+        return errbuf_fail_at(err, errlen, file, "tokenizer: out of memory");
     }
     *proto = b.p;
     *len = b.len;

@@ -7,35 +7,26 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "loader_util.h"
-
-static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", path, msg);
-    return -1;
-}
+#include "errbuf.h"
 
 /* The header JSON for the tensors (offsets back to back) and metadata; NULL after a message in err. */
 static char *build_header(const char *path, const st_tensor *t, size_t n, const char *const *meta, size_t n_meta,
                           uint64_t *data_bytes, char *err, size_t errlen) {
     json_t *root = json_object();
-    if (!root) return fail(err, errlen, path, "out of memory"), NULL;
+    if (!root) return errbuf_fail_at(err, errlen, path, "out of memory"), NULL;
     if (n_meta) {
         json_t *m = json_object();
         json_object_set_new(root, "__metadata__", m);
         for (size_t i = 0; i < n_meta; i++)
             if (!meta[2 * i] || !meta[2 * i + 1] || json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1])))
-                return json_decref(root), fail(err, errlen, path, "metadata pair %zu is not two UTF-8 strings", i),
+                return json_decref(root), errbuf_fail_at(err, errlen, path,
+                                                         "metadata pair %zu is not two UTF-8 strings", i),
                        NULL;
     }
     uint64_t off = 0;
@@ -49,7 +40,7 @@ static char *build_header(const char *path, const st_tensor *t, size_t n, const 
                                                                      : NULL;
         if (why) {
             json_decref(root);
-            return fail(err, errlen, path, "tensor %zu ('%s') %s", i, x->name ? x->name : "", why), NULL;
+            return errbuf_fail_at(err, errlen, path, "tensor %zu ('%s') %s", i, x->name ? x->name : "", why), NULL;
         }
         uint64_t bytes = tensor_dtype_size(x->dtype);
         json_t *shape = json_array();
@@ -57,27 +48,29 @@ static char *build_header(const char *path, const st_tensor *t, size_t n, const 
             if (x->shape[d] < 0 || !ld_mul_u64(bytes, (uint64_t)x->shape[d], &bytes)) {
                 json_decref(shape);
                 json_decref(root);
-                return fail(err, errlen, path, "tensor '%s' has a bad size in dimension %d", x->name, d), NULL;
+                return errbuf_fail_at(err, errlen, path, "tensor '%s' has a bad size in dimension %d", x->name,
+                                      d), NULL;
             }
             json_array_append_new(shape, json_integer(x->shape[d]));
         }
         if (bytes && !x->data) {
             json_decref(shape);
             json_decref(root);
-            return fail(err, errlen, path, "tensor '%s' has no data", x->name), NULL;
+            return errbuf_fail_at(err, errlen, path, "tensor '%s' has no data", x->name), NULL;
         }
         json_t *desc = json_pack("{s:s, s:o, s:[I, I]}", "dtype", tensor_dtype_name(x->dtype), "shape", shape,
                                  "data_offsets", (json_int_t)off, (json_int_t)(off + bytes));
         if (!desc || json_object_set_new(root, x->name, desc)) {
             json_decref(root);
-            return fail(err, errlen, path, "tensor '%s': its name is not UTF-8, or out of memory", x->name), NULL;
+            return errbuf_fail_at(err, errlen, path, "tensor '%s': its name is not UTF-8, or out of memory",
+                                  x->name), NULL;
         }
         off += bytes;
     }
     *data_bytes = off;
     char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!s) fail(err, errlen, path, "out of memory");
+    if (!s) errbuf_fail_at(err, errlen, path, "out of memory");
     return s;
 }
 
@@ -90,12 +83,12 @@ int safetensors_write(const char *path, const st_tensor *t, size_t n, const char
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
         free(json);
-        return fail(err, errlen, path, "path too long");
+        return errbuf_fail_at(err, errlen, path, "path too long");
     }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(json);
-        return fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+        return errbuf_fail_at(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
@@ -117,7 +110,7 @@ int safetensors_write(const char *path, const st_tensor *t, size_t n, const char
     if (!ok || rename(tmp, path) != 0) {
         if (ok) saved = errno;
         unlink(tmp);
-        return fail(err, errlen, path, "write failed: %s", strerror(saved));
+        return errbuf_fail_at(err, errlen, path, "write failed: %s", strerror(saved));
     }
     return 0;
 }

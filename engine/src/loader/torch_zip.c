@@ -3,13 +3,13 @@
  * dict) and one <archive>/data/<key> entry per storage. This file ties zip_reader (where the bytes are) to
  * torch_pickle (what they mean).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "loader_util.h"
 #include "torch_pickle.h"
 #include "zip_reader.h"
+#include "errbuf.h"
 
 #define MAX_PREFIX 256
 
@@ -18,16 +18,6 @@ typedef struct {
     const char *prefix;
     size_t plen;
 } storage_ctx;
-
-static int fail(char *err, size_t errlen, const char *file, const char *fmt, ...) {
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", file, msg);
-    return -1;
-}
 
 /* torch_storage_fn: the bytes of <prefix>/data/<key>. */
 static int find_storage(void *ctx, const char *key, size_t keylen, const uint8_t **data, uint64_t *size,
@@ -70,16 +60,18 @@ int torch_zip_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_l
     char msg[256];
     zip_archive za;
     if (len >= 2 && buf[0] == 0x80 && buf[1] <= 5)
-        return fail(err, errlen, file, "legacy torch.save format (a bare pickle, torch < 1.6) is not supported: "
+        return errbuf_fail_at(err, errlen, file,
+                              "legacy torch.save format (a bare pickle, torch < 1.6) is not supported: "
                                        "re-save it with a newer torch or convert it to safetensors");
-    if (zip_open(&za, buf, len, msg, sizeof msg)) return fail(err, errlen, file, "%s", msg);
+    if (zip_open(&za, buf, len, msg, sizeof msg)) return errbuf_fail_at(err, errlen, file, "%s", msg);
     int rc = -1, count;
     size_t plen = 0;
     const zip_entry *pe = find_pickle(&za, &plen, &count);
     if (count != 1) {
-        fail(err, errlen, file, count ? "archive holds %d data.pkl records" : "no <archive>/data.pkl in the zip: "
+        errbuf_fail_at(err, errlen, file,
+                       count ? "archive holds %d data.pkl records" : "no <archive>/data.pkl in the zip: "
                                                                                "not a torch.save file",
-             count);
+                       count);
         goto done;
     }
     /* torch writes "little" or "big"; an old file without the record is little-endian */
@@ -88,21 +80,21 @@ int torch_zip_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_l
     const zip_entry *be = zip_find(&za, bo, (size_t)bl);
     const uint8_t *p;
     if (be && (zip_entry_data(&za, be, &p, msg, sizeof msg) == 0) && be->size == 3 && memcmp(p, "big", 3) == 0) {
-        fail(err, errlen, file, "big-endian checkpoint (byteorder 'big') is not supported");
+        errbuf_fail_at(err, errlen, file, "big-endian checkpoint (byteorder 'big') is not supported");
         goto done;
     }
     if (zip_entry_data(&za, pe, &p, msg, sizeof msg)) {
-        fail(err, errlen, file, "%s", msg);
+        errbuf_fail_at(err, errlen, file, "%s", msg);
         goto done;
     }
     if (pe->size > (1u << 30)) {
-        fail(err, errlen, file, "data.pkl of %llu bytes is implausibly large", (unsigned long long)pe->size);
+        errbuf_fail_at(err, errlen, file, "data.pkl of %llu bytes is implausibly large", (unsigned long long)pe->size);
         goto done;
     }
     storage_ctx sc = {&za, pe->name, plen};
     size_t start = out->count;
     if (torch_unpickle(p, (size_t)pe->size, find_storage, &sc, file, out, msg, sizeof msg)) {
-        fail(err, errlen, file, "%s", msg);
+        errbuf_fail_at(err, errlen, file, "%s", msg);
         goto done;
     }
     rc = 0;
@@ -111,8 +103,9 @@ int torch_zip_parse(const uint8_t *buf, uint64_t len, const char *file, tensor_l
         if (ld_shape_fits(e->ndim, e->shape, len)) continue;
         char shp[128];
         ld_format_shape(shp, sizeof shp, e->ndim, e->shape);
-        rc = fail(err, errlen, file, "tensor '%s' shape %s is empty, yet its other dimensions claim more elements "
-                  "than the file has bytes", e->name, shp);
+        rc = errbuf_fail_at(err, errlen, file,
+                            "tensor '%s' shape %s is empty, yet its other dimensions claim more elements "
+                            "than the file has bytes", e->name, shp);
     }
     if (rc) ld_list_truncate(out, start);
 done:

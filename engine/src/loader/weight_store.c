@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include "gguf_llama.h"
 #include "loader_util.h"
+#include "errbuf.h"
 
 #define MAX_SHARDS 4096
 #define MAX_INDEX_BYTES (64u * 1024u * 1024u)
@@ -35,14 +35,6 @@ struct weight_store {
     tensor_list list; /* sorted by name */
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static char *join(const char *dir, const char *name) {
     size_t dl = strlen(dir), nl = strlen(name);
     int slash = dl && dir[dl - 1] == '/';
@@ -60,25 +52,25 @@ static int is_file(const char *path) {
 static int add_file(weight_store *ws, const char *dir, const char *name, parse_fn parse, char *err, size_t errlen) {
     mapped_file *f = &ws->files[ws->nfiles];
     memset(f, 0, sizeof *f);
-    if (!(f->path = join(dir, name))) return fail(err, errlen, "out of memory");
+    if (!(f->path = join(dir, name))) return errbuf_fail(err, errlen, "out of memory");
     ws->nfiles++; /* from here on weight_store_close releases it */
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
+    if (fd < 0) return errbuf_fail(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", f->path);
+        return errbuf_fail(err, errlen, "%s: not a regular file", f->path);
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
-        return fail(err, errlen, "%s: too large to map on this platform", f->path);
+        return errbuf_fail(err, errlen, "%s: too large to map on this platform", f->path);
     }
     f->len = (size_t)st.st_size;
     if (f->len) {
         void *a = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (a == MAP_FAILED) {
             close(fd);
-            return fail(err, errlen, "%s: mmap failed: %s", f->path, strerror(errno));
+            return errbuf_fail(err, errlen, "%s: mmap failed: %s", f->path, strerror(errno));
         }
         f->addr = a;
     }
@@ -91,17 +83,17 @@ static int add_file(weight_store *ws, const char *dir, const char *name, parse_f
 static char *read_text(const char *path, size_t *len, char *err, size_t errlen) {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errbuf_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     char *text = NULL;
     if (fstat(fileno(fp), &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > MAX_INDEX_BYTES) {
-        fail(err, errlen, "%s: not a readable file of at most %u bytes", path, MAX_INDEX_BYTES);
+        errbuf_fail(err, errlen, "%s: not a readable file of at most %u bytes", path, MAX_INDEX_BYTES);
     } else if (!(text = malloc((size_t)st.st_size + 1))) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
     } else if ((*len = fread(text, 1, (size_t)st.st_size, fp)) != (size_t)st.st_size) {
-        fail(err, errlen, "%s: read error", path);
+        errbuf_fail(err, errlen, "%s: read error", path);
         free(text);
         text = NULL;
     }
@@ -138,15 +130,15 @@ static int sort_and_check(weight_store *ws, const char *dir, char *err, size_t e
     long d = ld_list_sort_find_dup(&ws->list);
     if (d < 0) return 0;
     const tensor_entry *a = &ws->list.items[d], *b = &ws->list.items[d + 1];
-    if (a->file == b->file) return fail(err, errlen, "%s: tensor '%s' is defined twice", a->file, a->name);
-    return fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir, a->name, a->file, b->file);
+    if (a->file == b->file) return errbuf_fail(err, errlen, "%s: tensor '%s' is defined twice", a->file, a->name);
+    return errbuf_fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir, a->name, a->file, b->file);
 }
 
 /* Loads a sharded checkpoint described by dir/index ({"weight_map": {tensor: shard file}}). */
 static int open_index(weight_store *ws, const char *dir, const char *index, parse_fn parse, char *err,
                       size_t errlen) {
     char *ipath = join(dir, index);
-    if (!ipath) return fail(err, errlen, "out of memory");
+    if (!ipath) return errbuf_fail(err, errlen, "out of memory");
     int rc = -1;
     const char **names = NULL;
     json_t *root = NULL;
@@ -157,29 +149,29 @@ static int open_index(weight_store *ws, const char *dir, const char *index, pars
     root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     free(text);
     if (!root) {
-        fail(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", ipath, je.text, je.line, je.column);
+        errbuf_fail(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", ipath, je.text, je.line, je.column);
         goto done;
     }
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm) || json_object_size(wm) == 0) {
-        fail(err, errlen, "%s: no 'weight_map' object of tensor name -> shard file", ipath);
+        errbuf_fail(err, errlen, "%s: no 'weight_map' object of tensor name -> shard file", ipath);
         goto done;
     }
     size_t nn = 0, cap = json_object_size(wm);
     if (!(names = malloc(cap * sizeof *names))) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         goto done;
     }
     const char *key;
     json_t *v;
     json_object_foreach(wm, key, v) {
         if (!json_is_string(v)) {
-            fail(err, errlen, "%s: weight_map['%s'] must be a file name string", ipath, key);
+            errbuf_fail(err, errlen, "%s: weight_map['%s'] must be a file name string", ipath, key);
             goto done;
         }
         if (!plain_name(json_string_value(v))) {
-            fail(err, errlen, "%s: shard name '%s' must be a plain file name inside the directory", ipath,
-                 json_string_value(v));
+            errbuf_fail(err, errlen, "%s: shard name '%s' must be a plain file name inside the directory", ipath,
+                        json_string_value(v));
             goto done;
         }
         names[nn++] = json_string_value(v);
@@ -189,11 +181,11 @@ static int open_index(weight_store *ws, const char *dir, const char *index, pars
     for (size_t i = 0; i < nn; i++)
         if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
     if (u > MAX_SHARDS) {
-        fail(err, errlen, "%s: %zu shards (limit %d)", ipath, u, MAX_SHARDS);
+        errbuf_fail(err, errlen, "%s: %zu shards (limit %d)", ipath, u, MAX_SHARDS);
         goto done;
     }
     if (!(ws->files = calloc(u, sizeof *ws->files))) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < u; i++)
@@ -204,8 +196,8 @@ static int open_index(weight_store *ws, const char *dir, const char *index, pars
         const tensor_entry *t = weight_store_find(ws, key);
         const mapped_file *f = file_named(ws, dir, json_string_value(v));
         if (!t || !f || t->file != f->path) {
-            fail(err, errlen, "%s: weight_map puts '%s' in %s, but that shard does not hold it", ipath, key,
-                 json_string_value(v));
+            errbuf_fail(err, errlen, "%s: weight_map puts '%s' in %s, but that shard does not hold it", ipath, key,
+                        json_string_value(v));
             goto done;
         }
     }
@@ -229,18 +221,18 @@ static int open_first(const char *dir, const weight_file_kind *kinds, int n_kind
                       weight_store **out, char *err, size_t errlen) {
     *out = NULL;
     struct stat st;
-    if (stat(dir, &st) != 0) return fail(err, errlen, "%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return fail(err, errlen, "%s: not a directory", dir);
+    if (stat(dir, &st) != 0) return errbuf_fail(err, errlen, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errbuf_fail(err, errlen, "%s: not a directory", dir);
     int k = -1;
     for (int i = 0; i < n_kinds && k < 0; i++) {
         char *p = join(dir, kinds[i].name);
-        if (!p) return fail(err, errlen, "out of memory");
+        if (!p) return errbuf_fail(err, errlen, "out of memory");
         if (is_file(p)) k = i;
         free(p);
     }
-    if (k < 0) return fail(err, errlen, "%s: no weights found (looked for %s)", dir, looked_for);
+    if (k < 0) return errbuf_fail(err, errlen, "%s: no weights found (looked for %s)", dir, looked_for);
     weight_store *ws = calloc(1, sizeof *ws);
-    if (!ws) return fail(err, errlen, "out of memory");
+    if (!ws) return errbuf_fail(err, errlen, "out of memory");
     ws->format = kinds[k].format;
     int rc;
     if (kinds[k].sharded) {
@@ -248,7 +240,7 @@ static int open_first(const char *dir, const weight_file_kind *kinds, int n_kind
     } else {
         ws->files = calloc(1, sizeof *ws->files);
         rc = ws->files ? add_file(ws, dir, kinds[k].name, kinds[k].parse, err, errlen)
-                       : fail(err, errlen, "out of memory");
+                       : errbuf_fail(err, errlen, "out of memory");
         if (rc == 0) rc = sort_and_check(ws, dir, err, errlen);
     }
     if (rc) {
@@ -282,14 +274,14 @@ int weight_store_open_adapter(const char *dir, weight_store **out, char *err, si
 
 int weight_store_open_gguf(const char *path, weight_store **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!is_file(path)) return fail(err, errlen, "%s: not a readable file", path);
+    if (!is_file(path)) return errbuf_fail(err, errlen, "%s: not a readable file", path);
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
     weight_store *ws = calloc(1, sizeof *ws);
     if (!dir || !ws || !(ws->files = calloc(1, sizeof *ws->files))) {
         free(dir);
         weight_store_close(ws);
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     }
     ws->format = "gguf";
     int rc = add_file(ws, dir, slash ? slash + 1 : path, gguf_weights_parse, err, errlen);

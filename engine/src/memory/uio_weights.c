@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +19,9 @@
 #include <unistd.h>
 
 #include "tensor_index.h"
+#include "errbuf.h"
 
 #define MAX_CONFIG_BYTES (1u << 20)
-
-static int fail(char *err, size_t errlen, const char *file, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", file, msg);
-    return -1;
-}
 
 /* ---- the list positions */
 
@@ -67,10 +57,10 @@ void uio_tensor_name(int32_t i, int32_t n_layer, char *buf, size_t cap) {
 int uio_config_parse(const char *json, size_t len, const char *file, uio_weights *u, char *err, size_t errlen) {
     json_error_t je;
     json_t *c = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-    if (!c) return fail(err, errlen, file, "not valid JSON: %s (line %d)", je.text, je.line);
+    if (!c) return errbuf_fail_at(err, errlen, file, "not valid JSON: %s (line %d)", je.text, je.line);
     int rc = -1;
     if (!json_is_object(c)) {
-        fail(err, errlen, file, "not a JSON object");
+        errbuf_fail_at(err, errlen, file, "not a JSON object");
         goto out;
     }
     static const char *const ints[] = {"num_memory", "chunk_size", "lora_rank"};
@@ -78,24 +68,24 @@ int uio_config_parse(const char *json, size_t len, const char *file, uio_weights
     for (int i = 0; i < 3; i++) {
         json_t *x = json_object_get(c, ints[i]);
         if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > (1 << 20)) {
-            fail(err, errlen, file, "%s must be an integer in 1..%d", ints[i], 1 << 20);
+            errbuf_fail_at(err, errlen, file, "%s must be an integer in 1..%d", ints[i], 1 << 20);
             goto out;
         }
         v[i] = json_integer_value(x);
     }
     json_t *alpha = json_object_get(c, "lora_alpha"), *drop = json_object_get(c, "lora_dropout");
     if (!json_is_number(alpha) || !isfinite(json_number_value(alpha)) || fabs(json_number_value(alpha)) > 1e6) {
-        fail(err, errlen, file, "lora_alpha must be a number of magnitude at most 1e6");
+        errbuf_fail_at(err, errlen, file, "lora_alpha must be a number of magnitude at most 1e6");
         goto out;
     }
     if (drop && !json_is_null(drop) &&
         (!json_is_number(drop) || !(json_number_value(drop) >= 0) || json_number_value(drop) >= 1)) {
-        fail(err, errlen, file, "lora_dropout must be a number in [0, 1)");
+        errbuf_fail_at(err, errlen, file, "lora_dropout must be a number in [0, 1)");
         goto out;
     }
     if (v[1] % v[0] != 0) { /* each <mem> slot sees (i+1) * C/M tokens: a remainder would be seen by none */
-        fail(err, errlen, file, "chunk_size %lld is not a multiple of num_memory %lld", (long long)v[1],
-             (long long)v[0]);
+        errbuf_fail_at(err, errlen, file, "chunk_size %lld is not a multiple of num_memory %lld", (long long)v[1],
+                       (long long)v[0]);
         goto out;
     }
     u->num_memory = (int32_t)v[0];
@@ -113,14 +103,15 @@ static int read_config(const char *path, uio_weights *u, int *io, char *err, siz
     FILE *f = fopen(path, "rb");
     if (!f) {
         *io = 1;
-        return fail(err, errlen, path, "cannot open: %s (a UIO directory holds uio_config.json)", strerror(errno));
+        return errbuf_fail_at(err, errlen, path, "cannot open: %s (a UIO directory holds uio_config.json)",
+                              strerror(errno));
     }
     char *buf = malloc(MAX_CONFIG_BYTES);
     size_t n = buf ? fread(buf, 1, MAX_CONFIG_BYTES, f) : 0;
     bool too_big = buf && n == MAX_CONFIG_BYTES && fgetc(f) != EOF;
     fclose(f);
-    int rc = !buf ? fail(err, errlen, path, "out of memory")
-             : too_big ? fail(err, errlen, path, "larger than 1 MiB")
+    int rc = !buf ? errbuf_fail_at(err, errlen, path, "out of memory")
+             : too_big ? errbuf_fail_at(err, errlen, path, "larger than 1 MiB")
                        : uio_config_parse(buf, n, path, u, err, errlen);
     free(buf);
     return rc;
@@ -138,13 +129,13 @@ static int map_file(const char *path, mapping *m, int *io, char *err, size_t err
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *io = 1;
-        return fail(err, errlen, path, "cannot open: %s", strerror(errno));
+        return errbuf_fail_at(err, errlen, path, "cannot open: %s", strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         *io = 1;
-        return fail(err, errlen, path, "not a regular file");
+        return errbuf_fail_at(err, errlen, path, "not a regular file");
     }
     m->len = (size_t)st.st_size;
     if (m->len) {
@@ -153,7 +144,7 @@ static int map_file(const char *path, mapping *m, int *io, char *err, size_t err
             m->addr = NULL;
             close(fd);
             *io = 1;
-            return fail(err, errlen, path, "mmap failed: %s", strerror(errno));
+            return errbuf_fail_at(err, errlen, path, "mmap failed: %s", strerror(errno));
         }
     }
     close(fd);
@@ -204,17 +195,17 @@ static int check_tensors(const tensor_entry **ts, const tensor_list *l, bool by_
                          const uio_weights *u, const model_config *cfg, char *err, size_t errlen) {
     const int32_t L = cfg->num_hidden_layers, n = uio_tensor_count(L);
     if (l->count != (size_t)n)
-        return fail(err, errlen, path,
-                    "%zu tensors, but a UIO checkpoint for this %d-layer model holds %d (retrieval_token, 4 per "
-                    "encoder layer, repeat_token, 4 per decoder layer)",
-                    l->count, L, n);
+        return errbuf_fail_at(err, errlen, path,
+                              "%zu tensors, but a UIO checkpoint for this %d-layer model holds %d (retrieval_token, "
+                              "4 per encoder layer, repeat_token, 4 per decoder layer)",
+                              l->count, L, n);
     for (int32_t i = 0; i < n; i++) {
         char name[96], key[16];
         uio_tensor_name(i, L, name, sizeof name);
         snprintf(key, sizeof key, "%d", i);
         const tensor_entry *e = find(l, by_position ? key : name);
         if (!e) {
-            if (by_position) return fail(err, errlen, path, "list item %d is missing", i);
+            if (by_position) return errbuf_fail_at(err, errlen, path, "list item %d is missing", i);
             /* the count matched, so some name is not one of ours: name it */
             for (size_t j = 0; j < l->count; j++) {
                 bool known = false;
@@ -224,30 +215,32 @@ static int check_tensors(const tensor_entry **ts, const tensor_list *l, bool by_
                     known = !strcmp(nk, l->items[j].name);
                 }
                 if (!known)
-                    return fail(err, errlen, path, "tensor '%s' is not a UIO tensor (%s is missing)", l->items[j].name,
-                                name);
+                    return errbuf_fail_at(err, errlen, path, "tensor '%s' is not a UIO tensor (%s is missing)",
+                                          l->items[j].name,
+                                          name);
             }
-            return fail(err, errlen, path, "tensor %s is missing", name);
+            return errbuf_fail_at(err, errlen, path, "tensor %s is missing", name);
         }
         role r = role_at(i, L);
         int64_t rows, cols;
         expected(&r, cfg, u->lora_rank, &rows, &cols);
         kern_dtype kd;
         if (tensor_dtype_to_kern(e->dtype, &kd) != 0)
-            return fail(err, errlen, path, "%s%s%s%s is %s; F32, F16 or BF16 expected", by_position ? "list item " : "",
-                        by_position ? key : "", by_position ? " = " : "", name, tensor_dtype_name(e->dtype));
+            return errbuf_fail_at(err, errlen, path, "%s%s%s%s is %s; F32, F16 or BF16 expected",
+                                  by_position ? "list item " : "",
+                                  by_position ? key : "", by_position ? " = " : "", name, tensor_dtype_name(e->dtype));
         if (!shape_ok(e, &r, rows, cols)) {
             char want[64], got[96] = "[";
             describe(&r, u->lora_rank, cfg, want, sizeof want);
             for (int32_t k = 0; k < e->ndim; k++)
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? ", " : "", (long long)e->shape[k]);
             strncat(got, "]", sizeof got - strlen(got) - 1);
-            return fail(err, errlen, path,
-                        "%s%s%s%s has shape %s, expected %s for this model (hidden %d, %d/%d heads of %d, lora_rank "
-                        "%d)",
-                        by_position ? "list item " : "", by_position ? key : "", by_position ? " = " : "", name, got,
-                        want, cfg->hidden_size, cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
-                        u->lora_rank);
+            return errbuf_fail_at(err, errlen, path,
+                                  "%s%s%s%s has shape %s, expected %s for this model (hidden %d, %d/%d heads of "
+                                  "%d, lora_rank %d)",
+                                  by_position ? "list item " : "", by_position ? key : "",
+                                  by_position ? " = " : "", name, got, want, cfg->hidden_size,
+                                  cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, u->lora_rank);
         }
         ts[i] = e;
     }
@@ -261,7 +254,7 @@ static int install(uio_weights *u, const tensor_entry *const *ts, const model_co
     const float scale = (float)(u->lora_alpha / u->lora_rank);
     size_t floats = 0;
     size_t *at = malloc((size_t)n * sizeof *at);
-    if (!at) return fail(err, errlen, path, "out of memory");
+    if (!at) return errbuf_fail_at(err, errlen, path, "out of memory");
     for (int32_t i = 0; i < n; i++) {
         at[i] = floats;
         floats += (size_t)(ts[i]->nbytes / tensor_dtype_size(ts[i]->dtype));
@@ -283,7 +276,8 @@ static int install(uio_weights *u, const tensor_entry *const *ts, const model_co
     }
     int rc = -1;
     if (!host || !u->block || !u->encoder.pairs || !u->transfer.pairs) {
-        fail(err, errlen, path, "out of %s memory for %zu UIO parameters", u->block ? "host" : be->name, floats);
+        errbuf_fail_at(err, errlen, path, "out of %s memory for %zu UIO parameters", u->block ? "host" : be->name,
+                       floats);
         goto out;
     }
     for (int32_t i = 0; i < n; i++) {
@@ -311,7 +305,7 @@ static int install(uio_weights *u, const tensor_entry *const *ts, const model_co
         }
     }
     if (be->mem_copy(NULL, u->block, host, floats * sizeof(float), KERN_H2D) != KERN_OK) {
-        fail(err, errlen, path, "uploading the UIO weights to %s failed", be->name);
+        errbuf_fail_at(err, errlen, path, "uploading the UIO weights to %s failed", be->name);
         goto out;
     }
     rc = 0;
@@ -326,7 +320,7 @@ int uio_weights_load(uio_weights *u, const char *dir, const model_config *cfg, c
     memset(u, 0, sizeof *u);
     *io = 0;
     if (cfg->qk_norm) /* the encoder and its training run plain LLaMA layers (uio_encoder.c, uio_grad.c) */
-        return fail(err, errlen, dir, "UIO weights over a qk_norm model (head norms) are not supported");
+        return errbuf_fail_at(err, errlen, dir, "UIO weights over a qk_norm model (head norms) are not supported");
     char path[4200];
     snprintf(path, sizeof path, "%s/uio_config.json", dir);
     if (read_config(path, u, io, err, errlen)) return -1;
@@ -339,7 +333,8 @@ int uio_weights_load(uio_weights *u, const char *dir, const model_config *cfg, c
         snprintf(path, sizeof path, "%s/uio.pth", dir);
         if (stat(path, &st) != 0) {
             *io = 1;
-            return fail(err, errlen, dir, "neither uio.safetensors nor uio.pth is there (a UIO directory holds "
+            return errbuf_fail_at(err, errlen, dir,
+                                  "neither uio.safetensors nor uio.pth is there (a UIO directory holds "
                                           "uio_config.json and one of them)");
         }
     }
@@ -352,7 +347,7 @@ int uio_weights_load(uio_weights *u, const char *dir, const model_config *cfg, c
     const tensor_entry **ts = calloc((size_t)n, sizeof *ts);
     int rc = -1;
     if (!ts) {
-        fail(err, errlen, path, "out of memory");
+        errbuf_fail_at(err, errlen, path, "out of memory");
         goto out;
     }
     /* the parsers' messages already name the file */

@@ -18,6 +18,7 @@
 
 #include "safetensors_write.h"
 #include "tensor_index.h"
+#include "errbuf.h"
 
 static const char *const TARGET_NAMES[LORA_N_TARGETS] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                          "gate_proj", "up_proj", "down_proj"};
@@ -30,13 +31,16 @@ int lora_target_parse(const char *module) {
 
 const char *lora_target_name(lora_target t) { return (unsigned)t < LORA_N_TARGETS ? TARGET_NAMES[t] : "?"; }
 
-static int fail(char *err, size_t errlen, const char *dir, const char *fmt, ...) {
-    char msg[384];
+/* "adapter <dir>: <message>" into err; -1. */
+static int adapter_fail(char *err, size_t errlen, const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int adapter_fail(char *err, size_t errlen, const char *dir, const char *fmt, ...) {
+    char where[4200];
+    snprintf(where, sizeof where, "adapter %s", dir);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    errbuf_vwrite(err, errlen, where, fmt, ap);
     va_end(ap);
-    snprintf(err, errlen, "adapter %s: %s", dir, msg);
     return -1;
 }
 
@@ -54,24 +58,25 @@ void lora_target_shape(const model_config *cfg, lora_target t, int64_t *out, int
 int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapter *a, char *err, size_t errlen) {
     json_error_t je;
     json_t *c = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-    if (!c) return fail(err, errlen, dir, "adapter_config.json: %s (line %d)", je.text, je.line);
+    if (!c) return adapter_fail(err, errlen, dir, "adapter_config.json: %s (line %d)", je.text, je.line);
     a->targets = 0;
     int rc = -1;
     json_t *type = json_object_get(c, "peft_type"), *r = json_object_get(c, "r"), *alpha = json_object_get(c, "lora_alpha");
     json_t *targets = json_object_get(c, "target_modules"), *bias = json_object_get(c, "bias");
     if (!json_is_object(c) || !json_is_string(type) || strcmp(json_string_value(type), "LORA")) {
-        fail(err, errlen, dir, "adapter_config.json: peft_type must be \"LORA\"");
+        adapter_fail(err, errlen, dir, "adapter_config.json: peft_type must be \"LORA\"");
         goto out;
     }
     if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 65536 || !json_is_number(alpha) ||
         fabs(json_number_value(alpha)) > 1e6) {
-        fail(err, errlen, dir, "adapter_config.json: r must be an integer in 1..65536 and lora_alpha a number of "
-             "magnitude at most 1e6");
+        adapter_fail(err, errlen, dir,
+                     "adapter_config.json: r must be an integer in 1..65536 and lora_alpha a number of "
+                     "magnitude at most 1e6");
         goto out;
     }
     if (bias && !json_is_null(bias) && (!json_is_string(bias) || strcmp(json_string_value(bias), "none"))) {
-        fail(err, errlen, dir, "adapter_config.json: bias \"%s\" is not supported (only \"none\")",
-             json_is_string(bias) ? json_string_value(bias) : "?");
+        adapter_fail(err, errlen, dir, "adapter_config.json: bias \"%s\" is not supported (only \"none\")",
+                     json_is_string(bias) ? json_string_value(bias) : "?");
         goto out;
     }
     static const char *const unsupported[] = {"use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform",
@@ -81,13 +86,14 @@ int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapte
         bool set = v && !json_is_null(v) && !json_is_false(v) && !(json_is_object(v) && !json_object_size(v)) &&
                    !(json_is_array(v) && !json_array_size(v));
         if (set) {
-            fail(err, errlen, dir, "adapter_config.json: %s is set, which mnemo does not support yet", unsupported[i]);
+            adapter_fail(err, errlen, dir, "adapter_config.json: %s is set, which mnemo does not support yet",
+                         unsupported[i]);
             goto out;
         }
     }
     if (!json_is_array(targets) || !json_array_size(targets)) {
-        fail(err, errlen, dir, "adapter_config.json: target_modules must be a list of module names (a regex "
-             "string is not supported)");
+        adapter_fail(err, errlen, dir, "adapter_config.json: target_modules must be a list of module names (a regex "
+                     "string is not supported)");
         goto out;
     }
     size_t i;
@@ -95,8 +101,9 @@ int lora_config_parse(const char *json, size_t len, const char *dir, lora_adapte
     json_array_foreach(targets, i, v) {
         int t = json_is_string(v) ? lora_target_parse(json_string_value(v)) : -1;
         if (t < 0) {
-            fail(err, errlen, dir, "adapter_config.json: target module '%s' is not one of q_proj, k_proj, v_proj, "
-                 "o_proj, gate_proj, up_proj, down_proj", json_is_string(v) ? json_string_value(v) : "?");
+            adapter_fail(err, errlen, dir,
+                         "adapter_config.json: target module '%s' is not one of q_proj, k_proj, v_proj, "
+                         "o_proj, gate_proj, up_proj, down_proj", json_is_string(v) ? json_string_value(v) : "?");
             goto out;
         }
         a->targets |= 1u << t;
@@ -116,13 +123,13 @@ static int read_config(const char *dir, lora_adapter *a, char *err, size_t errle
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, dir, "cannot open adapter_config.json: %s", strerror(errno));
+    if (!f) return adapter_fail(err, errlen, dir, "cannot open adapter_config.json: %s", strerror(errno));
     char *buf = malloc(1 << 20);
     size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
     bool too_big = buf && n == (1 << 20) && fgetc(f) != EOF;
     fclose(f);
-    int rc = !buf ? fail(err, errlen, dir, "out of memory")
-             : too_big ? fail(err, errlen, dir, "adapter_config.json is larger than 1 MiB")
+    int rc = !buf ? adapter_fail(err, errlen, dir, "out of memory")
+             : too_big ? adapter_fail(err, errlen, dir, "adapter_config.json is larger than 1 MiB")
                        : lora_config_parse(buf, n, dir, a, err, errlen);
     free(buf);
     return rc;
@@ -158,11 +165,12 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
     char extra[4200];
     snprintf(extra, sizeof extra, "%s/trainable_params.safetensors", dir);
     if (!allow_extra && access(extra, F_OK) == 0)
-        return fail(err, errlen, dir, "trainable_params.safetensors is present (a LoRA+ run: embeddings and norms "
-                    "trained too), which an unmerged adapter cannot carry; serve it merged: mnemo export --merge");
+        return adapter_fail(err, errlen, dir,
+                            "trainable_params.safetensors is present (a LoRA+ run: embeddings and norms trained "
+                            "too), which an unmerged adapter cannot carry; serve it merged: mnemo export --merge");
     weight_store *ws = NULL;
     char werr[512];
-    if (weight_store_open_adapter(dir, &ws, werr, sizeof werr)) return fail(err, errlen, dir, "%s", werr);
+    if (weight_store_open_adapter(dir, &ws, werr, sizeof werr)) return adapter_fail(err, errlen, dir, "%s", werr);
     a->n_layer = cfg->num_hidden_layers;
     size_t floats = 0, used = 0;
     int rc = -1;
@@ -174,7 +182,8 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
             lora_target_shape(cfg, (lora_target)t, &out, &in);
             const tensor_entry *ea = find_tensor(ws, l, (lora_target)t, "A"), *eb = find_tensor(ws, l, (lora_target)t, "B");
             if (!ea || !eb) {
-                fail(err, errlen, dir, "layer %d %s: lora_%s.weight is missing", l, TARGET_NAMES[t], ea ? "B" : "A");
+                adapter_fail(err, errlen, dir, "layer %d %s: lora_%s.weight is missing", l, TARGET_NAMES[t],
+                             ea ? "B" : "A");
                 goto out;
             }
             for (int k = 0; k < 2; k++) {
@@ -182,8 +191,9 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
                 int64_t want0 = k ? out : a->r, want1 = k ? a->r : in;
                 kern_dtype kd;
                 if (e->ndim != 2 || e->shape[0] != want0 || e->shape[1] != want1 || tensor_dtype_to_kern(e->dtype, &kd)) {
-                    fail(err, errlen, dir, "%s: shape [%lld, %lld] in F32/F16/BF16 expected for r %d on this model",
-                         e->name, (long long)want0, (long long)want1, a->r);
+                    adapter_fail(err, errlen, dir,
+                                 "%s: shape [%lld, %lld] in F32/F16/BF16 expected for r %d on this model",
+                                 e->name, (long long)want0, (long long)want1, a->r);
                     goto out;
                 }
             }
@@ -199,7 +209,8 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
                     known = (a->targets >> t & 1) && (find_tensor(ws, l, (lora_target)t, "A") == weight_store_at(ws, i) ||
                                                       find_tensor(ws, l, (lora_target)t, "B") == weight_store_at(ws, i));
             if (!known) {
-                fail(err, errlen, dir, "tensor %s is not a LoRA matrix of this model's layers and targets", name);
+                adapter_fail(err, errlen, dir, "tensor %s is not a LoRA matrix of this model's layers and targets",
+                             name);
                 goto out;
             }
         }
@@ -208,7 +219,8 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
     host = malloc(floats * sizeof *host);
     a->block = be->mem_alloc(floats * sizeof(float));
     if (!a->pairs || !host || !a->block) {
-        fail(err, errlen, dir, "out of %s memory for %zu adapter parameters", a->block ? "host" : be->name, floats);
+        adapter_fail(err, errlen, dir, "out of %s memory for %zu adapter parameters", a->block ? "host" : be->name,
+                     floats);
         goto out;
     }
     a->be = be;
@@ -234,7 +246,7 @@ static int load(lora_adapter *a, const char *dir, const model_config *cfg, const
     h = (h ^ (uint64_t)a->r ^ ((uint64_t)a->targets << 32)) * 0x100000001b3ull;
     a->fingerprint = h ? h : 1;
     if (be->mem_copy(NULL, a->block, host, floats * sizeof(float), KERN_H2D) != KERN_OK) {
-        fail(err, errlen, dir, "uploading the adapter to %s failed", be->name);
+        adapter_fail(err, errlen, dir, "uploading the adapter to %s failed", be->name);
         goto out;
     }
     rc = 0;
@@ -276,24 +288,26 @@ int lora_write_peft(const char *dir, const model_config *cfg, int32_t r, double 
     int n_targets = __builtin_popcount(targets & ((1u << LORA_N_TARGETS) - 1));
     size_t want = (size_t)cfg->num_hidden_layers * (size_t)n_targets;
     if (r < 1 || n_targets == 0 || n_pairs != want)
-        return fail(err, errlen, dir, "%zu matrices pairs given, %zu expected (r %d, %d targets)", n_pairs, want, r,
-                    n_targets);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return fail(err, errlen, dir, "cannot create: %s", strerror(errno));
+        return adapter_fail(err, errlen, dir, "%zu matrices pairs given, %zu expected (r %d, %d targets)", n_pairs,
+                            want, r, n_targets);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return adapter_fail(err, errlen, dir, "cannot create: %s", strerror(errno));
     st_tensor *ts = calloc(2 * n_pairs, sizeof *ts);
     char (*names)[160] = calloc(2 * n_pairs, sizeof *names);
     int64_t (*shapes)[2] = calloc(2 * n_pairs, sizeof *shapes);
     json_t *cfgj = NULL, *tm = json_array();
     int rc = -1;
     if (!ts || !names || !shapes || !tm) {
-        fail(err, errlen, dir, "out of memory");
+        adapter_fail(err, errlen, dir, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n_pairs; i++) {
         const lora_host_pair *p = &pairs[i];
         if (p->layer < 0 || p->layer >= cfg->num_hidden_layers || (unsigned)p->target >= LORA_N_TARGETS ||
             !(targets >> p->target & 1) || !p->a || !p->b) {
-            fail(err, errlen, dir, "pair %zu (layer %d, target %d) is outside the adapter's layers and targets", i,
-                 p->layer, (int)p->target);
+            adapter_fail(err, errlen, dir,
+                         "pair %zu (layer %d, target %d) is outside the adapter's layers and targets", i,
+                         p->layer, (int)p->target);
             goto out;
         }
         int64_t o, in;
@@ -322,7 +336,7 @@ int lora_write_peft(const char *dir, const model_config *cfg, int32_t r, double 
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (!cfgj || json_dump_file(cfgj, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
-        fail(err, errlen, dir, "cannot write adapter_config.json");
+        adapter_fail(err, errlen, dir, "cannot write adapter_config.json");
         goto out;
     }
     rc = 0;

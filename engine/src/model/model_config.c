@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+
 #define MAX_DIM (1 << 20)          /* hidden, intermediate, heads, head_dim, vocab, layers */
 #define MAX_POSITIONS (1 << 24)
 #define MAX_CONFIG_BYTES (16u << 20)
@@ -25,12 +27,10 @@ typedef struct {
 } ctx;
 
 static int fail(const ctx *c, const char *fmt, ...) {
-    char msg[320];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    errbuf_vwrite(c->err, c->errlen, c->file, fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->errlen, "%s: %s", c->file, msg);
     return -1;
 }
 

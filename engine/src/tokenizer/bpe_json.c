@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "bpe.h"
+#include "errbuf.h"
 
 #define GPT2_BYTELEVEL_REGEX "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define MAX_JSON_BYTES ((size_t)1 << 30)
@@ -35,12 +36,10 @@ typedef struct {
 
 static int rfail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int rfail(reader *r, const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    errbuf_vwrite(r->err, r->errlen, r->what, fmt, ap);
     va_end(ap);
-    snprintf(r->err, r->errlen, "%s: %s", r->what, msg);
     return -1;
 }
 

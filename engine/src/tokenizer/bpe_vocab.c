@@ -3,7 +3,6 @@
  * text -> id, (left id, right id) -> merge rank and result, each byte's token, the pieces split out before
  * pre-tokenization, and the bytes each token decodes to.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +10,9 @@
 #include "bpe_model.h"
 #include "byte_unicode.h"
 #include "tokenizer_impl.h"
+#include "errbuf.h"
 
 #define UNSET UINT32_MAX
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 bpe_vocab *bpe_vocab_new(int32_t n_tokens) {
     if (n_tokens <= 0 || n_tokens > BPE_MAX_TOKENS) return NULL;
@@ -82,19 +71,19 @@ static int64_t pool_put(char **pool, size_t *len, size_t *cap, const char *s, si
 }
 
 int bpe_vocab_set_token(bpe_vocab *v, int32_t id, const char *s, size_t n, int type, char *err, size_t errlen) {
-    if (id < 0 || id >= v->n) return fail(err, errlen, "token id %d is outside 0..%d", (int)id, (int)v->n - 1);
+    if (id < 0 || id >= v->n) return errbuf_fail(err, errlen, "token id %d is outside 0..%d", (int)id, (int)v->n - 1);
     if (type < BPE_NORMAL || type > BPE_BYTE)
-        return fail(err, errlen, "token %d has type %d (not 1..6)", (int)id, type);
-    if (n >= UNSET) return fail(err, errlen, "token %d is too long", (int)id);
+        return errbuf_fail(err, errlen, "token %d has type %d (not 1..6)", (int)id, type);
+    if (n >= UNSET) return errbuf_fail(err, errlen, "token %d is too long", (int)id);
     if (v->len[id] != UNSET) {
         /* an added token repeating a vocabulary entry only changes its type */
         if (v->len[id] != n || memcmp(bpe_text(v, id), s, n))
-            return fail(err, errlen, "token id %d is given twice with different texts", (int)id);
+            return errbuf_fail(err, errlen, "token id %d is given twice with different texts", (int)id);
         v->type[id] = (uint8_t)type;
         return 0;
     }
     int64_t at = pool_put(&v->pool, &v->pool_len, &v->pool_cap, s, n);
-    if (at < 0) return fail(err, errlen, "out of memory");
+    if (at < 0) return errbuf_fail(err, errlen, "out of memory");
     v->off[id] = (uint64_t)at;
     v->len[id] = (uint32_t)n;
     v->type[id] = (uint8_t)type;
@@ -180,7 +169,7 @@ static int build_merges(bpe_vocab *v, const char *what, char *err, size_t errlen
     v->mkey = malloc(size * sizeof *v->mkey);
     v->mrank = malloc(size * sizeof *v->mrank);
     v->mres = malloc(size * sizeof *v->mres);
-    if (!v->mkey || !v->mrank || !v->mres) return fail(err, errlen, "%s: out of memory", what);
+    if (!v->mkey || !v->mrank || !v->mres) return errbuf_fail(err, errlen, "%s: out of memory", what);
     memset(v->mkey, 0xff, size * sizeof *v->mkey);
     v->mmask = size - 1;
     char *buf = NULL;
@@ -194,7 +183,7 @@ static int build_merges(bpe_vocab *v, const char *what, char *err, size_t errlen
             char *p = realloc(buf, cap);
             if (!p) {
                 free(buf);
-                return fail(err, errlen, "%s: out of memory", what);
+                return errbuf_fail(err, errlen, "%s: out of memory", what);
             }
             buf = p;
         }
@@ -203,10 +192,11 @@ static int build_merges(bpe_vocab *v, const char *what, char *err, size_t errlen
         int32_t c = bpe_lookup(v, buf, nl + nr);
         if (a < 0 || b < 0 || c < 0) {
             free(buf);
-            return fail(err, errlen, "%s: merge %zu \"%.*s %.*s\" names %s that is not in the vocabulary", what, i + 1,
-                        (int)(nl > 40 ? 40 : nl), l, (int)(nr > 40 ? 40 : nr), r,
-                        a < 0   ? "a left token"
-                        : b < 0 ? "a right token"
+            return errbuf_fail(err, errlen, "%s: merge %zu \"%.*s %.*s\" names %s that is not in the vocabulary", what,
+                               i + 1,
+                               (int)(nl > 40 ? 40 : nl), l, (int)(nr > 40 ? 40 : nr), r,
+                               a < 0   ? "a left token"
+                               : b < 0 ? "a right token"
                                 : "a merged token");
         }
         uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -309,24 +299,24 @@ int bpe_vocab_build(bpe_vocab *v, const char *what, tokenizer **out, char *err, 
     int rc = -1;
     for (int32_t id = 0; id < v->n; id++)
         if (v->len[id] == UNSET) {
-            fail(err, errlen, "%s: token id %d has no text (ids must run 0..%d without gaps)", what, (int)id,
-                 (int)v->n - 1);
+            errbuf_fail(err, errlen, "%s: token id %d has no text (ids must run 0..%d without gaps)", what, (int)id,
+                        (int)v->n - 1);
             goto done;
         }
     if (v->n_re == 0) {
-        fail(err, errlen, "%s: no pre-tokenizer", what);
+        errbuf_fail(err, errlen, "%s: no pre-tokenizer", what);
         goto done;
     }
     const int32_t ids[4] = {v->bos, v->eos, v->unk, v->pad};
     const char *names[4] = {"bos", "eos", "unknown", "padding"};
     for (int i = 0; i < 4; i++)
         if (ids[i] < -1 || ids[i] >= v->n) {
-            fail(err, errlen, "%s: %s token id %d is outside the vocabulary of %d", what, names[i], (int)ids[i],
-                 (int)v->n);
+            errbuf_fail(err, errlen, "%s: %s token id %d is outside the vocabulary of %d", what, names[i], (int)ids[i],
+                        (int)v->n);
             goto done;
         }
     if (build_index(v) || build_specials(v) || build_decode(v)) {
-        fail(err, errlen, "%s: out of memory", what);
+        errbuf_fail(err, errlen, "%s: out of memory", what);
         goto done;
     }
     for (int b = 0; b < 256; b++) {
@@ -337,7 +327,7 @@ int bpe_vocab_build(bpe_vocab *v, const char *what, tokenizer **out, char *err, 
     if (build_merges(v, what, err, errlen)) goto done;
     tokenizer *t = tokenizer_wrap(&bpe_ops, v, TOKENIZER_BPE);
     if (!t) {
-        fail(err, errlen, "%s: out of memory", what);
+        errbuf_fail(err, errlen, "%s: out of memory", what);
         goto done;
     }
     t->vocab = v->n;

@@ -5,18 +5,11 @@
 
 #include <ctype.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 static int64_t gcd64(int64_t a, int64_t b) {
     while (b) {
@@ -59,7 +52,7 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
     int n = 0;
     const char *p = text ? text : "";
     for (;;) {
-        if (n == MAX_SEG) return fail(err, errlen, "FoT schedule '%s': more than %d segments", text, MAX_SEG);
+        if (n == MAX_SEG) return errbuf_fail(err, errlen, "FoT schedule '%s': more than %d segments", text, MAX_SEG);
         const char *at = p;
         den[n] = 1;
         if (read_int(&p, &num[n])) goto syntax;
@@ -71,11 +64,12 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
         if (*p == ',' && (p++, read_int(&p, &M[n]))) goto syntax;
         if (expect(&p, ')')) goto syntax;
         if (M[n] > 0 && P[n] == 0)
-            return fail(err, errlen, "FoT schedule '%s': segment %d mirrors %lld other document(s)' copies of its "
-                        "positives, but has none (M needs P >= 1)", text, n + 1, (long long)M[n]);
+            return errbuf_fail(err, errlen,
+                               "FoT schedule '%s': segment %d mirrors %lld other document(s)' copies of its "
+                               "positives, but has none (M needs P >= 1)", text, n + 1, (long long)M[n]);
         if (num[n] < 1 || den[n] < 1 || num[n] > den[n])
-            return fail(err, errlen, "FoT schedule '%s': the fraction at '%.*s' must be in (0, 1]", text,
-                        (int)(p - at), at);
+            return errbuf_fail(err, errlen, "FoT schedule '%s': the fraction at '%.*s' must be in (0, 1]", text,
+                               (int)(p - at), at);
         n++;
         skip_ws(&p);
         if (!*p) break;
@@ -85,17 +79,18 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
     for (int i = 0; i < n; i++) {
         K = K / gcd64(K, den[i]) * den[i];
         if (K > FOT_MAX_K)
-            return fail(err, errlen, "FoT schedule '%s': the fractions need more than %d rows per document", text,
-                        FOT_MAX_K);
+            return errbuf_fail(err, errlen, "FoT schedule '%s': the fractions need more than %d rows per document",
+                               text,
+                               FOT_MAX_K);
     }
     int64_t row = 0;
     for (int i = 0; i < n; i++) {
         int64_t rows = num[i] * (K / den[i]);
         if (row + rows > K) break;
         if (P[i] > row)
-            return fail(err, errlen, "FoT schedule '%s': segment %d wants %lld previous context(s) of the same "
-                        "document, but its first row is context %lld of %lld (list segments in the order of "
-                        "their positives)", text, i + 1, (long long)P[i], (long long)row, (long long)K);
+            return errbuf_fail(err, errlen, "FoT schedule '%s': segment %d wants %lld previous context(s) of the same "
+                               "document, but its first row is context %lld of %lld (list segments in the order of "
+                               "their positives)", text, i + 1, (long long)P[i], (long long)row, (long long)K);
         for (int64_t j = 0; j < rows; j++)
             s->pos[row + j] = (int32_t)P[i], s->neg[row + j] = (int32_t)N[i], s->mir[row + j] = (int32_t)M[i];
         row += rows;
@@ -103,15 +98,18 @@ int fot_schedule_parse(fot_schedule *s, const char *text, char *err, size_t errl
     int64_t sum_num = 0;
     for (int i = 0; i < n; i++) sum_num += num[i] * (K / den[i]);
     if (sum_num != K)
-        return fail(err, errlen, "FoT schedule '%s': the fractions sum to %lld/%lld, not 1", text, (long long)sum_num,
-                    (long long)K);
+        return errbuf_fail(err, errlen, "FoT schedule '%s': the fractions sum to %lld/%lld, not 1", text,
+                           (long long)sum_num,
+                           (long long)K);
     s->K = (int32_t)K;
     return 0;
 syntax:
-    return fail(err, errlen, "FoT schedule '%s': expected segments like 1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0) "
-                "(fraction of the batch, then previous contexts of the same document and contexts of other "
-                "documents, optionally a third number: other documents whose same previous contexts it sees, as in "
-                "1/2(0,0),1/2(1,0,7))", text ? text : "");
+    return errbuf_fail(err, errlen,
+                       "FoT schedule '%s': expected segments like 1/4(0,0),1/4(1,1),1/4(2,1),1/4(3,0) (fraction of "
+                       "the batch, then previous contexts of the same document and contexts of other documents, "
+                       "optionally a third number: other documents whose same previous contexts it sees, as in "
+                       "1/2(0,0),1/2(1,0,7))",
+                       text ? text : "");
 }
 
 int32_t fot_schedule_max_extra(const fot_schedule *s) {
@@ -128,12 +126,14 @@ int fot_schedule_check_docs(const fot_schedule *s, int32_t docs, char *err, size
         if (s->mir[j] > mirrored) mirrored = s->mir[j];
     }
     if (docs >= 1 && docs - 1 < mirrored)
-        return fail(err, errlen, "FoT: rows that see %d other documents' copies of their previous contexts need %d "
-                    "documents in each micro-batch: raise --batch to %d", mirrored, mirrored + 1, mirrored + 1);
+        return errbuf_fail(err, errlen,
+                           "FoT: rows that see %d other documents' copies of their previous contexts need %d "
+                           "documents in each micro-batch: raise --batch to %d", mirrored, mirrored + 1, mirrored + 1);
     if (docs < 1 || (int64_t)(docs - 1) * s->K < need)
-        return fail(err, errlen, "FoT: %d negative context(s) need at least %d other document(s) in each micro-batch "
-                    "(%d rows each): raise --batch to %d", need, (need + s->K - 1) / s->K, s->K,
-                    1 + (need + s->K - 1) / s->K);
+        return errbuf_fail(err, errlen,
+                           "FoT: %d negative context(s) need at least %d other document(s) in each micro-batch "
+                           "(%d rows each): raise --batch to %d", need, (need + s->K - 1) / s->K, s->K,
+                           1 + (need + s->K - 1) / s->K);
     return 0;
 }
 

@@ -5,7 +5,6 @@
 #include "model_grad.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +15,7 @@
 #include "kernels_cpu_paths.h"
 #include "train_mem.h"
 #include "layer_params.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 static bool tied(const mnemo_model *m) { return m->w.lm_head.data == m->w.tok_embd.data; }
 
@@ -49,7 +41,7 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
     size_t L = (size_t)c->num_hidden_layers;
     g->count = 1 + L * PL + 1 + (tied(m) ? 0 : 1);
     g->p = calloc(g->count, sizeof *g->p);
-    if (!g->p) return fail(err, errlen, "out of memory");
+    if (!g->p) return errbuf_fail(err, errlen, "out of memory");
     size_t k = 0;
     snprintf(g->p[k].name, sizeof g->p[k].name, "model.embed_tokens.weight");
     g->p[k++].n = V * d;
@@ -70,7 +62,7 @@ int model_grads_init_for(model_grads *g, const mnemo_model *m, unsigned train, c
     for (size_t i = 0; i < g->count; i++)
         if (in_groups(m, i, train) && !(g->p[i].g = train_mem_zeros(g->be, g->p[i].n))) {
             model_grads_free(g);
-            return fail(err, errlen, "out of memory for the gradients");
+            return errbuf_fail(err, errlen, "out of memory for the gradients");
         }
     return 0;
 }
@@ -117,7 +109,7 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
     weight_ref **refs = malloc(p->count * sizeof *refs);
     if (!refs) {
         model_grads_free(p);
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     }
     size_t k = 0;
     refs[k++] = &w->tok_embd;
@@ -133,7 +125,7 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
     if (k != p->count) { /* model_grads_init and this list name the same parameters */
         free(refs);
         model_grads_free(p);
-        return fail(err, errlen, "internal: %zu weights for %zu parameters", k, p->count);
+        return errbuf_fail(err, errlen, "internal: %zu weights for %zu parameters", k, p->count);
     }
     int rc = 0;
     for (size_t i = 0; i < k && rc == 0; i++) {
@@ -152,7 +144,8 @@ int model_params_bind_fp32_for(model_grads *p, mnemo_model *m, unsigned train, c
         m->dev_weights = NULL;
     }
     if (rc) { /* the model's weights may point at p's buffers now: leave them bound; the caller frees both */
-        return fail(err, errlen, "out of memory (or a %s copy failed) making fp32 copies of the weights", m->be->name);
+        return errbuf_fail(err, errlen, "out of memory (or a %s copy failed) making fp32 copies of the weights",
+                           m->be->name);
     }
     return 0;
 }
@@ -215,13 +208,13 @@ struct model_train_ws {
 
 int model_train_ws_set_fot(model_train_ws *w, fot_ws *f, char *err, size_t errlen) {
     if (f && fot_ws_rows(f) != w->B)
-        return fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
+        return errbuf_fail(err, errlen, "FoT buffers for %d rows, workspace for %d", fot_ws_rows(f), w->B);
     if (f && fot_ws_backend(f) != train_mem_backend(w->be))
-        return fail(err, errlen, "FoT buffers in %s memory for a workspace on %s (fot_ws_new_on)",
-                    fot_ws_backend(f) ? fot_ws_backend(f)->name : "host", w->be->name);
+        return errbuf_fail(err, errlen, "FoT buffers in %s memory for a workspace on %s (fot_ws_new_on)",
+                           fot_ws_backend(f) ? fot_ws_backend(f)->name : "host", w->be->name);
     if (f && (w->s2 || w->pos_in)) /* FoT rows are whole contexts at 0..T-1 with full local attention */
-        return fail(err, errlen, "FoT cross-batch training does not combine with %s",
-                    w->s2 ? "S2-Attn" : "given positions (sparse memory training)");
+        return errbuf_fail(err, errlen, "FoT cross-batch training does not combine with %s",
+                           w->s2 ? "S2-Attn" : "given positions (sparse memory training)");
     w->fot = f;
     return 0;
 }
@@ -280,7 +273,7 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
                                    char *err, size_t errlen) {
     const model_config *c = &m->cfg;
     if (B < 1 || T < 1 || T > c->max_position_embeddings || lora_r < 0) {
-        fail(err, errlen, "a batch of %d x %d tokens (T at most %d)", B, T, c->max_position_embeddings);
+        errbuf_fail(err, errlen, "a batch of %d x %d tokens (T at most %d)", B, T, c->max_position_embeddings);
         return NULL;
     }
     model_train_ws *w = calloc(1, sizeof *w);
@@ -291,7 +284,7 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
         !(w->h_idx = malloc(3 * n * sizeof *w->h_idx)) ||
         !(w->idx = be->host_memory ? w->h_idx : be->mem_alloc(3 * n * sizeof *w->idx)) ||
         (!be->host_memory && !(w->kc = be->ctx_new(m->n_threads)))) {
-        fail(err, errlen, "out of %s memory", w && w->h_idx && !be->host_memory ? be->name : "host");
+        errbuf_fail(err, errlen, "out of %s memory", w && w->h_idx && !be->host_memory ? be->name : "host");
         model_train_ws_free(w);
         return NULL;
     }
@@ -302,8 +295,8 @@ model_train_ws *model_train_ws_new(const mnemo_model *m, int32_t B, int32_t T, i
     w->floats = count.at;
     if (!(w->block = be->host_memory ? aligned_alloc(64, w->floats * sizeof(float))
                                      : be->mem_alloc(w->floats * sizeof(float)))) {
-        fail(err, errlen, "out of memory for the activations of %d x %d tokens (%.1f GiB%s)", B, T,
-             (double)w->floats * 4 / (1 << 30), recompute ? "" : "; --recompute keeps one layer's");
+        errbuf_fail(err, errlen, "out of memory for the activations of %d x %d tokens (%.1f GiB%s)", B, T,
+                    (double)w->floats * 4 / (1 << 30), recompute ? "" : "; --recompute keeps one layer's");
         model_train_ws_free(w);
         return NULL;
     }
@@ -333,7 +326,7 @@ int32_t model_train_ws_rows(const model_train_ws *w) { return w->B; }
 int32_t model_train_ws_len(const model_train_ws *w) { return w->T; }
 
 int model_train_ws_set_s2(model_train_ws *w, const mnemo_model *m, int32_t group, char *err, size_t errlen) {
-    if (group > 0 && w->fot) return fail(err, errlen, "S2-Attn does not combine with FoT cross-batch training");
+    if (group > 0 && w->fot) return errbuf_fail(err, errlen, "S2-Attn does not combine with FoT cross-batch training");
     s2_attn_free(w->s2);
     w->s2 = NULL;
     const model_config *c = &m->cfg;
@@ -350,10 +343,10 @@ int model_train_ws_set_positions(model_train_ws *w, const int32_t *pos, char *er
         w->pos_in = NULL;
         return 0;
     }
-    if (w->fot) return fail(err, errlen, "given positions do not combine with FoT cross-batch training");
+    if (w->fot) return errbuf_fail(err, errlen, "given positions do not combine with FoT cross-batch training");
     for (size_t i = 0; i < n; i++)
-        if (pos[i] < 0) return fail(err, errlen, "position %d of row %zu is negative", pos[i], i);
-    if (!w->pos_in && !(w->pos_in = malloc(n * sizeof *w->pos_in))) return fail(err, errlen, "out of memory");
+        if (pos[i] < 0) return errbuf_fail(err, errlen, "position %d of row %zu is negative", pos[i], i);
+    if (!w->pos_in && !(w->pos_in = malloc(n * sizeof *w->pos_in))) return errbuf_fail(err, errlen, "out of memory");
     memcpy(w->pos_in, pos, n * sizeof *pos);
     return 0;
 }
@@ -361,7 +354,7 @@ int model_train_ws_set_positions(model_train_ws *w, const int32_t *pos, char *er
 #define TRY(call)                                                                                               \
     do {                                                                                                        \
         int rc_ = (call);                                                                                       \
-        if (rc_ != KERN_OK) return fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
+        if (rc_ != KERN_OK) return errbuf_fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
     } while (0)
 
 #define ADAPTED(t) (lt && lt->a[l][t])
@@ -514,15 +507,18 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     const int64_t d = c->hidden_size, V = c->vocab_size, n = (int64_t)B * T, L = c->num_hidden_layers;
     const float eps = c->rms_norm_eps;
     if (train && (!g || g->count != n_params(m) || g->be != (be->host_memory ? NULL : be)))
-        return fail(err, errlen, "gradients not made for this model (model_grads_init) or not on its backend");
-    if (be != w->be) return fail(err, errlen, "a workspace made for the %s backend used on %s", w->be->name, be->name);
+        return errbuf_fail(err, errlen, "gradients not made for this model (model_grads_init) or not on its backend");
+    if (be != w->be) return errbuf_fail(err, errlen, "a workspace made for the %s backend used on %s", w->be->name,
+                                        be->name);
     if (lt && (lt->r != w->r || L > LORA_TRAIN_MAX_LAYERS))
-        return fail(err, errlen, "an adapter of rank %d on %lld layers (workspace for rank %d)", lt->r, (long long)L,
-                    w->r);
+        return errbuf_fail(err, errlen, "an adapter of rank %d on %lld layers (workspace for rank %d)", lt->r,
+                           (long long)L,
+                           w->r);
     for (size_t i = 0; train && i < g->count; i++)
-        if (in_groups(m, i, train) && !g->p[i].g) return fail(err, errlen, "no gradient buffer for %s", g->p[i].name);
+        if (in_groups(m, i, train) && !g->p[i].g) return errbuf_fail(err, errlen, "no gradient buffer for %s",
+                                                                     g->p[i].name);
     kern_ctx *kc = w->kc ? w->kc : be->ctx_new(m->n_threads); /* host: a context per call, as before */
-    if (!kc) return fail(err, errlen, "out of memory");
+    if (!kc) return errbuf_fail(err, errlen, "out of memory");
     if (be == kern_cpu_backend()) kern_cpu_set_gemm(kc, KERN_CPU_GEMM_EXACT); /* fp32 forward for fp32 gradients */
     int rc = -1;
     float *loss_out = w->loss_dev ? w->loss_dev : loss; /* device: cross_entropy writes device memory */
@@ -542,7 +538,7 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
     do {                                                                                                        \
         int rc_ = (x);                                                                                          \
         if (rc_ != KERN_OK) {                                                                                   \
-            fail(err, errlen, "kernel error %d in %s", rc_, #x);                                                \
+            errbuf_fail(err, errlen, "kernel error %d in %s", rc_, #x);                                                \
             goto out;                                                                                           \
         }                                                                                                       \
     } while (0)
@@ -587,7 +583,8 @@ int model_loss_and_grads_ws(model_train_ws *w, const mnemo_model *m, const int32
 out:
     if (rc == 0 && w->loss_dev) { /* the one read-back: waits for the step and reports deferred errors */
         int rc_ = be->mem_copy(kc, loss, w->loss_dev, sizeof *loss, KERN_D2H);
-        if (rc_ != KERN_OK) rc = fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc_, be->name);
+        if (rc_ != KERN_OK) rc = errbuf_fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc_,
+                                             be->name);
     } else if (rc != 0 && w->kc) {
         be->sync(kc); /* nothing queued may outlive a failed step */
     }

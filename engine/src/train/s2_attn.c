@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+
 struct s2_attn {
     const kern_backend *be; /* whose memory the scratch is in, and whose copies move the heads */
     int64_t T, g, hq, hkv, hd;
@@ -25,7 +27,7 @@ struct s2_attn {
 static s2_attn *fail_new(s2_attn *s, char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    errbuf_vwrite(err, errlen, NULL, fmt, ap);
     va_end(ap);
     s2_attn_free(s);
     return NULL;

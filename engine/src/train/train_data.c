@@ -17,6 +17,7 @@
 #include "engine_impl.h"
 #include "log.h"
 #include "train_chat.h"
+#include "errbuf.h"
 
 struct train_data {
     int32_t L;              /* seq_len: predicted tokens per row */
@@ -35,7 +36,7 @@ struct train_data {
 static train_data *fail(train_data *d, char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    errbuf_vwrite(err, errlen, NULL, fmt, ap);
     va_end(ap);
     train_data_free(d);
     return NULL;

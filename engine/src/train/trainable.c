@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,30 +17,25 @@
 #include "safetensors_write.h"
 #include "tensor_index.h"
 #include "train_mem.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 /* "q,v", "q_proj,v_proj", "all" -> a lora_target bit set; 0 on an unknown name (named in err). */
 static unsigned parse_targets(const char *s, char *err, size_t errlen) {
-    if (!s || !*s) return fail(err, errlen, "no LoRA targets given"), 0;
+    if (!s || !*s) return errbuf_fail(err, errlen, "no LoRA targets given"), 0;
     if (!strcmp(s, "all")) return (1u << LORA_N_TARGETS) - 1;
     unsigned bits = 0;
     for (const char *at = s; *at;) {
         size_t len = strcspn(at, ",");
         char name[32];
-        if (len == 0 || len >= sizeof name - 5) return fail(err, errlen, "LoRA targets '%s': an empty or overlong name", s), 0;
+        if (len == 0 || len >= sizeof name - 5)
+            return errbuf_fail(err, errlen, "LoRA targets '%s': an empty or overlong name", s), 0;
         memcpy(name, at, len);
         name[len] = 0;
         if (!strstr(name, "_proj")) strcat(name, "_proj");
         int t = lora_target_parse(name);
         if (t < 0)
-            return fail(err, errlen, "LoRA target '%.*s' is not one of q,k,v,o,gate,up,down (or all)", (int)len, at), 0;
+            return errbuf_fail(err, errlen, "LoRA target '%.*s' is not one of q,k,v,o,gate,up,down (or all)", (int)len,
+                               at), 0;
         bits |= 1u << t;
         at += len + (at[len] == ',');
     }
@@ -73,12 +67,13 @@ static int init_lora(trainable *t, const mnemo_model *m, const mnemo_train_param
         if (lora_load_host_unfolded(&from, p->init_adapter, c, err, errlen)) return -1;
         if (p->lora_rank && p->lora_rank != from.r) {
             lora_free(&from);
-            return fail(err, errlen, "--lora-rank %d but the initial adapter %s has r %d", p->lora_rank,
-                        p->init_adapter, from.r);
+            return errbuf_fail(err, errlen, "--lora-rank %d but the initial adapter %s has r %d", p->lora_rank,
+                               p->init_adapter, from.r);
         }
         t->lora.r = from.r, t->alpha = from.alpha, t->rslora = from.rslora, t->targets = from.targets;
     } else {
-        if (p->lora_rank < 1 || p->lora_rank > 4096) return fail(err, errlen, "LoRA rank %d: 1..4096", p->lora_rank);
+        if (p->lora_rank < 1 || p->lora_rank > 4096) return errbuf_fail(err, errlen, "LoRA rank %d: 1..4096",
+                                                                        p->lora_rank);
         if (!(t->targets = parse_targets(p->lora_targets, err, errlen))) return -1;
         t->lora.r = p->lora_rank, t->alpha = p->lora_alpha;
     }
@@ -94,24 +89,24 @@ static int init_lora(trainable *t, const mnemo_model *m, const mnemo_train_param
             float **slots[4] = {&t->lora.a[l][tg], &t->lora.ga[l][tg], &t->lora.b[l][tg], &t->lora.gb[l][tg]};
             size_t sizes[4] = {(size_t)(r * in), (size_t)(r * in), (size_t)(out * r), (size_t)(out * r)};
             for (int k = 0; k < 4; k++)
-                if (!(*slots[k] = train_mem_zeros(t->be, sizes[k]))) rc = fail(err, errlen, "out of memory");
+                if (!(*slots[k] = train_mem_zeros(t->be, sizes[k]))) rc = errbuf_fail(err, errlen, "out of memory");
             if (rc) break;
             const lora_pair *src = from.pairs ? lora_pair_at(&from, l, (lora_target)tg) : NULL;
             float *a = t->be ? malloc(sizes[0] * sizeof *a) : t->lora.a[l][tg]; /* A is made on the host */
             if (!a) {
-                rc = fail(err, errlen, "out of memory");
+                rc = errbuf_fail(err, errlen, "out of memory");
                 break;
             }
             if (src) {
                 memcpy(a, src->a, sizes[0] * sizeof(float));
                 if (train_mem_upload(t->be, t->lora.b[l][tg], src->b, sizes[2]))
-                    rc = fail(err, errlen, "uploading the adapter failed");
+                    rc = errbuf_fail(err, errlen, "uploading the adapter failed");
             } else { /* peft: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0 */
                 double bound = 1.0 / sqrt((double)in);
                 for (size_t i = 0; i < sizes[0]; i++) a[i] = (float)((2.0 * mnemo_rng_uniform(&rng) - 1.0) * bound);
             }
             if (!rc && train_mem_upload(t->be, t->lora.a[l][tg], a, sizes[0]))
-                rc = fail(err, errlen, "uploading the adapter failed");
+                rc = errbuf_fail(err, errlen, "uploading the adapter failed");
             if (t->be) free(a);
         }
     lora_free(&from);
@@ -124,8 +119,9 @@ int trainable_init(trainable *t, mnemo_model *m, const mnemo_train_params *p, ch
     t->be = train_mem_backend(m->be);
     const model_config *c = &m->cfg;
     if (p->method != MNEMO_TRAIN_FULL && c->num_hidden_layers > LORA_TRAIN_MAX_LAYERS)
-        return fail(err, errlen, "LoRA training supports up to %d layers (the model has %d)", LORA_TRAIN_MAX_LAYERS,
-                    c->num_hidden_layers);
+        return errbuf_fail(err, errlen, "LoRA training supports up to %d layers (the model has %d)",
+                           LORA_TRAIN_MAX_LAYERS,
+                           c->num_hidden_layers);
     t->base = p->method == MNEMO_TRAIN_FULL ? TRAIN_ALL : p->method == MNEMO_TRAIN_LORA_PLUS ? TRAIN_EMBED | TRAIN_NORMS : 0;
     if (t->base && (model_params_bind_fp32_for(&t->params, m, t->base, err, errlen) ||
                     model_grads_init_for(&t->grads, m, t->base, err, errlen))) {
@@ -154,7 +150,7 @@ int trainable_init(trainable *t, mnemo_model *m, const mnemo_train_params *p, ch
     return 0;
 oom:
     trainable_free(t);
-    return fail(err, errlen, "out of memory");
+    return errbuf_fail(err, errlen, "out of memory");
 }
 
 void trainable_free(trainable *t) {
@@ -190,7 +186,7 @@ static int write_base(const trainable *t, const mnemo_model *m, const char *path
     size_t n = weight_store_count(m->ws), k = 0, found = 0;
     st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
     float **views = calloc(n ? n : 1, sizeof *views); /* device: downloaded copies of the trained tensors */
-    int rc = ts && views ? 0 : fail(err, errlen, "out of memory");
+    int rc = ts && views ? 0 : errbuf_fail(err, errlen, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const tensor_entry *e = weight_store_at(m->ws, i);
         const param_grad *pg = NULL;
@@ -199,14 +195,15 @@ static int write_base(const trainable *t, const mnemo_model *m, const char *path
         if (pg) found++;
         if (only_trained && !pg) continue;
         if (pg && !(views[i] = train_mem_host_view(t->be, pg->g, pg->n)))
-            rc = fail(err, errlen, "out of memory (or a device copy failed) reading %s back", e->name);
+            rc = errbuf_fail(err, errlen, "out of memory (or a device copy failed) reading %s back", e->name);
         ts[k++] = pg ? (st_tensor){e->name, TENSOR_F32, e->ndim, e->shape, views[i]}
                      : (st_tensor){e->name, e->dtype, e->ndim, e->shape, e->data};
     }
     size_t want = 0;
     for (size_t j = 0; j < t->params.count; j++) want += t->params.p[j].g != NULL;
     if (rc == 0)
-        rc = found != want ? fail(err, errlen, "%zu of %zu trained tensors found among the checkpoint's", found, want)
+        rc = found != want ? errbuf_fail(err, errlen, "%zu of %zu trained tensors found among the checkpoint's", found,
+                                         want)
                            : safetensors_write(path, ts, k, (const char *const[]){"format", "pt"}, 1, err, errlen);
     for (size_t i = 0; views && i < n; i++)
         if (views[i]) train_mem_host_release(t->be, views[i]);
@@ -229,12 +226,12 @@ static int make_dirs(const char *path) {
 
 int trainable_write(const trainable *t, const mnemo_model *m, const char *model_dir, const char *out_dir, char *err,
                     size_t errlen) {
-    if (make_dirs(out_dir) != 0) return fail(err, errlen, "%s: cannot create: %s", out_dir, strerror(errno));
+    if (make_dirs(out_dir) != 0) return errbuf_fail(err, errlen, "%s: cannot create: %s", out_dir, strerror(errno));
     char path[4200];
     if (t->lora.r) {
         lora_host_pair *pairs = calloc((size_t)m->cfg.num_hidden_layers * LORA_N_TARGETS, sizeof *pairs);
         size_t np = 0;
-        if (!pairs) return fail(err, errlen, "out of memory");
+        if (!pairs) return errbuf_fail(err, errlen, "out of memory");
         int rc = 0;
         for (int32_t l = 0; l < m->cfg.num_hidden_layers; l++)
             for (int tg = 0; tg < LORA_N_TARGETS; tg++) {
@@ -244,7 +241,8 @@ int trainable_write(const trainable *t, const mnemo_model *m, const char *model_
                 float *a = train_mem_host_view(t->be, t->lora.a[l][tg], (size_t)(t->lora.r * in));
                 float *b = train_mem_host_view(t->be, t->lora.b[l][tg], (size_t)(out * t->lora.r));
                 pairs[np++] = (lora_host_pair){l, (lora_target)tg, a, b};
-                if (!a || !b) rc = fail(err, errlen, "out of memory (or a device copy failed) reading the adapter back");
+                if (!a || !b) rc = errbuf_fail(err, errlen,
+                                               "out of memory (or a device copy failed) reading the adapter back");
             }
         if (rc == 0)
             rc = lora_write_peft(out_dir, &m->cfg, t->lora.r, t->alpha, t->rslora, t->targets, pairs, np, model_dir,

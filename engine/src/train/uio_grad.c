@@ -14,21 +14,13 @@
 #include "uio_grad.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_impl.h"
 #include "log.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 /* What one layer's backward needs (rows n). The encoder's LoRA keeps x A^T of q and v (ltq, ltv). */
 typedef struct {
@@ -100,16 +92,17 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
                                size_t errlen) {
     const model_config *cfg = &m->cfg;
     if (uw->be != (m->be->host_memory ? NULL : m->be)) {
-        fail(err, errlen, "UIO tensors in %s memory for a model on %s", uw->be ? uw->be->name : "host", m->be->name);
+        errbuf_fail(err, errlen, "UIO tensors in %s memory for a model on %s", uw->be ? uw->be->name : "host",
+                    m->be->name);
         return NULL;
     }
     if (max_tokens < 2) {
-        fail(err, errlen, "a UIO document needs at least 2 tokens (got %lld)", (long long)max_tokens);
+        errbuf_fail(err, errlen, "a UIO document needs at least 2 tokens (got %lld)", (long long)max_tokens);
         return NULL;
     }
     uio_train_ws *w = calloc(1, sizeof *w);
     if (!w) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         return NULL;
     }
     w->L = cfg->num_hidden_layers, w->d = cfg->hidden_size, w->ff = cfg->intermediate_size;
@@ -130,7 +123,7 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     w->kc = be->ctx_new(m->n_threads);
     if (!w->enc || !w->dec || !w->h_idx || !w->idx || !w->kc) {
         uio_train_ws_free(w);
-        fail(err, errlen, "out of %s memory", w->h_idx && !be->host_memory ? be->name : "host");
+        errbuf_fail(err, errlen, "out of %s memory", w->h_idx && !be->host_memory ? be->name : "host");
         return NULL;
     }
     carve count = {0};
@@ -138,8 +131,8 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     w->floats = count.at;
     if (!(w->block = be->host_memory ? aligned_alloc(64, w->floats * sizeof(float))
                                      : be->mem_alloc(w->floats * sizeof(float)))) {
-        fail(err, errlen, "out of %s memory for the UIO training workspace (%.2f GiB for %lld-token documents)",
-             be->name, (double)w->floats * 4 / (1 << 30), (long long)max_tokens);
+        errbuf_fail(err, errlen, "out of %s memory for the UIO training workspace (%.2f GiB for %lld-token documents)",
+                    be->name, (double)w->floats * 4 / (1 << 30), (long long)max_tokens);
         uio_train_ws_free(w);
         return NULL;
     }
@@ -152,7 +145,7 @@ uio_train_ws *uio_train_ws_new(const mnemo_model *m, const uio_train_weights *uw
     for (size_t j = 0; j < n_pos; j++) h_pos[j] = (int32_t)j;
     if (!be->host_memory &&
         be->mem_copy(NULL, w->idx, w->h_idx, ((size_t)w->nE + n_pos) * sizeof *w->idx, KERN_H2D) != KERN_OK) {
-        fail(err, errlen, "uploading the UIO positions to %s failed", be->name);
+        errbuf_fail(err, errlen, "uploading the UIO positions to %s failed", be->name);
         uio_train_ws_free(w);
         return NULL;
     }
@@ -178,7 +171,7 @@ int32_t uio_grad_max_segments(const uio_train_ws *w) { return w->Tmax; }
 #define TRY(call)                                                                                               \
     do {                                                                                                        \
         int rc_ = (call);                                                                                       \
-        if (rc_ != KERN_OK) return fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
+        if (rc_ != KERN_OK) return errbuf_fail(err, errlen, "kernel error %d in %s", rc_, #call);                      \
     } while (0)
 
 /* Backend moves of n floats (D2D: memcpy on the CPU, the context's stream on a device). */
@@ -284,7 +277,8 @@ static int encoder_forward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, 
 
 int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, char *err,
                       size_t errlen) {
-    if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
+    if (seg < 0 || seg >= w->Tmax - 1) return errbuf_fail(err, errlen, "segment %d outside the workspace's memory",
+                                                          seg);
     const kern_backend *be = m->be;
     const model_config *cfg = &m->cfg;
     const int64_t d = w->d, M = w->M, kvd = w->kvd, P = w->Pmax, row0 = (int64_t)seg * M;
@@ -304,7 +298,7 @@ int uio_grad_compress(uio_train_ws *w, const mnemo_model *m, uio_train_weights *
                                    w->us);
         if (!k_rc)
             k_rc = be->rope(kc, k, M, w->hkv, w->hd, w->pos + row0, cfg->rope_theta, cfg->rope_scaling_factor);
-        if (k_rc) rc = fail(err, errlen, "kernel error %d in the transfer head", k_rc);
+        if (k_rc) rc = errbuf_fail(err, errlen, "kernel error %d in the transfer head", k_rc);
     }
     return rc;
 }
@@ -392,28 +386,31 @@ static int decoder_run(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc, uio_
 int uio_grad_decoder(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, int32_t n,
                      float dloss, const float *factor, char *err, size_t errlen) {
     if (n < 1 || n > w->C || seg < 0 || seg > w->Tmax - 1)
-        return fail(err, errlen, "a decoder segment of %d tokens after %d memories (workspace: %d, %d)", n, seg,
-                    w->C, w->Tmax - 1);
+        return errbuf_fail(err, errlen, "a decoder segment of %d tokens after %d memories (workspace: %d, %d)", n, seg,
+                           w->C, w->Tmax - 1);
     return decoder_run(w, m, w->kc, uw, n, seg, dloss, factor, err, errlen);
 }
 
 int uio_grad_load_document(uio_train_ws *w, const int32_t *ids, const int32_t *tgt, int64_t n, char *err,
                            size_t errlen) {
     const size_t cap = (size_t)w->Tmax * (size_t)w->C;
-    if (n < 1 || (size_t)n > cap) return fail(err, errlen, "a document of %lld tokens (workspace: %zu)", (long long)n, cap);
+    if (n < 1 || (size_t)n > cap) return errbuf_fail(err, errlen, "a document of %lld tokens (workspace: %zu)",
+                                                     (long long)n, cap);
     int32_t *h_doc = w->h_idx + (w->ids - w->idx); /* staging in the device layout: [n ids | n targets] */
     memcpy(h_doc, ids, (size_t)n * sizeof *ids);
     memcpy(h_doc + n, tgt, (size_t)n * sizeof *tgt);
     w->tgt = w->ids + n;
     if (w->be->host_memory) return 0;
     int rc = w->be->mem_copy(w->kc, w->ids, h_doc, 2 * (size_t)n * sizeof *ids, KERN_H2D); /* one copy */
-    return rc == KERN_OK ? 0 : fail(err, errlen, "uploading a document's ids to %s: kernel error %d", w->be->name, rc);
+    return rc == KERN_OK ? 0 : errbuf_fail(err, errlen, "uploading a document's ids to %s: kernel error %d",
+                                           w->be->name, rc);
 }
 
 int uio_grad_losses(uio_train_ws *w, float *out, int32_t n, char *err, size_t errlen) {
-    if (n < 0 || n > w->Tmax) return fail(err, errlen, "%d losses (workspace: %d)", n, w->Tmax);
+    if (n < 0 || n > w->Tmax) return errbuf_fail(err, errlen, "%d losses (workspace: %d)", n, w->Tmax);
     int rc = n ? w->be->mem_copy(w->kc, out, w->losses, (size_t)n * sizeof *out, KERN_D2H) : w->be->sync(w->kc);
-    return rc == KERN_OK ? 0 : fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc, w->be->name);
+    return rc == KERN_OK ? 0 : errbuf_fail(err, errlen, "kernel error %d on %s (a token id out of range?)", rc,
+                                           w->be->name);
 }
 
 void uio_grad_abandon(uio_train_ws *w) { w->be->sync(w->kc); }
@@ -479,7 +476,8 @@ static int encoder_backward(uio_train_ws *w, const mnemo_model *m, kern_ctx *kc,
 
 int uio_grad_encoder_backward(uio_train_ws *w, const mnemo_model *m, uio_train_weights *uw, int32_t seg, char *err,
                               size_t errlen) {
-    if (seg < 0 || seg >= w->Tmax - 1) return fail(err, errlen, "segment %d outside the workspace's memory", seg);
+    if (seg < 0 || seg >= w->Tmax - 1) return errbuf_fail(err, errlen, "segment %d outside the workspace's memory",
+                                                          seg);
     int rc = encoder_forward(w, m, w->kc, uw, w->ids + (size_t)seg * (size_t)w->C, err, errlen);
     return rc ? rc : encoder_backward(w, m, w->kc, uw, seg, err, errlen);
 }

@@ -2,20 +2,12 @@
  * uio_tbptt.c — one document's gradient by (unbiased) incremental TBPTT (uio_train.h): the loop over segments,
  * the reservoir, the compensation factor. The passes themselves are uio_grad.c's.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "uio_grad.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 uint64_t uio_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -30,11 +22,12 @@ int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights
     const int32_t C = w->C;
     const int64_t T = (n + C - 1) / C; /* segments; only the last may be short */
     *st = (uio_doc_stats){0};
-    if (n < 2) return fail(err, errlen, "a document of %lld tokens (at least 2)", (long long)n);
+    if (n < 2) return errbuf_fail(err, errlen, "a document of %lld tokens (at least 2)", (long long)n);
     if (T > uio_grad_max_segments(ws))
-        return fail(err, errlen, "a document of %lld tokens: the workspace holds %d segments of %d", (long long)n,
-                    uio_grad_max_segments(ws), C);
-    if (o->slots < 0) return fail(err, errlen, "tbptt slots %d (0: full BPTT)", o->slots);
+        return errbuf_fail(err, errlen, "a document of %lld tokens: the workspace holds %d segments of %d",
+                           (long long)n,
+                           uio_grad_max_segments(ws), C);
+    if (o->slots < 0) return errbuf_fail(err, errlen, "tbptt slots %d (0: full BPTT)", o->slots);
     const int32_t S = o->slots;
     float *factor = calloc((size_t)T, sizeof *factor);      /* per earlier segment: 0 = graph gone */
     float *losses = calloc((size_t)T, sizeof *losses);      /* read back once, at the end */
@@ -43,7 +36,7 @@ int uio_document_grads(uio_train_ws *ws, const mnemo_model *m, uio_train_weights
     int32_t in_res = 0, rc = 0;
     bool *alive = calloc((size_t)T, sizeof *alive);
     if (!factor || !losses || !reservoir || !tgt || !counted || !alive) {
-        rc = fail(err, errlen, "out of memory");
+        rc = errbuf_fail(err, errlen, "out of memory");
         goto out;
     }
     for (int64_t t = 0; t < T; t++) { /* each segment predicts its own next tokens: its last one has no target */

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +18,7 @@
 #include "safetensors_write.h"
 #include "train_mem.h"
 #include "uio_weights.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "errbuf.h"
 
 void uio_train_weights_free(uio_train_weights *w) {
     for (size_t i = 0; w->t && i < w->count; i++) train_mem_free(w->be, w->t[i].p), train_mem_free(w->be, w->t[i].g);
@@ -49,7 +41,7 @@ static int move_to(uio_train_weights *w, const kern_backend *be, char *err, size
             train_mem_free(be, p), train_mem_free(be, g);
             for (size_t k = 0; k < i; k++) /* the moved ones back into host form: free them with the rest */
                 train_mem_free(be, w->t[k].p), train_mem_free(be, w->t[k].g), w->t[k].p = w->t[k].g = NULL;
-            return fail(err, errlen, "out of %s memory for the UIO tensors", be->name);
+            return errbuf_fail(err, errlen, "out of %s memory for the UIO tensors", be->name);
         }
         free(t->p), free(t->g);
         t->p = p, t->g = g;
@@ -71,14 +63,14 @@ static int embedding_row(const mnemo_model *m, int64_t row, float *out, char *er
     int rc = stage && m->be->mem_copy(NULL, stage, src, bytes, KERN_D2H) == KERN_OK ? 0 : -1;
     if (rc == 0) kern_cpu_widen(out, stage, dt, m->cfg.hidden_size);
     free(stage);
-    return rc ? fail(err, errlen, "reading embedding row %lld from %s failed", (long long)row, m->be->name) : 0;
+    return rc ? errbuf_fail(err, errlen, "reading embedding row %lld from %s failed", (long long)row, m->be->name) : 0;
 }
 
 /* Names and shapes of the 2 + 8L tensors; buffers zeroed. */
 static int alloc_tensors(uio_train_weights *w, char *err, size_t errlen) {
     const int32_t L = w->n_layer;
     w->count = (size_t)uio_tensor_count(L);
-    if (!(w->t = calloc(w->count, sizeof *w->t))) return fail(err, errlen, "out of memory");
+    if (!(w->t = calloc(w->count, sizeof *w->t))) return errbuf_fail(err, errlen, "out of memory");
     for (int32_t i = 0; i < (int32_t)w->count; i++) {
         uio_tensor *t = &w->t[i];
         uio_tensor_name(i, L, t->name, sizeof t->name);
@@ -90,7 +82,7 @@ static int alloc_tensors(uio_train_weights *w, char *err, size_t errlen) {
         else t->rows = out, t->cols = w->r;                        /* B [out, r] */
         t->n = (size_t)(t->rows * t->cols);
         if (!(t->p = calloc(t->n, sizeof(float))) || !(t->g = calloc(t->n, sizeof(float))))
-            return fail(err, errlen, "out of memory");
+            return errbuf_fail(err, errlen, "out of memory");
     }
     return 0;
 }
@@ -102,8 +94,9 @@ static int from_dir(uio_train_weights *w, const mnemo_model *m, const char *dir,
     if (uio_weights_load(&u, dir, &m->cfg, kern_cpu_backend(), &io, err, errlen)) return -1;
     int rc = 0;
     if ((C && C != u.chunk_size) || (M && M != u.num_memory) || (r && r != u.lora_rank))
-        rc = fail(err, errlen, "%s: chunk_size %d, num_memory %d, lora_rank %d, but %d, %d, %d were asked for", dir,
-                  u.chunk_size, u.num_memory, u.lora_rank, C, M, r);
+        rc = errbuf_fail(err, errlen, "%s: chunk_size %d, num_memory %d, lora_rank %d, but %d, %d, %d were asked for",
+                         dir,
+                         u.chunk_size, u.num_memory, u.lora_rank, C, M, r);
     w->C = u.chunk_size, w->M = u.num_memory, w->r = u.lora_rank, w->alpha = u.lora_alpha;
     w->scale = (float)(u.lora_alpha / u.lora_rank);
     if (!rc) rc = alloc_tensors(w, err, errlen);
@@ -136,13 +129,14 @@ int uio_train_weights_init(uio_train_weights *w, const mnemo_model *m, const cha
     if (init_dir) {
         rc = from_dir(w, m, init_dir, C, M, r, err, errlen);
     } else if (C < 1 || M < 1 || C % M) {
-        rc = fail(err, errlen, "--uio-chunk %d and --uio-num-memory %d: both at least 1, the chunk a multiple of M", C,
-                  M);
+        rc = errbuf_fail(err, errlen,
+                         "--uio-chunk %d and --uio-num-memory %d: both at least 1, the chunk a multiple of M", C,
+                         M);
     } else if (r < 1 || r > 4096 || !(alpha > 0)) {
-        rc = fail(err, errlen, "LoRA rank %d (1..4096) and alpha %g (> 0)", r, alpha);
+        rc = errbuf_fail(err, errlen, "LoRA rank %d (1..4096) and alpha %g (> 0)", r, alpha);
     } else if (c->vocab_size < 3) {
-        rc = fail(err, errlen, "the <mem> token starts from embedding row 2 (</s>); the vocabulary has %d rows",
-                  c->vocab_size);
+        rc = errbuf_fail(err, errlen, "the <mem> token starts from embedding row 2 (</s>); the vocabulary has %d rows",
+                         c->vocab_size);
     } else {
         w->C = C, w->M = M, w->r = r, w->alpha = alpha, w->scale = (float)(alpha / r);
         rc = alloc_tensors(w, err, errlen);
@@ -179,25 +173,25 @@ static int make_dirs(const char *path) {
 }
 
 int uio_train_weights_write(const uio_train_weights *w, const char *dir, char *err, size_t errlen) {
-    if (make_dirs(dir)) return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (make_dirs(dir)) return errbuf_fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/uio_config.json", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return fail(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    if (!f) return errbuf_fail(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     fprintf(f, "{\n  \"num_memory\": %d,\n  \"lora_rank\": %d,\n  \"lora_alpha\": %.17g,\n  \"lora_dropout\": 0.0,\n"
                "  \"chunk_size\": %d\n}\n", w->M, w->r, w->alpha, w->C);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
     st_tensor *ts = calloc(w->count, sizeof *ts);
     int64_t(*shapes)[3] = calloc(w->count, sizeof *shapes);
     float **views = calloc(w->count, sizeof *views); /* host copies of device tensors (the tensors themselves on the host) */
-    int rc = ts && shapes && views ? 0 : fail(err, errlen, "out of memory");
+    int rc = ts && shapes && views ? 0 : errbuf_fail(err, errlen, "out of memory");
     for (size_t i = 0; rc == 0 && i < w->count; i++) {
         const uio_tensor *t = &w->t[i];
         bool token = i == 0 || i == (size_t)(1 + 4 * w->n_layer);
         if (!(views[i] = train_mem_host_view(w->be, t->p, t->n)))
-            rc = fail(err, errlen, "reading %s back from %s failed", t->name, w->be ? w->be->name : "host");
+            rc = errbuf_fail(err, errlen, "reading %s back from %s failed", t->name, w->be ? w->be->name : "host");
         shapes[i][0] = token ? 1 : t->rows, shapes[i][1] = token ? 1 : t->cols, shapes[i][2] = t->cols;
         ts[i] = (st_tensor){.name = t->name, .dtype = TENSOR_F32, .ndim = token ? 3 : 2, .shape = shapes[i],
                             .data = views[i]};
