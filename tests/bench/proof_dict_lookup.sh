@@ -209,7 +209,7 @@ else
         LR=${LR_LAST:-1e-3} train fot32 dict_513.jsonl 32 "${STEPS_LAST:-3000}" 2 "$W/fot32_513" \
             --fot "$(seq -s, -f '1/16(%g,0)' 0 15)"
         # Accuracy at 16K kept rising with the number of a document's own definitions a query looks among in training
-        # (session 16, one thread each; 65 / 256 / 1K / 4K / 16K tokens): 75.4 / 60.0 / 48.8 / 34.2 / 16.7% after a
+        # (one thread each; 65 / 256 / 1K / 4K / 16K tokens): 75.4 / 60.0 / 48.8 / 34.2 / 16.7% after a
         # second 513 stage, 75.0 / 62.1 / 49.2 / 38.3 / 23.8 after 1025-token documents (51 definitions), 75.0 / 61.7 /
         # 47.1 / 39.2 / 28.3 after 2049 (102): the same rows of 32, each seeing every earlier row of its document
         LR=1e-3 train fot32_513b dict_513.jsonl 32 "${STEPS_513B:-3000}" 2 "$W/fot32" \
