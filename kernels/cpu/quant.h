@@ -135,17 +135,17 @@ typedef struct {
 
 void kq_quantize_act(kq_act *a, const float *x, int64_t m, int64_t k, int threads); /* rows split over threads */
 
-/* The decode GEMV on AVX-512 VBMI for q4_0 / q4_1 / q8_0 (quant_gemv_vbmi.c): the activation row as it wants it,
- * made once per call by kq_gemv_prepare from kq_act: xp (nb * 32 bytes; q4 types: each whole group of four blocks
- * as the low-nibble elements 0-15 of its blocks then the high ones 16-31, the rest in element order), c[nb] (the
- * per-block offset / min term, see the file), d the activation's block scales. */
+/* The decode GEMV on AVX-512 VBMI for q4_0 / q4_1 / q5_0 / q5_1 / q8_0 (quant_gemv_vbmi.c): the activation row as
+ * it wants it, made once per call by kq_gemv_prepare from kq_act: xp (nb * 32 bytes; nibble types: each whole
+ * group of four blocks as the low-nibble elements 0-15 of its blocks then the high ones 16-31, the rest in element
+ * order), c[nb] (the per-block offset / min term, see the file), d the activation's block scales. */
 typedef struct {
     int8_t *xp;
     float *c;
     const float *d;
 } kq_gemv_act;
 int kq_gemv_vbmi_available(void);          /* the CPU has AVX-512 VBMI + VNNI (and it is compiled in) */
-int kq_gemv_vbmi_supports(kern_dtype dt);  /* q4_0, q4_1, q8_0 */
+int kq_gemv_vbmi_supports(kern_dtype dt);  /* q4_0, q4_1, q5_0, q5_1, q8_0 */
 void kq_gemv_prepare(kq_gemv_act *g, const kq_act *a, kern_dtype dt, int64_t nb);
 /* y[n] = w[n, 32 nb] . x (+ beta y when beta == 1), rows split over threads. */
 void kq_gemv_vbmi(float *y, const void *w, kern_dtype dt, int64_t n, int64_t nb, const kq_gemv_act *g, float beta,

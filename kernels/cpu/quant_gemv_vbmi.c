@@ -1,6 +1,6 @@
 /*
- * quant_gemv_vbmi.c — the decode GEMV (one activation row) for q4_0, q4_1 and q8_0 weights in GGML's own block
- * layout, on AVX-512 VBMI + VNNI.
+ * quant_gemv_vbmi.c — the decode GEMV (one activation row) for q4_0, q4_1, q5_0, q5_1 and q8_0 weights in GGML's
+ * own block layout, on AVX-512 VBMI + VNNI.
  *
  * Why: the tile kernels (quant_dot_avx512.c, quant_xdot_tile.h) take one or two 32-blocks per step, so every block
  * pays for its own scale conversion, nibble shuffle and offset correction, and decode ran compute-bound at about
@@ -8,11 +8,13 @@
  * a masked one, and vpermt2b picks the group's quant bytes (and its scales) out of the interleaved blocks in one
  * instruction each, so no repacked copy of the weights is needed. What the weights' layout would cost per block is
  * moved to the activation row, once per call (kq_gemv_prepare):
- *   - q4_0 / q4_1: a group's 64 quant bytes hold the low nibbles (elements 0-15) and high nibbles (16-31) of each
- *     block; the activation's group is stored in that order too (lo of blocks 0-3, then hi of blocks 0-3), so the
- *     nibbles need only an and / shift;
- *   - the offset (q4_0's 8, q8_0's 128 after a sign flip into unsigned bytes) and q4_1's min become one term per
- *     block, coef_b * c_b with c_b = off * dx_b * sum_b (q4_1: dx_b * sum_b), summed in a separate accumulator.
+ *   - q4_0 / q4_1 / q5_0 / q5_1: a group's 64 quant bytes hold the low nibbles (elements 0-15) and high nibbles
+ *     (16-31) of each block; the activation's group is stored in that order too (lo of blocks 0-3, then hi of
+ *     blocks 0-3), so the nibbles need only an and / shift; q5's fifth bits (32 per block) become two 64-bit byte
+ *     masks, one per half, that add 16 where set;
+ *   - the offset (q4_0's 8, q5_0's 16, q8_0's 128 after a sign flip into unsigned bytes) and q4_1 / q5_1's min
+ *     become one term per block, coef_b * c_b with c_b = off * dx_b * sum_b (with a min: dx_b * sum_b), summed in a
+ *     separate accumulator.
  * Lanes of the integer dot: dword lane i sums bytes 4i..4i+3, so a group's 16 lanes are four per block (q4) or
  * eight per block over two registers (q8_0); each lane is scaled by d_w * d_x of its block. Blocks past the last
  * whole group (at most three) take one 256-bit step each.
@@ -36,11 +38,23 @@ int kq_gemv_vbmi_available(void) {
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-int kq_gemv_vbmi_supports(kern_dtype dt) { return dt == KERN_Q4_0 || dt == KERN_Q4_1 || dt == KERN_Q8_0; }
+int kq_gemv_vbmi_supports(kern_dtype dt) {
+    return dt == KERN_Q4_0 || dt == KERN_Q4_1 || dt == KERN_Q5_0 || dt == KERN_Q5_1 || dt == KERN_Q8_0;
+}
 
-/* Byte offsets inside a block: where its quants start and its f16 d (and q4_1's m) lie. */
-static size_t block_bytes(kern_dtype dt) { return dt == KERN_Q4_0 ? 18 : dt == KERN_Q4_1 ? 20 : 34; }
-static int quant_at(kern_dtype dt) { return dt == KERN_Q4_1 ? 4 : 2; }
+/* A block's layout: its bytes, where its quants start, where q5's 32 fifth bits lie; d first, a min right after. */
+static size_t block_bytes(kern_dtype dt) {
+    switch (dt) {
+    case KERN_Q4_0: return 18;
+    case KERN_Q4_1: return 20;
+    case KERN_Q5_0: return 22;
+    case KERN_Q5_1: return 24;
+    default: return 34;
+    }
+}
+static int quant_at(kern_dtype dt) { return dt == KERN_Q4_1 ? 4 : dt == KERN_Q5_0 ? 6 : dt == KERN_Q5_1 ? 8 : 2; }
+static int qh_at(kern_dtype dt) { return dt == KERN_Q5_0 ? 2 : 4; }
+static int has_min(kern_dtype dt) { return dt == KERN_Q4_1 || dt == KERN_Q5_1; }
 
 /* The vpermt2b indices of one type: quants of the group (q8_0: two registers), then its d (and m) as f16. */
 typedef struct {
@@ -64,7 +78,7 @@ static void make_index(gv_index *ix, kern_dtype dt) {
     for (int j = 0; j < 4; j++) { /* d of block j at f16 slot j; q4_1's m at slot 4 + j */
         ix->s[2 * j] = (uint8_t)(bs * (size_t)j);
         ix->s[2 * j + 1] = (uint8_t)(bs * (size_t)j + 1);
-        if (dt == KERN_Q4_1) {
+        if (has_min(dt)) {
             ix->s[8 + 2 * j] = (uint8_t)(bs * (size_t)j + 2);
             ix->s[8 + 2 * j + 1] = (uint8_t)(bs * (size_t)j + 3);
         }
@@ -73,7 +87,7 @@ static void make_index(gv_index *ix, kern_dtype dt) {
 
 void kq_gemv_prepare(kq_gemv_act *g, const kq_act *a, kern_dtype dt, int64_t nb) {
     int64_t ng = nb / 4;
-    const float off = dt == KERN_Q4_0 ? 8.f : dt == KERN_Q8_0 ? 128.f : 1.f;
+    const float off = dt == KERN_Q4_0 ? 8.f : dt == KERN_Q5_0 ? 16.f : dt == KERN_Q8_0 ? 128.f : 1.f;
     if (dt == KERN_Q8_0) {
         memcpy(g->xp, a->qs, (size_t)nb * KERN_QBLOCK);
     } else {
@@ -91,16 +105,28 @@ void kq_gemv_prepare(kq_gemv_act *g, const kq_act *a, kern_dtype dt, int64_t nb)
 
 /* One group of four blocks at wb: acc += the 16 lanes' scaled dots; cacc += coef * c (4 lanes). */
 GV_FN void group_q4(__m512 *acc, __m128 *cacc, const char *wb, const int8_t *xg, const float *dx, const float *c,
-                    __m512i qidx, __m512i sidx, size_t tail_mask_bytes, int mins) {
+                    __m512i qidx, __m512i sidx, size_t tail_mask_bytes, int mins, int qh_off, size_t bs) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512i z0 = _mm512_loadu_si512(wb);
     __m512i z1 = _mm512_maskz_loadu_epi8(((__mmask64)1 << tail_mask_bytes) - 1, wb + 64);
     __m512i v = _mm512_permutex2var_epi8(z0, qidx, z1);
     __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (qh_off >= 0) { /* q5: bit e of a block's 32 adds 16 to element e (lo: e < 16, hi: e >= 16) */
+        uint64_t mlo = 0, mhi = 0;
+        for (int j = 0; j < 4; j++) {
+            uint32_t h;
+            memcpy(&h, wb + bs * (size_t)j + (size_t)qh_off, 4);
+            mlo |= (uint64_t)(h & 0xFFFFu) << (16 * j);
+            mhi |= (uint64_t)(h >> 16) << (16 * j);
+        }
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        lo = _mm512_mask_add_epi8(lo, (__mmask64)mlo, lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, (__mmask64)mhi, hi, sixteen);
+    }
     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xg));
     p = _mm512_dpbusd_epi32(p, hi, _mm512_loadu_si512(xg + 64));
-    __m256 s = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi8(sidx, z0))); /* d0-3, m0-3 */
+    __m256 s = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi8(z0, sidx, z1))); /* d0-3, m0-3 */
     __m128 d = _mm256_castps256_ps128(s);
     __m512 sd = _mm512_castps128_ps512(_mm_mul_ps(d, _mm_loadu_ps(dx)));
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(lanes, sd), *acc);
@@ -135,7 +161,12 @@ GV_FN void single_block(__m256 *acc, float *cs, const char *wb, kern_dtype dt, c
     } else {
         __m128i q = _mm_loadu_si128((const __m128i *)(wb + quant_at(dt))), m4 = _mm_set1_epi8(15);
         u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-        if (dt == KERN_Q4_1) coef = _cvtsh_ss(*(const uint16_t *)(wb + 2)); /* the min: added, not subtracted */
+        if (dt == KERN_Q5_0 || dt == KERN_Q5_1) {
+            uint32_t h;
+            memcpy(&h, wb + qh_at(dt), 4);
+            u = _mm256_mask_add_epi8(u, (__mmask32)h, u, _mm256_set1_epi8(16));
+        }
+        if (has_min(dt)) coef = _cvtsh_ss(*(const uint16_t *)(wb + 2)); /* the min: added, not subtracted */
     }
     __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, _mm256_loadu_si256((const __m256i *)xb));
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * dx), *acc);
@@ -155,7 +186,7 @@ __attribute__((target(GV_TARGET))) static void rows_kernel(float *y, const char 
     const int64_t ng = nb / 4;
     const __m512i q0 = _mm512_loadu_si512(ix->q0), q1 = _mm512_loadu_si512(ix->q1), s = _mm512_loadu_si512(ix->s);
     const size_t tail = 4 * bs - 64; /* bytes of a q4 group past its first 64 */
-    const int mins = dt == KERN_Q4_1;
+    const int mins = has_min(dt), qh_off = dt == KERN_Q5_0 || dt == KERN_Q5_1 ? qh_at(dt) : -1;
     for (int64_t r = r0; r < r1; r++) {
         const char *row = w + (size_t)r * wrb;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -171,13 +202,13 @@ __attribute__((target(GV_TARGET))) static void rows_kernel(float *y, const char 
         } else {
             for (; gi + 1 < ng; gi += 2) {
                 group_q4(&acc0, &cacc0, row + gi * gb, g->xp + gi * 128, g->d + gi * 4, g->c + gi * 4, q0, s, tail,
-                         mins);
+                         mins, qh_off, bs);
                 group_q4(&acc1, &cacc1, row + (gi + 1) * gb, g->xp + (gi + 1) * 128, g->d + (gi + 1) * 4,
-                         g->c + (gi + 1) * 4, q0, s, tail, mins);
+                         g->c + (gi + 1) * 4, q0, s, tail, mins, qh_off, bs);
             }
             if (gi < ng)
                 group_q4(&acc0, &cacc0, row + gi * gb, g->xp + gi * 128, g->d + gi * 4, g->c + gi * 4, q0, s, tail,
-                         mins);
+                         mins, qh_off, bs);
         }
         __m256 acc_t = _mm256_setzero_ps();
         float cs = 0.f;
@@ -194,15 +225,18 @@ __attribute__((target(GV_TARGET))) static void rows_kernel(float *y, const char 
 
 void kq_gemv_vbmi(float *y, const void *w, kern_dtype dt, int64_t n, int64_t nb, const kq_gemv_act *g, float beta,
                   int threads) {
-    static gv_index ix4_0, ix4_1, ix8_0;
+    static gv_index ix4_0, ix4_1, ix5_0, ix5_1, ix8_0;
     static int ready; /* the tables are pure functions of the type: a race only writes the same bytes */
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
         make_index(&ix4_0, KERN_Q4_0);
         make_index(&ix4_1, KERN_Q4_1);
+        make_index(&ix5_0, KERN_Q5_0);
+        make_index(&ix5_1, KERN_Q5_1);
         make_index(&ix8_0, KERN_Q8_0);
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
-    const gv_index *ix = dt == KERN_Q4_0 ? &ix4_0 : dt == KERN_Q4_1 ? &ix4_1 : &ix8_0;
+    const gv_index *ix = dt == KERN_Q4_0 ? &ix4_0 : dt == KERN_Q4_1 ? &ix4_1 : dt == KERN_Q5_0 ? &ix5_0
+                         : dt == KERN_Q5_1 ? &ix5_1 : &ix8_0;
     size_t wrb = (size_t)nb * block_bytes(dt);
     /* rows in chunks of 16 so a thread's rows are one sequential stream and the split stays even */
     int64_t chunks = (n + 15) / 16;

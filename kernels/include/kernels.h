@@ -280,7 +280,8 @@ void kern_quantize_row(void *dst, const float *src, kern_dtype dt, int64_t n);
 void kern_dequantize_row(float *dst, const void *src, kern_dtype dt, int64_t n);
 /* Which vector path the CPU's quantized matmul uses: the best this CPU has (default), or a lower one (tests run
  * every path: AVX512_VBMI, AVX512_VNNI, AVX2, scalar). AVX512_VBMI is AVX512_VNNI plus the one-row GEMV of decode
- * for q4_0 / q4_1 / q8_0 weights. Returns the level now in force (a level the CPU lacks is lowered). */
+ * for q4_0 / q4_1 / q5_0 / q5_1 / q8_0 weights. Returns the level now in force (a level the CPU lacks is
+ * lowered). */
 typedef enum {
     KERN_QPATH_SCALAR = 0,
     KERN_QPATH_AVX2 = 1,

@@ -61,8 +61,8 @@ void kern_cpu_attn_tile_min(int nq);
  * The other quantized types (q6_K, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K) have no int8 GEMM: on AVX-512 their FAST
  * prefill takes the bf16 panels (or fp32 without AVX512_BF16) from the same thresholds, their decode the tiles.
  * The thresholds are where each path overtook the integer tiles (bench_gemm_quant, tests/bench/RESULTS.md).
- * One activation row of q4_0 / q4_1 / q8_0 on AVX-512 VBMI takes the decode GEMV (quant_gemv_vbmi.c) instead of
- * the tiles. cpu.qpanel=off (a context) or kern_cpu_qpanel_allow(0) (the process) keeps every m on the integer
+ * One activation row of q4_0 / q4_1 / q5_0 / q5_1 / q8_0 on AVX-512 VBMI takes the decode GEMV (quant_gemv_vbmi.c)
+ * instead of the tiles. cpu.qpanel=off (a context) or kern_cpu_qpanel_allow(0) (the process) keeps every m on the integer
  * tiles; allow has kern_cpu_f32gemm_allow's threading rule. */
 #define KERN_CPU_QGEMM_MIN_ROWS 8
 #define KERN_CPU_QPANEL_BF16_MIN_ROWS 16
