@@ -13,11 +13,12 @@
  * Weights live in memory (no checkpoint file), so the run needs no disk; the code path is the engine's.
  *
  * usage: bench_engine [--layers N] [--prompt N] [--decode N] [--threads N]
- *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_1|q5_0|q5_1|q2_K|q3_K|q4_K|q5_K|q6_K] [--shape 3b|k256]
+ *                     [--dtype f32|bf16|both|q8_0|q4_0|q4_1|q5_0|q5_1|q2_K|q3_K|q4_K|q5_K|q6_K] [--shape 3b|k256|tinyllama|llama3-8b]
  *                     [--vocab N] [--json] [--set NAME=VALUE,...]   (kernel settings, kernels.h)
  *                     [--model DIR|FILE.gguf]   (--model: a real checkpoint instead of the random one: its shape and
  *                     dtypes; --shape k256: hidden 3072, ffn 8192, 24 x 128, the default for q4_K / q6_K, whose rows
- *                     must be whole 256-blocks)
+ *                     must be whole 256-blocks; tinyllama: hidden 2048, ffn 5632, 32 heads x 64 on 4 KV heads;
+ *                     llama3-8b: hidden 4096, ffn 14336, 32 x 128 on 8 KV heads)
  * --json adds one JSON object per dtype on its own line (tests/bench/bench_vs_llamacpp.py reads it).
  */
 #include <cblas.h>
@@ -267,15 +268,17 @@ int main(int argc, char **argv) {
     }
     /* k-quants need rows of whole 256-blocks: their default shape is k256 */
     int k256 = shape_name ? !strcmp(shape_name, "k256") : qi >= 0 && kern_dtype_is_kquant(quant[qi].dt);
-    if (shape_name && strcmp(shape_name, "k256") && strcmp(shape_name, "3b")) {
-        fprintf(stderr, "unknown --shape %s (3b or k256)\n", shape_name);
+    int gqa = shape_name && (!strcmp(shape_name, "tinyllama") || !strcmp(shape_name, "llama3-8b")); /* 256-multiples */
+    if (shape_name && strcmp(shape_name, "k256") && strcmp(shape_name, "3b") && !gqa) {
+        fprintf(stderr, "unknown --shape %s (3b, k256, tinyllama or llama3-8b)\n", shape_name);
         return 2;
     }
-    if (!k256 && qi >= 0 && kern_dtype_is_kquant(quant[qi].dt)) {
-        fprintf(stderr, "--dtype %s needs rows of whole 256-blocks: --shape k256\n", dts);
+    if (!k256 && !gqa && qi >= 0 && kern_dtype_is_kquant(quant[qi].dt)) {
+        fprintf(stderr, "--dtype %s needs rows of whole 256-blocks: --shape k256, tinyllama or llama3-8b\n", dts);
         return 2;
     }
-    bench_shape shape = k256 ? BENCH_SHAPE_K256 : BENCH_SHAPE_3B;
+    bench_shape shape = k256 ? BENCH_SHAPE_K256 : !gqa ? BENCH_SHAPE_3B
+                        : !strcmp(shape_name, "tinyllama") ? BENCH_SHAPE_TINYLLAMA : BENCH_SHAPE_LLAMA3_8B;
     kern_ctx *probe = kern_cpu_ctx_new(threads);
     threads = kern_ctx_threads(probe);
     kern_cpu_ctx_free(probe);
@@ -289,9 +292,10 @@ int main(int argc, char **argv) {
            "AVX512_BF16 dot-product peak %.1f GFLOP/s (0: not used), OpenBLAS sgemm %.1f GFLOP/s (m=%d)\n", threads,
            rd * 1e-9, bw * 1e-9, isa, fma * 1e-9, dot * 1e-9, peak * 1e-9, n_prompt);
     if (!model_path)
-        printf("model: %s (hidden %d, ffn %d, %d heads x %d, vocab %d)\n",
-               k256 ? "LongLLaMA-3B's size in multiples of 256" : "LongLLaMA-3B layer shape", shape.hidden, shape.ffn,
-               shape.heads, shape.head_dim, vocab);
+        printf("model: %s (hidden %d, ffn %d, %d heads x %d on %d KV heads, vocab %d)\n",
+               k256 ? "LongLLaMA-3B's size in multiples of 256" : !gqa ? "LongLLaMA-3B layer shape"
+               : shape.kv_heads == 4 ? "TinyLlama-1.1B layer shape" : "Llama-3-8B layer shape", shape.hidden,
+               shape.ffn, shape.heads, shape.head_dim, shape.kv_heads, vocab);
     if (model_path) {
         printf("model: %s\n", model_path);
         run(layers, vocab, KERN_F32, n_prompt, n_decode, threads, &cb, json, model_path, shape);

@@ -65,12 +65,15 @@ typedef struct {
     llama_weights w;
 } bench_model;
 
-/* hidden, ffn and heads x head_dim of the random model: LongLLaMA-3B's by default; k-quant weights need rows of
- * whole 256-blocks, which 3200 and 8640 are not, so benchmarks of them take BENCH_SHAPE_K256 (hidden 3072, ffn
- * 8192, 24 heads x 128: the nearest multiples of 256, about the same size). */
-typedef struct { int hidden, ffn, heads, head_dim; } bench_shape;
-#define BENCH_SHAPE_3B ((bench_shape){3200, 8640, 32, 100})
-#define BENCH_SHAPE_K256 ((bench_shape){3072, 8192, 24, 128})
+/* hidden, ffn, heads x head_dim and KV heads of the random model: LongLLaMA-3B's by default; k-quant weights need
+ * rows of whole 256-blocks, which 3200 and 8640 are not, so benchmarks of them take BENCH_SHAPE_K256 (hidden 3072,
+ * ffn 8192, 24 heads x 128: the nearest multiples of 256, about the same size). The GQA shapes of real models:
+ * TinyLlama-1.1B's (32 query heads on 4 KV heads) and Llama-3-8B's (32 on 8). */
+typedef struct { int hidden, ffn, heads, head_dim, kv_heads; } bench_shape;
+#define BENCH_SHAPE_3B ((bench_shape){3200, 8640, 32, 100, 32})
+#define BENCH_SHAPE_K256 ((bench_shape){3072, 8192, 24, 128, 24})
+#define BENCH_SHAPE_TINYLLAMA ((bench_shape){2048, 5632, 32, 64, 4})
+#define BENCH_SHAPE_LLAMA3_8B ((bench_shape){4096, 14336, 32, 128, 8})
 
 /* vocab: 32000 (LongLLaMA-3B's) unless a benchmark matches another model's (bench_vs_llamacpp.py: 8000). */
 static void bench_model_build_shape(bench_model *bm, int layers, kern_dtype dt, int max_pos, int vocab, bench_shape s) {
@@ -78,10 +81,10 @@ static void bench_model_build_shape(bench_model *bm, int layers, kern_dtype dt, 
     model_config *c = &bm->cfg;
     strcpy(c->architecture, "LlamaForCausalLM");
     c->hidden_size = s.hidden; c->intermediate_size = s.ffn; c->num_hidden_layers = layers;
-    c->num_attention_heads = s.heads; c->num_key_value_heads = s.heads; c->head_dim = s.head_dim;
+    c->num_attention_heads = s.heads; c->num_key_value_heads = s.kv_heads; c->head_dim = s.head_dim;
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000.f; c->rope_scaling_factor = 1.f;
     c->max_position_embeddings = max_pos; c->vocab_size = vocab;
-    size_t d = (size_t)s.hidden, ff = (size_t)s.ffn, V = (size_t)vocab;
+    size_t d = (size_t)s.hidden, ff = (size_t)s.ffn, V = (size_t)vocab, kvd = (size_t)s.kv_heads * (size_t)s.head_dim;
     kern_dtype ndt = kern_dtype_is_quant(dt) ? KERN_F32 : dt; /* norms: plain vectors, as in GGUF files */
     bm->w.tok_embd = bench_random_weight(V * d, dt);
     bm->w.out_norm = bench_random_weight(d, ndt);
@@ -90,12 +93,12 @@ static void bench_model_build_shape(bench_model *bm, int layers, kern_dtype dt, 
     for (int l = 0; l < layers; l++) {
         layer_weights *L = &bm->w.layers[l];
         L->attn_norm = bench_random_weight(d, ndt); L->ffn_norm = bench_random_weight(d, ndt);
-        L->wq = bench_random_weight(d * d, dt); L->wk = bench_random_weight(d * d, dt);
-        L->wv = bench_random_weight(d * d, dt); L->wo = bench_random_weight(d * d, dt);
+        L->wq = bench_random_weight(d * d, dt); L->wk = bench_random_weight(kvd * d, dt);
+        L->wv = bench_random_weight(kvd * d, dt); L->wo = bench_random_weight(d * d, dt);
         L->w_gate = bench_random_weight(ff * d, dt); L->w_up = bench_random_weight(ff * d, dt);
         L->w_down = bench_random_weight(d * ff, dt);
     }
-    bm->w.bytes_per_token = (uint64_t)layers * (kern_dtype_bytes(dt, (int64_t)(4 * d * d + 3 * ff * d)) +
+    bm->w.bytes_per_token = (uint64_t)layers * (kern_dtype_bytes(dt, (int64_t)(2 * d * d + 2 * kvd * d + 3 * ff * d)) +
                                                 kern_dtype_bytes(ndt, (int64_t)(2 * d))) +
                             kern_dtype_bytes(dt, (int64_t)(V * d)) + kern_dtype_bytes(ndt, (int64_t)d);
 }
