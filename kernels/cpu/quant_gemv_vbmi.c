@@ -30,6 +30,12 @@
 
 #define GV_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c"
 #define GV_FN __attribute__((target(GV_TARGET))) static inline __attribute__((always_inline))
+/* Groups read ahead by software prefetch, two groups' lines per step (past a row's end lies the next row: rows
+ * are contiguous). 40 (~3 KB of q4_0) measured ~10% less CPU per decoded token than none on a TinyLlama-shaped
+ * q4_0 file, one thread; 16 half of that. */
+#ifndef GV_PREFETCH_GROUPS
+#define GV_PREFETCH_GROUPS 40
+#endif
 
 int kq_gemv_vbmi_available(void) {
     __builtin_cpu_init();
@@ -194,6 +200,11 @@ __attribute__((target(GV_TARGET))) static void rows_kernel(float *y, const char 
         int64_t gi = 0;
         if (dt == KERN_Q8_0) {
             for (; gi + 1 < ng; gi += 2) { /* two groups per step: two independent accumulator chains */
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 64, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 128, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 192, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 256, _MM_HINT_T0);
                 group_q8(&acc0, &cacc0, row + gi * gb, g->xp + gi * 128, g->d + gi * 4, g->c + gi * 4, q0, q1, s);
                 group_q8(&acc1, &cacc1, row + (gi + 1) * gb, g->xp + (gi + 1) * 128, g->d + (gi + 1) * 4,
                          g->c + (gi + 1) * 4, q0, q1, s);
@@ -201,6 +212,9 @@ __attribute__((target(GV_TARGET))) static void rows_kernel(float *y, const char 
             if (gi < ng) group_q8(&acc0, &cacc0, row + gi * gb, g->xp + gi * 128, g->d + gi * 4, g->c + gi * 4, q0, q1, s);
         } else {
             for (; gi + 1 < ng; gi += 2) {
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 64, _MM_HINT_T0);
+                _mm_prefetch(row + (gi + GV_PREFETCH_GROUPS) * gb + 128, _MM_HINT_T0);
                 group_q4(&acc0, &cacc0, row + gi * gb, g->xp + gi * 128, g->d + gi * 4, g->c + gi * 4, q0, s, tail,
                          mins, qh_off, bs);
                 group_q4(&acc1, &cacc1, row + (gi + 1) * gb, g->xp + (gi + 1) * 128, g->d + (gi + 1) * 4,
