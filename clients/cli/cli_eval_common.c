@@ -72,6 +72,7 @@ bool cli_eval_open(cli_eval_task *e) {
     int32_t n_ctx = mnemo_context_n_ctx(e->ctx), chunk = e->chunk ? e->chunk : (n_ctx < 512 ? n_ctx : 512);
     if (e->lcl && chunk > e->lcl) chunk = e->lcl;
     eval_engine_scorer_init(&e->scorer, e->model, e->ctx, chunk);
+    e->scorer.unbounded = e->cp.memory == MNEMO_MEMORY_RETRIEVAL; /* past sinks + window: memory, never a cut */
     e->scorer.base.progress = on_progress;
     e->scorer.base.user = e;
     return true;

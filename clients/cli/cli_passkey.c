@@ -48,6 +48,9 @@ static void usage(FILE *f) {
             "                       compressed segment by segment, so they may be longer than --ctx\n"
             "  --ctx N              positions of the context (UIO: <mem> entries + raw tokens; default the model's)\n"
             "  --threads N          CPU threads (default: all cores)\n"
+            "  --tail N             decode the prompt's last N tokens in a call of their own (default 0: the whole\n"
+            "                       prompt in one call); retrieval memory retrieves once per forward step, so\n"
+            "                       the last step's queries choose what the answer's first token reads\n"
             "  --json               one JSON object per trial, then one per length\n"
             "  --progress           prefill progress bar on stderr even when it is not a terminal\n"
             "  -v, --verbose        print every trial\n");
@@ -112,11 +115,13 @@ static mnemo_token *prompt_ids(const mnemo_model *m, const cli_haystack *h, int 
 
 /* One trial on the prompt ids[0..n): 1 when the greedy answer contains the key. -1 on an engine error (message
  * printed). */
-static int trial(mnemo_model *m, mnemo_context *ctx, const mnemo_token *ids, int32_t n, unsigned key,
+static int trial(mnemo_model *m, mnemo_context *ctx, const mnemo_token *ids, int32_t n, int32_t tail, unsigned key,
                  double *prefill_s, char *answer, size_t answer_cap) {
     mnemo_context_reset(ctx);
     double t0 = now_s();
-    mnemo_status st = mnemo_decode(ctx, ids, n);
+    int32_t head = tail > 0 && tail < n ? n - tail : n; /* --tail: the last tokens in a call of their own */
+    mnemo_status st = mnemo_decode(ctx, ids, head);
+    if (st == MNEMO_OK && head < n) st = mnemo_decode(ctx, ids + head, n - head);
     *prefill_s = now_s() - t0;
     if (st != MNEMO_OK) {
         fprintf(stderr, "mnemo passkey: %d-token prompt: %s\n", n, mnemo_context_error(ctx));
@@ -203,7 +208,7 @@ int cli_passkey(int argc, char **argv) {
     const char *cmd = "passkey", *model_dir = NULL, *filler_file = NULL, *uio_dir = NULL, *v;
     double lengths[MAX_LIST] = {4096, 8192, 16384, 32768}, depths[MAX_LIST] = {0, 0.25, 0.5, 0.75, 1};
     int n_lengths = 4, n_depths = 5;
-    int32_t trials = 2, lcl = 0, threads = 0;
+    int32_t trials = 2, lcl = 0, threads = 0, tail = 0;
     mnemo_context_params cp = mnemo_context_default_params();
     uint64_t seed = 1;
     bool json = false, verbose = false, progress = false, lengths_asked = false;
@@ -228,6 +233,7 @@ int cli_passkey(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VALUE(); filler_file = v; }
         else if (!strcmp(a, "--last-context-length")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1 << 24, &lcl)) return 2; }
         else if (!strcmp(a, "--threads")) { VALUE(); if (!cli_int(cmd, a, v, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--tail")) { VALUE(); if (!cli_int(cmd, a, v, 0, 1 << 24, &tail)) return 2; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--progress")) progress = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
@@ -284,7 +290,7 @@ int cli_passkey(int argc, char **argv) {
                 int32_t n = 0;
                 double ps = 0;
                 mnemo_token *ids = prompt_ids(m, &hay, &reps, (int32_t)lengths[li], depths[di], key, &n);
-                int r = ids ? trial(m, ctx, ids, n, key, &ps, answer, sizeof answer) : -1;
+                int r = ids ? trial(m, ctx, ids, n, tail, key, &ps, answer, sizeof answer) : -1;
                 if (!ids) fprintf(stderr, "mnemo passkey: out of memory for a %.0f-token prompt\n", lengths[li]);
                 free(ids);
                 if (r < 0) { rc = 1; break; }
@@ -297,6 +303,7 @@ int cli_passkey(int argc, char **argv) {
                                           key, "answer", answer, "correct", r, "prefill_s", ps);
                     char *s = json_dumps(o, JSON_COMPACT);
                     puts(s);
+                    fflush(stdout); /* a long run's trials can be read as they finish */
                     free(s);
                     json_decref(o);
                 } else if (verbose) {

@@ -23,7 +23,7 @@ static bool engine_score(eval_scorer *base, const int32_t *tokens, int64_t n, in
                          uint8_t *correct, double *logprob, char *err, size_t errlen) {
     eval_engine_scorer *s = (eval_engine_scorer *)base;
     mnemo_uio_info uio;
-    bool unbounded = mnemo_model_has_memory(s->model) || mnemo_model_uio(s->model, &uio) == MNEMO_OK;
+    bool unbounded = s->unbounded || mnemo_model_has_memory(s->model) || mnemo_model_uio(s->model, &uio) == MNEMO_OK;
     int32_t n_ctx = mnemo_context_n_ctx(s->ctx), V = mnemo_model_n_vocab(s->model);
     /* a model without memory sees BOS and the last n_ctx - 1 tokens; offset maps a position of the cut sequence
      * back to the caller's: position p of the cut sequence (p >= 1) is the caller's p + offset */

@@ -32,6 +32,8 @@ typedef struct {
     mnemo_model *model;
     mnemo_context *ctx; /* made with logits_all */
     int32_t chunk;
+    bool unbounded;     /* the context takes any length (retrieval memory): nothing is cut; the model's own
+                         * memory (LongLLaMA, UIO) counts as such without it */
     bool truncated;     /* some sequence was longer than the model can see */
     int64_t done;       /* tokens through the model so far */
 } eval_engine_scorer;

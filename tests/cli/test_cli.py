@@ -238,6 +238,13 @@ with tempfile.TemporaryDirectory() as td:
     trials = [json.loads(l) for l in out.splitlines() if l.strip().startswith('{"tokens"')]
     check(rc == 0 and len(trials) == 4 and all(384 - 128 <= t["tokens"] <= 384 for t in trials[:2]) and
           all(768 - 128 <= t["tokens"] <= 768 for t in trials[2:]), f"passkey --file: {out!r} {err[-200:]!r}")
+    # passkey --tail: the question in a decode call of its own, here with retrieval memory past sinks + window
+    rc, out, err = run("passkey", "--model", os.path.join(FIX, "models", "gqa"), "--memory", "retrieval",
+                       "--ret-sinks", "4", "--ret-window", "24", "--ret-block", "4", "--ret-topk", "3", "--ret-reps",
+                       "2", "--lengths", "200", "--depths", "0.5", "--trials", "2", "--tail", "12", "--json")
+    trials = [json.loads(l) for l in out.splitlines() if l.strip().startswith('{"tokens"')]
+    check(rc == 0 and len(trials) == 2 and all(150 <= t["tokens"] <= 200 for t in trials),
+          f"passkey --tail with retrieval memory: {rc} {out!r} {err[-200:]!r}")
     empty = os.path.join(td, "empty.txt")
     open(empty, "w").write(" \n\n")
     rc, out, err = run("passkey", "--model", os.path.join(FIX, "longllama", "basic"), "-f", empty)

@@ -43,6 +43,19 @@ with tempfile.TemporaryDirectory() as td:
               and on[0]["perplexity"] != off[0]["perplexity"], f"memory on/off {model} {extra}: {on} {off}")
     rc, out, err = run("perplexity", "--model", MHA, "--data", TEXT, "--max-tokens", "300")
     check(rc == 0 and "perplexity" in out and "windows of 128 moving by 64" in out, f"perplexity table: {out!r}")
+    # retrieval memory (sinks 4 + window 24 cache rows): inputs past the cache go to memory, never cut; a cut would
+    # count the cut tokens as wrong (perplexity infinite, no JSON row) and mark the forgetting curve truncated
+    ret = ["--memory", "retrieval", "--ret-sinks", "4", "--ret-window", "24", "--ret-block", "4", "--ret-topk", "3",
+           "--ret-reps", "2"]
+    rc, out, err = run("perplexity", "--model", GQA, *ret, "--data", TEXT, "--max-tokens", "120", "--json")
+    r = lines(out)
+    check(rc == 0 and len(r) == 1 and r[0]["memory"] and r[0]["tokens"] == 119 and 1 < r[0]["perplexity"] < 1e6,
+          f"perplexity with retrieval memory past sinks + window: {rc} {out!r} {err!r}")
+    rc, out, err = run("forgetting-curve", "--model", GQA, *ret, "--data", TEXT, "--lengths", "16,64,120",
+                       "--samples", "2", "--json")
+    pts = [x for x in lines(out) if "length" in x]
+    check(rc == 0 and len(pts) == 3 and not any(p["truncated"] for p in pts),
+          f"forgetting curve with retrieval memory: nothing truncated: {rc} {out!r} {err!r}")
 
     # forgetting curve: lengths, two curves, the memory lengths; lengths past a plain model's context are cut
     rc, out, err = run("forgetting-curve", "--model", MHA, "--data", TEXT, "--lengths", "32,64,128,256",
