@@ -201,7 +201,9 @@ static void test_quant_matmul_path(const kern_backend *be, kern_ctx *kc, kern_qp
                                         {13, 11, 96},  {70, 33, 224},  {9, 4, 4096},  {23, 100, 1120}, {1, 37, 256},
                                         {2, 9, 512},   {13, 11, 768},  {70, 33, 256}, {23, 100, 1280},
                                         /* decode rows: whole groups of four blocks, an odd count of them, tails */
-                                        {1, 37, 576},  {1, 70, 800},   {1, 19, 384},  {1, 130, 1024}};
+                                        {1, 37, 576},  {1, 70, 800},   {1, 19, 384},  {1, 130, 1024},
+                                        /* past the GEMV's one-thread size: rows split over the threads */
+                                        {1, 1100, 1024}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int t = 0; t < N_QTYPES; t++)
             for (int bi = 0; bi < 2; bi++) {

@@ -33,6 +33,9 @@
 /* Groups read ahead by software prefetch, two groups' lines per step (past a row's end lies the next row: rows
  * are contiguous). 40 (~3 KB of q4_0) measured ~10% less CPU per decoded token than none on a TinyLlama-shaped
  * q4_0 file, one thread; 16 half of that. */
+#ifndef GV_PARALLEL_MIN_BYTES
+#define GV_PARALLEL_MIN_BYTES (512.0 * 1024)
+#endif
 #ifndef GV_PREFETCH_GROUPS
 #define GV_PREFETCH_GROUPS 40
 #endif
@@ -252,9 +255,12 @@ void kq_gemv_vbmi(float *y, const void *w, kern_dtype dt, int64_t n, int64_t nb,
     const gv_index *ix = dt == KERN_Q4_0 ? &ix4_0 : dt == KERN_Q4_1 ? &ix4_1 : dt == KERN_Q5_0 ? &ix5_0
                          : dt == KERN_Q5_1 ? &ix5_1 : &ix8_0;
     size_t wrb = (size_t)nb * block_bytes(dt);
-    /* rows in chunks of 16 so a thread's rows are one sequential stream and the split stays even */
+    /* rows in chunks of 16 so a thread's rows are one sequential stream and the split stays even. A matrix under
+     * GV_PARALLEL_MIN_BYTES is read by the calling thread alone: waking a sleeping worker (mnemo's passive OpenMP
+     * wait) costs more than reading it (SmolLM2's q, k, v, o: 69-207 KB, ~10-20 us on one core) */
     int64_t chunks = (n + 15) / 16;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && n >= 64)
+    const int par = threads > 1 && (double)wrb * (double)n >= GV_PARALLEL_MIN_BYTES;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
     for (int64_t ci = 0; ci < chunks; ci++) {
         int64_t r0 = ci * 16, r1 = r0 + 16 < n ? r0 + 16 : n;
         rows_kernel(y, (const char *)w, wrb, g, dt, r0, r1, nb, beta, ix);
