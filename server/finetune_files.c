@@ -245,14 +245,7 @@ static int append_entry(ft_files *f, const char *id, json_t *obj, long long crea
 /* A fresh id from /dev/urandom, unused in the table (caller holds mu). 0, or -1. */
 static int new_id(const ft_files *f, char out[ID_LEN + 1]) {
     for (int attempt = 0; attempt < 8; attempt++) {
-        unsigned char r[ID_HEX / 2];
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return -1;
-        ssize_t got = read(fd, r, sizeof r);
-        close(fd);
-        if (got != (ssize_t)sizeof r) return -1;
-        memcpy(out, ID_PREFIX, sizeof ID_PREFIX - 1);
-        for (size_t i = 0; i < sizeof r; i++) snprintf(out + sizeof ID_PREFIX - 1 + 2 * i, 3, "%02x", r[i]);
+        if (ft_files_new_id(out) != 0) return -1;
         if (find(f, out) < 0) return 0;
     }
     return -1;

@@ -609,15 +609,24 @@ static bool lock_ours(PGconn *c, pg_rc *rc, write_arg *a, int64_t *old_blob, cha
     return a->ours;
 }
 
+/* Opens the transaction of a write that stores a->pack: the job must still be this node's (else false), then the
+ * pack goes in as a blob, its id in *blob. *old_blob: the checkpoint blob it replaces (-1: none). */
+static bool begin_pack_write(PGconn *c, pg_rc *rc, write_arg *a, int64_t *old_blob, int64_t *blob, char *err,
+                             size_t errlen) {
+    uint64_t bytes;
+    uint32_t crc;
+    *blob = -1;
+    begin(c, rc, err, errlen);
+    if (!lock_ours(c, rc, a, old_blob, err, errlen)) return false;
+    if (*rc == PG_OK) *rc = pg_blob_put_file(c, a->pack, blob, &bytes, &crc, err, errlen);
+    return true;
+}
+
 static pg_rc checkpoint_work(PGconn *c, void *arg, char *err, size_t errlen) {
     write_arg *a = arg;
     pg_rc rc = PG_OK;
     int64_t old_blob, blob;
-    uint64_t bytes;
-    uint32_t crc;
-    begin(c, &rc, err, errlen);
-    if (!lock_ours(c, &rc, a, &old_blob, err, errlen)) return rc;
-    if (rc == PG_OK) rc = pg_blob_put_file(c, a->pack, &blob, &bytes, &crc, err, errlen);
+    if (!begin_pack_write(c, &rc, a, &old_blob, &blob, err, errlen)) return rc;
     char b[24], s[24];
     snprintf(b, sizeof b, "%" PRId64, blob);
     snprintf(s, sizeof s, "%" PRId64, a->step);
@@ -669,11 +678,7 @@ static pg_rc finish_work(PGconn *c, void *arg, char *err, size_t errlen) {
     write_arg *a = arg;
     pg_rc rc = PG_OK;
     int64_t old_blob, blob;
-    uint64_t bytes;
-    uint32_t crc;
-    begin(c, &rc, err, errlen);
-    if (!lock_ours(c, &rc, a, &old_blob, err, errlen)) return rc;
-    if (rc == PG_OK) rc = pg_blob_put_file(c, a->pack, &blob, &bytes, &crc, err, errlen);
+    if (!begin_pack_write(c, &rc, a, &old_blob, &blob, err, errlen)) return rc;
     char b[24], now[24];
     snprintf(b, sizeof b, "%" PRId64, blob);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));

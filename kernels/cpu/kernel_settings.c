@@ -75,9 +75,11 @@ int kern_ctx_settings(const kern_backend *be, kern_ctx *kc, const char *list, ch
         const kern_setting_info *s = find(p, (size_t)(eq - p));
         char value[64];
         size_t vlen = (size_t)(p + len - eq - 1);
-        if (!s) {
-            snprintf(err, errlen, "unknown kernel setting '%.*s' (known: cpu.gemm, cpu.f32gemm, cpu.qpanel, cuda.gemm, "
-                     "cuda.attn, cuda.gemv_split, cuda.dec_blocks_per_sm)", (int)(eq - p), p);
+        if (!s) { /* the names, from the table */
+            int n = snprintf(err, errlen, "unknown kernel setting '%.*s' (known:", (int)(eq - p), p);
+            for (size_t i = 0; i < sizeof SETTINGS / sizeof SETTINGS[0] && n >= 0 && (size_t)n < errlen; i++)
+                n += snprintf(err + n, errlen - (size_t)n, "%s %s", i ? "," : "", SETTINGS[i].name);
+            if (n >= 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
             return KERN_ESHAPE;
         }
         if (vlen == 0 || vlen >= sizeof value) {

@@ -250,6 +250,26 @@ static void misuse_and_limits(void) {
     CHECK(mnemo_context_new(m, &cp, &ctx) == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), "n_ctx"),
           "negative n_ctx refused");
     mnemo_context_free(ctx);
+
+    /* kernel settings: known names and values apply (also the other backend's), the rest are refused by name */
+    static const struct { const char *list, *want; } ks[] = {
+        {"cpu.gemm=exact,cpu.f32gemm=off,cpu.qpanel=on,cuda.attn=mma,cuda.dec_blocks_per_sm=12,", NULL},
+        {"cpu.gemm=fastest", "'fastest' is not one of fast|exact"},
+        {"cuda.attn=wmma", "'wmma' is not one of simt|tc|mma"},
+        {"cuda.dec_blocks_per_sm=65", "not one of auto|1..64"},
+        {"cpu.gemv=on", "unknown kernel setting 'cpu.gemv' (known: cpu.gemm,"},
+        {"cpu.gemm", "is not NAME=VALUE"},
+    };
+    cp.n_ctx = 8;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        cp.kernel_settings = ks[i].list;
+        mnemo_status st = mnemo_context_new(m, &cp, &ctx);
+        CHECK(ks[i].want ? st == MNEMO_ERR_INVALID_ARG && strstr(mnemo_context_error(ctx), ks[i].want)
+                         : st == MNEMO_OK,
+              "kernel settings '%s': %s, '%s'", ks[i].list, mnemo_status_str(st), mnemo_context_error(ctx));
+        mnemo_context_free(ctx);
+    }
+    cp.kernel_settings = NULL;
     mnemo_model_free(m);
 }
 
